@@ -1,0 +1,42 @@
+"""apertus_jax: the Apertus pretraining recipe and the Boldt data study in JAX/Flax."""
+
+from setuptools import find_packages, setup
+
+CORE = [
+    "jax==0.10.2",
+    "jaxlib==0.10.2",
+    "flax==0.12.8",
+    "optax==0.2.8",
+    "orbax-checkpoint==0.12.8",
+    "grain==0.2.18",
+    "tensorstore==0.1.86",
+    "array-record==0.8.6",
+    "sentencepiece==0.2.3",
+    "mistral-common==1.13.1",
+    "tiktoken>=0.12",
+    "tokenizers>=0.22",
+    "safetensors>=0.6",
+    "absl-py>=2.1",
+    "ml-collections>=1.0",
+    "numpy>=2.0",
+    "tensorboardX>=2.6",
+    "matplotlib>=3.9",
+]
+
+setup(
+    name="apertus_jax",
+    version="0.1.0",
+    description="JAX/Flax reproduction of the Apertus pretraining recipe and the Boldt data study",
+    python_requires=">=3.11",
+    packages=find_packages(include=["apertus_jax*", "experiments*", "configs*", "benchmarks*"]),
+    package_data={"apertus_jax": ["data/assets/*", "data/assets/**/*"]},
+    include_package_data=True,
+    install_requires=CORE,
+    extras_require={
+        "dev": ["pytest>=8", "hypothesis>=6.100"],
+        # Torch-based parity tests against transformers' ApertusForCausalLM (CPU torch from disk/PyPI).
+        "hf": ["torch==2.13.0", "transformers>=5.0"],
+        "prep": ["datatrove==0.10.1", "protego>=0.4", "pyarrow>=15"],
+        "seqio": ["seqio==0.0.20"],
+    },
+)
