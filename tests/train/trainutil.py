@@ -1,0 +1,35 @@
+"""Shared helpers for the trainer tests: a tiny model and batches of real text."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+TEXT = (
+    "Alle Menschen sind frei und gleich an Würde und Rechten geboren. Sie sind mit Vernunft und Gewissen "
+    "begabt und sollen einander im Geist der Brüderlichkeit begegnen. All human beings are born free and "
+    "equal in dignity and rights. They are endowed with reason and conscience and should act towards one "
+    "another in a spirit of brotherhood. Tous les êtres humains naissent libres et égaux en dignité et en "
+    "droits. Ils sont doués de raison et de conscience et doivent agir les uns envers les autres dans un "
+    "esprit de fraternité. ")
+
+
+def text_batch(rows: int, length: int, offset: int = 0) -> dict[str, np.ndarray]:
+  """A [rows, length] batch of UTF-8 bytes of UDHR article 1 (de/en/fr), one document per row."""
+  data = np.frombuffer((TEXT * 8).encode(), np.uint8).astype(np.int32)
+  starts = offset + np.arange(rows) * 37
+  window = np.stack([data[s:s + length + 1] for s in starts])
+  return {
+      "tokens": window[:, :-1], "targets": window[:, 1:],
+      "positions": np.broadcast_to(np.arange(length, dtype=np.int32), (rows, length)).copy(),
+      "segment_ids": np.ones((rows, length), np.int32), "loss_mask": np.ones((rows, length), np.int32)}
+
+
+def tiny_model_and_params(seed: int = 0):
+  """STAND-IN until the model lands: bigram embedding -> linear, vocab 256."""
+  k1, k2 = jax.random.split(jax.random.key(seed))
+  params = {"embed": jax.random.normal(k1, (256, 16)) * 0.1, "out": jax.random.normal(k2, (16, 256)) * 0.1}
+
+  def apply_fn(p, tokens, positions, segment_ids):
+    del positions, segment_ids
+    return jnp.tanh(p["embed"][tokens]) @ p["out"]
+  return apply_fn, params
