@@ -1,0 +1,166 @@
+"""Goldfish masks: bit-compatibility with the Apertus rule, content-only dependence, mixed-hash rate."""
+
+import hashlib
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from apertus_jax.data import goldfish
+from apertus_jax.data.goldfish import goldfish_drop_mask, goldfish_table
+
+FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "goldfish_apertus_k50_h50.json"
+
+
+def reference_drop_mask(labels, k, h, table):
+    """Straightforward per-window Apertus rule with Python ints and explicit int64 wrap-around."""
+    dropped = [False] * len(labels)
+    for i in range(h - 1, len(labels)):
+        product = 1
+        for label in labels[i - h + 1 : i + 1]:
+            product = (product * int(label)) & ((1 << 64) - 1)
+        if product >= 1 << 63:
+            product -= 1 << 64
+        key = product % 1_000_003  # Python's remainder is non-negative, like torch's %.
+        dropped[i] = bool(table[key] < np.float32(1 / k))
+    return dropped
+
+
+def fixture_vectors():
+    """Fixed label vectors: random ids, small ids (many zero products), odd ids (no zero product)."""
+    rng = np.random.default_rng(20260514)
+    return {
+        "random_ids": rng.integers(4, 131_072, size=700),
+        "small_ids": rng.integers(4, 40, size=700),
+        "odd_ids": rng.integers(2, 65_536, size=700) * 2 + 1,
+    }
+
+
+def write_fixture():
+    """Regenerates the fixture from the slow reference: `python tests/data/test_goldfish.py`."""
+    table = goldfish_table()
+    cases = {}
+    for name, labels in fixture_vectors().items():
+        dropped = reference_drop_mask(labels.tolist(), 50, 50, table)
+        cases[name] = {"labels": labels.tolist(), "dropped": [i for i, d in enumerate(dropped) if d]}
+    payload = {"table_sha256": goldfish.TABLE_SHA256, "k": 50, "h": 50, "cases": cases}
+    FIXTURE.write_text(json.dumps(payload, separators=(",", ":")) + "\n")
+
+
+def test_table_matches_shipped_checksum_and_apertus_entry_zero():
+    table = goldfish_table()
+    assert table.shape == (1_000_003,) and table.dtype == np.float32
+    # SPEC.md 3: all zero-product windows read table[0] = 0.2337.
+    assert table[0] == pytest.approx(0.2337, abs=1e-4)
+    assert not table.flags.writeable
+
+
+def test_table_is_torch_rand_of_the_apertus_seed():
+    torch = pytest.importorskip("torch")
+    generator = torch.Generator().manual_seed(2971215073)
+    np.testing.assert_array_equal(goldfish_table(), torch.rand(1_000_003, generator=generator).numpy())
+
+
+def test_fixture_masks_equal_vectorized_and_reference_rule():
+    payload = json.loads(FIXTURE.read_text())
+    assert payload["table_sha256"] == goldfish.TABLE_SHA256
+    total_dropped = 0
+    for name, case in payload["cases"].items():
+        labels = np.array(case["labels"], dtype=np.int32)
+        expected = np.zeros(len(labels), dtype=bool)
+        expected[case["dropped"]] = True
+        np.testing.assert_array_equal(goldfish_drop_mask(labels, k=50, h=50), expected, err_msg=name)
+        total_dropped += len(case["dropped"])
+    assert total_dropped > 10  # the fixture exercises real drops
+    labels = payload["cases"]["random_ids"]["labels"][:200]
+    assert reference_drop_mask(labels, 50, 50, goldfish_table()) == goldfish_drop_mask(
+        np.array(labels), 50, 50).tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    labels=st.lists(st.integers(0, 131_071), min_size=0, max_size=120),
+    k=st.integers(1, 8),
+    h=st.integers(1, 70),
+)
+def test_vectorized_equals_reference_for_any_labels(labels, k, h):
+    expected = reference_drop_mask(labels, k, h, goldfish_table())
+    assert goldfish_drop_mask(np.array(labels, dtype=np.int64), k, h).tolist() == expected
+
+
+@pytest.mark.parametrize("hash_name", goldfish.HASHES)
+def test_first_h_minus_1_positions_kept_and_k0_disables(hash_name):
+    labels = np.random.default_rng(1).integers(4, 131_072, size=(3, 300))
+    dropped = goldfish_drop_mask(labels, k=2, h=20, hash=hash_name)
+    assert not dropped[:, :19].any() and dropped[:, 19:].any()
+    assert not goldfish_drop_mask(labels, k=0, h=20, hash=hash_name).any()
+    assert not goldfish_drop_mask(labels[:, :10], k=2, h=20, hash=hash_name).any()
+
+
+@pytest.mark.parametrize("k", [2, 50])
+def test_mixed_hash_drop_rate_is_1_over_k(k):
+    labels = np.random.default_rng(2).integers(4, 131_072, size=100_000)
+    rate = goldfish_drop_mask(labels, k=k, h=50, hash="mixed").mean()
+    assert abs(rate - 1 / k) < 0.1 / k
+
+
+@pytest.mark.parametrize("hash_name", goldfish.HASHES)
+def test_same_document_same_mask_anywhere_in_any_batch(hash_name):
+    """A 200-token document at row 0 offset 0 and at row 3 offset 517: same drops where the window lies
+    inside the document, whatever the batch size and the other rows."""
+    rng = np.random.default_rng(3)
+    document = rng.integers(4, 131_072, size=200)
+    batch_a = rng.integers(4, 131_072, size=(2, 1024))
+    batch_a[0, :200] = document
+    batch_b = rng.integers(4, 131_072, size=(5, 1024))
+    batch_b[3, 517:717] = document
+    h = 50
+    mask_a = goldfish_drop_mask(batch_a, k=4, h=h, hash=hash_name)[0, h - 1 : 200]
+    mask_b = goldfish_drop_mask(batch_b, k=4, h=h, hash=hash_name)[3, 517 + h - 1 : 717]
+    np.testing.assert_array_equal(mask_a, mask_b)
+    assert mask_a.sum() > 10
+    # A row on its own gives the row's mask inside a batch.
+    np.testing.assert_array_equal(
+        goldfish_drop_mask(batch_b[3], k=4, h=h, hash=hash_name),
+        goldfish_drop_mask(batch_b, k=4, h=h, hash=hash_name)[3])
+
+
+def test_mixed_hash_depends_on_the_whole_window_in_order():
+    rng = np.random.default_rng(4)
+    labels = rng.integers(4, 131_072, size=5_000)
+    base = goldfish.goldfish_drop_mask(labels, k=2, h=8, hash="mixed")
+    swapped = labels.copy()
+    swapped[[100, 101]] = swapped[[101, 100]]
+    changed = goldfish.goldfish_drop_mask(swapped, k=2, h=8, hash="mixed") != base
+    assert changed[101:109].any() and not changed[:100].any() and not changed[109:].any()
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError, match="k >= 0"):
+        goldfish_drop_mask(np.arange(10), k=-1)
+    with pytest.raises(ValueError, match="hash"):
+        goldfish_drop_mask(np.arange(10), hash="md5")
+    with pytest.raises(ValueError, match="integer"):
+        goldfish_drop_mask(np.zeros(10, np.float32))
+
+
+def test_table_checksum_mismatch_raises(monkeypatch):
+    goldfish_table.cache_clear()
+    monkeypatch.setattr(goldfish, "TABLE_SHA256", "0" * 64)
+    try:
+        with pytest.raises(ValueError, match="sha256"):
+            goldfish_table()
+    finally:
+        goldfish_table.cache_clear()
+
+
+def test_fixture_checksum_is_the_file_checksum():
+    path = pathlib.Path(goldfish.__file__).parent / "assets" / "goldfish_table.npy"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == goldfish.TABLE_SHA256
+
+
+if __name__ == "__main__":
+    write_fixture()
