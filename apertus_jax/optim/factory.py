@@ -1,0 +1,43 @@
+"""`make_optimizer`: the trainer's one call to build the gradient transformation."""
+
+from typing import Any
+
+import optax
+
+from apertus_jax.optim.adamw import adamw
+from apertus_jax.optim.ademamix import ademamix
+from apertus_jax.optim.masks import default_weight_decay_mask
+
+OPTIMIZERS = {"ademamix": ademamix, "adamw": adamw}
+
+
+def make_optimizer(
+    name: str,
+    learning_rate: optax.ScalarOrSchedule,
+    weight_decay: float,
+    clip_norm: float | None,
+    **kwargs: Any,
+) -> optax.GradientTransformation:
+    """`optax.chain(clip_by_global_norm(clip_norm), ademamix | adamw)` with the default decay mask.
+
+    Args:
+      name: "ademamix" (Apertus) or "adamw" (baseline).
+      learning_rate: float or optax schedule of the 0-based update count (e.g. from
+        `schedule_in_steps`).
+      weight_decay: decoupled decay, multiplied by the LR (Apertus 0.1).
+      clip_norm: global gradient-norm clipping threshold (Apertus 0.1); None or 0 disables it.
+      **kwargs: further arguments of `ademamix`/`adamw` (b1, b2, b3, alpha, alpha_warmup_steps,
+        b3_warmup_steps, eps, mask). `mask` defaults to `default_weight_decay_mask`.
+
+    Raises:
+      ValueError: for an unknown `name` or a negative `clip_norm`.
+    """
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r}; choose one of {sorted(OPTIMIZERS)}")
+    if clip_norm is not None and clip_norm < 0:
+        raise ValueError(f"clip_norm must be > 0, or None/0 to disable clipping, got {clip_norm!r}")
+    kwargs.setdefault("mask", default_weight_decay_mask)
+    tx = OPTIMIZERS[name](learning_rate, weight_decay=weight_decay, **kwargs)
+    if not clip_norm:
+        return tx
+    return optax.chain(optax.clip_by_global_norm(clip_norm), tx)
