@@ -1,0 +1,109 @@
+"""BPE tokenizer training with SentencePiece, with special ids that match the pipeline.
+
+Trained models use the tekken id layout (SPEC.md section 2): unk 0, BoD `<s>` 1, EoD `</s>` 2,
+pad `<pad>` 3, so a pipeline config can switch between tekken and a trained model without renumbering.
+Training is lossless on unseen text: byte fallback (256 byte pieces) instead of `<unk>`, no Unicode
+normalization and no whitespace folding, so `decode(encode(text)) == text`.
+
+Boldt trains one 32k BPE tokenizer per data subset: `train_per_subset` with `BPEConfig(vocab_size=32_000)`.
+"""
+
+import dataclasses
+import io
+import os
+from collections.abc import Iterable, Iterator, Mapping
+
+import sentencepiece as spm
+
+from apertus_jax.tokenizers.sentencepiece_model import SentencePieceTokenizer
+
+SPECIAL_IDS = {"unk_id": 0, "bos_id": 1, "eos_id": 2, "pad_id": 3}
+
+
+@dataclasses.dataclass(frozen=True)
+class BPEConfig:
+    """SentencePiece training settings.
+
+    Attributes:
+      vocab_size: total ids including the 4 special and 256 byte-fallback pieces (Boldt: 32,000).
+      model_type: "bpe" (Boldt, Apertus) or "unigram".
+      character_coverage: fraction of characters covered by pieces; the rest fall back to bytes.
+      max_sentences: lines sampled for training (SentencePiece's `input_sentence_size`).
+      max_sentence_bytes: longer lines are split into chunks of at most this many characters.
+      split_digits: one piece per digit, as in Llama/Mistral tokenizers.
+      num_threads: trainer threads.
+      seed: seed of SentencePiece's sentence sampling.
+    """
+
+    vocab_size: int = 32_000
+    model_type: str = "bpe"
+    character_coverage: float = 0.9995
+    max_sentences: int = 2_000_000
+    max_sentence_bytes: int = 8_192
+    split_digits: bool = True
+    num_threads: int = 2
+    seed: int = 0
+
+
+def _lines(texts: Iterable[str], max_chars: int) -> Iterator[str]:
+    for text in texts:
+        for line in text.splitlines():
+            for start in range(0, len(line), max_chars):
+                chunk = line[start:start + max_chars]
+                if chunk.strip():
+                    yield chunk
+
+
+def train_sentencepiece(texts: Iterable[str], out_path: str,
+                        config: BPEConfig = BPEConfig()) -> SentencePieceTokenizer:
+    """Trains a SentencePiece model on `texts` and writes it to `out_path` (atomically).
+
+    Args:
+      texts: documents; each is split into lines (training "sentences").
+      out_path: destination `.model` file; its parent folder is created.
+      config: training settings.
+
+    Returns:
+      The trained model, loaded (BoD 1, EoD 2, pad 3).
+
+    Raises:
+      ValueError: no non-empty line in `texts`, or SentencePiece rejects the settings (e.g. a
+        vocabulary too large for the corpus); the message is SentencePiece's.
+    """
+    # A quarter of the byte budget in characters keeps 4-byte scripts under SentencePiece's limit.
+    lines = list(_lines(texts, config.max_sentence_bytes // 4))
+    if not lines:
+        raise ValueError("no non-empty text to train a tokenizer on; check the --input files")
+    model = io.BytesIO()
+    spm.set_random_generator_seed(config.seed)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=model, vocab_size=config.vocab_size,
+            model_type=config.model_type, character_coverage=config.character_coverage,
+            input_sentence_size=config.max_sentences, shuffle_input_sentence=True,
+            max_sentence_length=config.max_sentence_bytes, byte_fallback=True,
+            normalization_rule_name="identity", remove_extra_whitespaces=False,
+            split_digits=config.split_digits, num_threads=config.num_threads,
+            minloglevel=2, **SPECIAL_IDS, pad_piece="<pad>")
+    except RuntimeError as error:
+        raise ValueError(f"SentencePiece training failed: {error}") from error
+    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    tmp_path = f"{out_path}.tmp"
+    with open(tmp_path, "wb") as f:
+        f.write(model.getvalue())
+    os.replace(tmp_path, out_path)
+    return SentencePieceTokenizer(out_path)
+
+
+def train_per_subset(subsets: Mapping[str, Iterable[str]], out_dir: str,
+                     config: BPEConfig = BPEConfig(vocab_size=32_000)) -> dict[str, str]:
+    """Boldt's one tokenizer per data subset: trains `{out_dir}/{name}.model` for each subset.
+
+    Returns:
+      subset name -> model path.
+    """
+    paths = {}
+    for name, texts in subsets.items():
+        paths[name] = os.path.join(out_dir, f"{name}.model")
+        train_sentencepiece(texts, paths[name], config)
+    return paths

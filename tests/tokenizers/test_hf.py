@@ -1,0 +1,56 @@
+"""HF tokenizer.json files: special ids from special added tokens, documented fallbacks, round trips."""
+
+import pytest
+import tokenizers
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from apertus_jax.tokenizers import load_tokenizer
+from apertus_jax.tokenizers.hf import HFTokenizer
+
+
+def _byte_level_bpe(path, texts, special_tokens, plain_tokens=()):
+    """A tiny byte-level BPE tokenizer.json (Llama-3/Qwen style), trained on `texts`."""
+    tokenizer = tokenizers.Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=special_tokens,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(texts, trainer)
+    tokenizer.add_tokens(list(plain_tokens))
+    tokenizer.save(str(path))
+    return str(path)
+
+
+def test_specials_and_round_trip(tmp_path, udhr_sample):
+    path = _byte_level_bpe(tmp_path / "tokenizer.json", udhr_sample.values(),
+                           ["<unk>", "<|begin_of_text|>", "<|end_of_text|>", "<pad>"])
+    tokenizer = load_tokenizer(f"hf:{path}")
+    assert (tokenizer.bod_id, tokenizer.eod_id, tokenizer.pad_id) == (1, 2, 3)
+    assert tokenizer.vocab_size == 400
+    assert tokenizer.name == f"hf:{tmp_path.name}/tokenizer.json"
+    texts = list(udhr_sample.values())
+    for text, ids in zip(texts, tokenizer.encode_batch(texts)):
+        assert ids == tokenizer.encode(text)
+        assert tokenizer.decode(ids) == text
+        document = tokenizer.encode_document(text)
+        assert document[0] == 1 and document[-1] == 2
+        assert tokenizer.decode(document) == text
+
+
+def test_fallbacks(tmp_path, udhr_sample):
+    # Qwen-like: only <|endoftext|> is special; a non-special "<s>" token must not become BoD.
+    path = _byte_level_bpe(tmp_path / "tokenizer.json", udhr_sample.values(), ["<|endoftext|>"],
+                           plain_tokens=["<s>"])
+    tokenizer = HFTokenizer(path)
+    assert tokenizer.eod_id == 0
+    assert tokenizer.bod_id == tokenizer.eod_id and tokenizer.pad_id == tokenizer.eod_id
+    explicit = HFTokenizer(path, bod_token="<s>", name="toy")
+    assert explicit.bod_id == 400 and explicit.name == "toy"
+
+
+def test_errors(tmp_path, udhr_sample):
+    path = _byte_level_bpe(tmp_path / "tokenizer.json", udhr_sample.values(), ["<unk>"])
+    with pytest.raises(ValueError, match="none of the EoD tokens"):
+        HFTokenizer(path)
+    with pytest.raises(ValueError, match="not in HF tokenizer"):
+        HFTokenizer(path, eod_token="<no-such-token>")
