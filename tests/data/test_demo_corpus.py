@@ -1,0 +1,155 @@
+"""Tests of the vendored demo corpus (`apertus_jax/data/demo_corpus.py`) and of the text extraction in
+`experiments/build_demo_corpus.py` that produced it."""
+
+import collections
+import hashlib
+import importlib.resources
+import lzma
+import re
+
+import pytest
+
+from apertus_jax.data import demo_corpus
+from experiments import build_demo_corpus
+
+MARKUP = re.compile(r"</?(div|p|span|a|code|em|strong|h[1-6])\b|&(amp|lt|gt|nbsp|quot);")
+ASSETS = importlib.resources.files("apertus_jax.data").joinpath("assets")
+
+
+def test_udhr_covers_at_least_400_languages():
+    texts = demo_corpus.load_udhr()
+    languages = demo_corpus.udhr_languages()
+    assert len(texts) == len(languages) == demo_corpus.manifest()["assets"]["udhr.jsonl.xz"]["records"] == 521
+    assert [lang["code"] for lang in languages] == sorted(texts)
+    assert len({lang["iso6393"] for lang in languages}) >= 400
+    assert {lang["direction"] for lang in languages} <= {"ltr", "rtl", "ttb"}
+
+
+def test_udhr_english_and_german_article_1():
+    texts = demo_corpus.load_udhr()
+    assert "All human beings are born free and equal in dignity and rights." in texts["eng"]
+    assert "Alle Menschen sind frei und gleich an Würde und Rechten geboren." in texts["deu_1996"]
+    assert texts["eng"].startswith("Universal Declaration of Human Rights\n\nPreamble\n\nWhereas recognition")
+    names = {lang["code"]: lang for lang in demo_corpus.udhr_languages()}
+    assert names["eng"]["name"] == "English" and names["deu_1996"]["lang"] == "de-1996"
+    assert names["azj_cyrl"]["script"] == "Cyrl" and names["eng"]["script"] is None
+
+
+def test_udhr_texts_are_complete_translations():
+    # 30 articles plus heading and preamble; the shortest complete translation has about 3 KB.
+    for code, text in demo_corpus.load_udhr().items():
+        assert len(text) > 2_000, code
+        assert "\n\n" in text and "\n\n\n" not in text and text == text.strip(), code
+
+
+def test_no_empty_documents_and_clean_utf8():
+    for name in demo_corpus.ASSET_FILES.values():
+        raw = lzma.decompress(ASSETS.joinpath(name).read_bytes())
+        raw.decode("utf-8", errors="strict")
+    for doc in demo_corpus.load_demo_documents("train") + demo_corpus.load_demo_documents("heldout"):
+        assert doc["text"].strip() and doc["text"] == doc["text"].strip(), doc["doc_id"]
+        assert "\ufffd" not in doc["text"], doc["doc_id"]
+        assert not MARKUP.search(doc["text"]), doc["doc_id"]
+        assert set(doc) >= {"text", "lang", "source", "doc_id"}
+
+
+def test_german_prose_is_german():
+    docs = demo_corpus.load_german_prose()
+    assert {d["package"] for d in docs} == {"fortunes-de", "debian-handbook", "debian-reference-de"}
+    assert all(d["lang"] == "de" and d["source"] == "german_prose" for d in docs)
+    text = "\n".join(d["text"] for d in docs)
+    assert 3_000_000 < len(text.encode("utf-8")) < 10_000_000
+    counts = collections.Counter(w.lower() for w in re.findall(r"\w+", text))
+    top = {w for w, _ in counts.most_common(10)}
+    assert {"der", "die", "und"} <= top
+    assert counts["und"] > 10 * counts["the"]
+    assert any("ß" in d["text"] or "ä" in d["text"] for d in docs[:50])
+
+
+def test_splits_are_disjoint_deterministic_and_5_percent():
+    train = demo_corpus.load_demo_documents("train")
+    heldout = demo_corpus.load_demo_documents("heldout")
+    train_ids, heldout_ids = [d["doc_id"] for d in train], [d["doc_id"] for d in heldout]
+    assert len(set(train_ids)) == len(train_ids) and not set(train_ids) & set(heldout_ids)
+    total = sum(a["records"] for a in demo_corpus.manifest()["assets"].values())
+    assert len(train_ids) + len(heldout_ids) == total
+    assert 0.04 < len(heldout_ids) / total < 0.06
+    assert {d["source"] for d in heldout} == {"udhr", "german_prose"}
+    assert [d["doc_id"] for d in demo_corpus.load_demo_documents("heldout")] == heldout_ids
+    digest = hashlib.sha256("udhr/eng".encode()).hexdigest()
+    assert demo_corpus.is_heldout("udhr/eng") == (int(digest[:8], 16) % 20 == 0)
+
+
+def test_sources_filter_and_bad_arguments():
+    udhr = demo_corpus.load_demo_documents("train", sources=["udhr"])
+    assert udhr and {d["source"] for d in udhr} == {"udhr"}
+    with pytest.raises(ValueError, match="unknown split"):
+        demo_corpus.load_demo_documents("test")
+    with pytest.raises(ValueError, match="unknown demo corpus sources"):
+        demo_corpus.load_demo_documents("train", sources=["wikipedia"])
+
+
+def test_returned_documents_do_not_alias_the_cache():
+    demo_corpus.load_german_prose()[0]["text"] = "changed"
+    demo_corpus.load_demo_documents("train")[0]["text"] = "changed"
+    assert demo_corpus.load_german_prose()[0]["text"] != "changed"
+    assert demo_corpus.load_demo_documents("train")[0]["text"] != "changed"
+
+
+def test_assets_match_manifest_and_data_card():
+    manifest = demo_corpus.manifest()
+    card = ASSETS.joinpath("DATA_CARD.md").read_text(encoding="utf-8")
+    assert set(manifest["assets"]) == set(demo_corpus.ASSET_FILES.values())
+    for name, entry in manifest["assets"].items():
+        data = ASSETS.joinpath(name).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"] and len(data) == entry["bytes"]
+        assert len(lzma.decompress(data).splitlines()) == entry["records"]
+        assert f"`{name}` | `{entry['sha256']}`" in card
+    pinned = {s.name: s for s in build_demo_corpus.SOURCES}
+    for source in manifest["sources"]:
+        assert source["archive_sha256"] == pinned[source["name"]].sha256
+        assert source["archive_sha256"] in card and source["licence"] in card
+        assert ASSETS.joinpath(source["copyright_file"]).read_text(encoding="utf-8").strip()
+    assert "python -m experiments.build_demo_corpus --out apertus_jax/data/assets" in card
+
+
+def test_changed_asset_is_rejected(monkeypatch):
+    real = demo_corpus._read_asset
+    monkeypatch.setattr(demo_corpus, "_read_asset",
+                        lambda name: real(name) + b"\0" if name.endswith(".xz") else real(name))
+    demo_corpus._records.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="does not match the sha256"):
+            demo_corpus.load_udhr()
+    finally:
+        monkeypatch.undo()
+        demo_corpus._records.cache_clear()
+
+
+def test_html_blocks_skip_navigation_and_code_listings():
+    markup = (
+        '<html><head><title>T</title></head><body><div class="navheader">Zurück Weiter</div>'
+        "<h2>1.1. Ein   Titel</h2><div class='para'>Erste\nZeile &amp; <code>ls</code> mehr</div>"
+        '<pre class="screen">$ rm -rf /</pre><p>Zeile eins<br/>Zeile zwei</p><table><tr><td>x</td></tr></table>'
+        '<div class="navfooter"><div>Nach oben</div></div><p>Ende</p></body></html>'
+    )
+    assert build_demo_corpus.html_blocks(markup) == [
+        (2, "1.1. Ein Titel"), (0, "Erste Zeile & ls mehr"), (0, "Zeile eins\nZeile zwei"), (0, "Ende"),
+    ]
+
+
+def test_looks_german_and_index_parsing_and_licence():
+    assert build_demo_corpus.looks_german("Der Befehl zeigt die Pakete an, die installiert sind.")
+    assert not build_demo_corpus.looks_german("In the case of APT, the reference files are on the mirrors.")
+    assert not build_demo_corpus.looks_german("12345 --- ...")
+    index = ("export const udhr = [\n  {\n    bcp47: 'quc',\n    code: 'quc',\n    latitude: -1.5,\n"
+             "    name: \"K'iche', Central\",\n    stage: 4\n  },\n  {code: 'a\\'b'}\n]")
+    assert build_demo_corpus._parse_js_records(index) == [
+        {"bcp47": "quc", "code": "quc", "latitude": -1.5, "name": "K'iche', Central", "stage": 4},
+        {"code": "a'b"},
+    ]
+    copyright_text = ("Format: https://x\n\nFiles: *\nCopyright: 2001 A\nLicense: GPL-2+\n\n"
+                      "Files: debian/*\nLicense: MIT\n\nLicense: GPL-2+\n text")
+    assert build_demo_corpus.debian_licence(copyright_text) == "GPL-2+"
+    with pytest.raises(ValueError, match="Files: \\*"):
+        build_demo_corpus.debian_licence("Files: debian/*\nLicense: MIT\n")
