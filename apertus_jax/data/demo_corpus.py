@@ -1,4 +1,4 @@
-"""The vendored demo corpus: the UDHR in 521 translations (440 languages) and human-written German prose.
+"""The vendored demo corpus: the UDHR in 521 translations (439 languages) and human-written German prose.
 
 The files live in `apertus_jax/data/assets/` (xz-compressed JSON lines, one document per line), so the
 demo, tests and benchmarks work on a machine with only Python and pip. `assets/DATA_CARD.md` lists every
@@ -57,8 +57,9 @@ def is_heldout(doc_id: str) -> bool:
 
 def load_udhr() -> dict[str, str]:
     """UDHR translation code (e.g. "eng", "deu_1996", "cmn_hans") -> full text (heading, preamble, 30
-    articles; paragraphs separated by blank lines). 521 complete translations of 440 ISO 639-3
-    languages; some languages have several (orthographies, scripts): see `udhr_languages()`."""
+    articles; paragraphs separated by blank lines). 521 complete translations of 439 ISO 639-3
+    languages plus 10 whose language is not identified (`iso6393 == "und"`); some languages have
+    several (orthographies, scripts, dialects): see `udhr_languages()`."""
     return {r["code"]: r["text"] for r in _records("udhr")}
 
 
