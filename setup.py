@@ -14,6 +14,7 @@ CORE = [
     "sentencepiece==0.2.3",
     "mistral-common==1.13.1",
     "tiktoken>=0.12",
+    "regex>=2024.0",
     "tokenizers>=0.22",
     "safetensors>=0.6",
     "absl-py>=2.1",
