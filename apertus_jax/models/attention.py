@@ -1,0 +1,140 @@
+"""Grouped-query self-attention with QK-norm, RoPE and packed-document masking (SPEC.md sections 1 and 2).
+
+Mask rule: query i may attend key j iff `j <= i` (causal by index within the row) and
+`segment_ids[i] == segment_ids[j]`. Padding (segment 0) thus attends only to earlier padding, so no softmax
+row is ever empty in any kernel (no NaN, no -inf-only rows); the attention output at padding positions is
+then set to zero, so padding contributes nothing and receives nothing through attention. Real tokens never
+see padding or other documents.
+
+Kernels behind `ModelConfig.attention_impl` (all take q `[B, T, N, H]`, k/v `[B, T, K, H]`, N % K == 0):
+  "xla"    -- einsum scores in float32, softmax in float32 (CPU default).
+  "jax_nn" -- `jax.nn.dot_product_attention(..., implementation="xla")` with the boolean mask.
+  "cudnn"  -- the same call with `implementation="cudnn"` (GPU, bf16/fp16 inputs).
+  "splash" -- the TPU Pallas splash kernel with `SegmentIds` and a causal mask (TPU backend only).
+"""
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from apertus_jax.models.config import ModelConfig
+from apertus_jax.models.layers import RMSNorm, normal_param
+from apertus_jax.models.partitioning import constrain
+from apertus_jax.models.rope import apply_rope, rope_inv_freq
+
+MASK_VALUE = float(jnp.finfo(jnp.float32).min)
+
+
+def attention_mask(segment_ids_BxT: jax.Array) -> jax.Array:
+    """Boolean mask `[B, 1, T, T]` (query, key): causal AND same segment (padding = segment 0 among itself)."""
+    t = segment_ids_BxT.shape[1]
+    causal_TxT = jnp.tril(jnp.ones((t, t), dtype=jnp.bool_))
+    same_BxTxT = segment_ids_BxT[:, :, None] == segment_ids_BxT[:, None, :]
+    return (causal_TxT[None] & same_BxTxT)[:, None]
+
+
+def xla_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask_Bx1xTxS, scale: float) -> jax.Array:
+    """Reference einsum attention; scores and softmax in float32, output in `q.dtype`, `[B, T, N, H]`."""
+    b, t, n, h = q_BxTxNxH.shape
+    k = k_BxSxKxH.shape[2]
+    q_BxTxKxGxH = q_BxTxNxH.reshape(b, t, k, n // k, h)
+    scores = jnp.einsum("btkgh,bskh->bkgts", q_BxTxKxGxH, k_BxSxKxH, preferred_element_type=jnp.float32)
+    scores = jnp.where(mask_Bx1xTxS[:, :, None], scores * scale, MASK_VALUE)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v_BxSxKxH.dtype)
+    out = jnp.einsum("bkgts,bskh->btkgh", probs, v_BxSxKxH)
+    return out.reshape(b, t, n, h)
+
+
+def jax_nn_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask_Bx1xTxS, scale: float,
+                     implementation: str) -> jax.Array:
+    """`jax.nn.dot_product_attention` with the boolean mask ("xla" or "cudnn" implementation)."""
+    return jax.nn.dot_product_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask=mask_Bx1xTxS, scale=scale,
+                                        implementation=implementation)
+
+
+def splash_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: float,
+                     interpret: bool = False) -> jax.Array:
+    """TPU splash attention (Pallas) with a causal mask and segment ids; `T` a multiple of 128.
+
+    `interpret=True` runs the kernel in the Pallas interpreter (any backend, slow; for tests).
+
+    Raises:
+      NotImplementedError: not on a TPU backend (and not `interpret`), or the kernel is not importable.
+    """
+    if jax.default_backend() != "tpu" and not interpret:
+        raise NotImplementedError("attention_impl='splash' needs a TPU backend; use 'xla'/'jax_nn' on CPU, "
+                                  "'cudnn' on GPU")
+    try:
+        from jax.experimental.pallas.ops.tpu import splash_attention as splash
+    except ImportError as err:
+        raise NotImplementedError(f"splash attention kernel not importable: {err}") from err
+    b, t, n, h = q_BxTxNxH.shape
+    mask = splash.MultiHeadMask([splash.CausalMask((t, t))] * n)
+    kernel = splash.make_splash_mha(mask, head_shards=1, q_seq_shards=1, interpret=interpret)
+
+    def one_row(q_NxTxH, k_KxTxH, v_KxTxH, seg_T):
+        return kernel(q_NxTxH, k_KxTxH, v_KxTxH, segment_ids=splash.SegmentIds(q=seg_T, kv=seg_T))
+
+    heads_first = lambda x: jnp.swapaxes(x, 1, 2)  # noqa: E731  [B, T, N, H] <-> [B, N, T, H]
+    out_BxNxTxH = jax.vmap(one_row)(heads_first(q_BxTxNxH * scale), heads_first(k_BxSxKxH),
+                                    heads_first(v_BxSxKxH), segment_ids_BxT.astype(jnp.int32))
+    return heads_first(out_BxNxTxH).astype(q_BxTxNxH.dtype)
+
+
+def dot_product_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, impl: str) -> jax.Array:
+    """Dispatch to kernel `impl` with the packed-document mask; padding rows of the output are zero.
+
+    Shapes: q `[B, T, N, H]`, k/v `[B, T, K, H]`, segment_ids `[B, T]` int -> `[B, T, N, H]` in `q.dtype`.
+    Scale `H ** -0.5`.
+    """
+    scale = q_BxTxNxH.shape[-1] ** -0.5
+    if impl == "splash":
+        out = splash_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale)
+    else:
+        mask = attention_mask(segment_ids_BxT)
+        if impl == "xla":
+            out = xla_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask, scale)
+        else:
+            implementation = "cudnn" if impl == "cudnn" else "xla"
+            out = jax_nn_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask, scale, implementation)
+    return jnp.where((segment_ids_BxT != 0)[:, :, None, None], out, jnp.zeros_like(out))
+
+
+class Attention(nnx.Module):
+    """Self-attention: q/k/v projections, per-head QK-norm, RoPE, masked attention, output projection.
+
+    Kernels (no biases): `q_proj` `[d_model, n_heads, head_dim]` ("embed", "heads", "head_dim"),
+    `k_proj`/`v_proj` `[d_model, n_kv_heads, head_dim]` ("embed", "kv_heads", "head_dim"),
+    `o_proj` `[n_heads, head_dim, d_model]` ("heads", "head_dim", "embed"). `q_norm`/`k_norm` hold ONE
+    `(head_dim,)` weight each, shared by all heads, applied before RoPE (absent when `qk_norm=False`).
+    """
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        d, n, k, h, std = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim, config.init_std
+        self.config = config
+        self.q_proj = normal_param(rngs, (d, n, h), ("embed", "heads", "head_dim"), std)
+        self.k_proj = normal_param(rngs, (d, k, h), ("embed", "kv_heads", "head_dim"), std)
+        self.v_proj = normal_param(rngs, (d, k, h), ("embed", "kv_heads", "head_dim"), std)
+        self.o_proj = normal_param(rngs, (n, h, d), ("heads", "head_dim", "embed"), std)
+        if config.qk_norm:
+            self.q_norm = RMSNorm(h, config.rms_norm_eps, "head_dim")
+            self.k_norm = RMSNorm(h, config.rms_norm_eps, "head_dim")
+        else:
+            self.q_norm = self.k_norm = None
+
+    def __call__(self, x_BxTxD: jax.Array, positions_BxT: jax.Array, segment_ids_BxT: jax.Array) -> jax.Array:
+        """x `[B, T, d_model]` (compute dtype), positions/segment_ids `[B, T]` int -> `[B, T, d_model]`."""
+        cfg = self.config
+        dtype = jnp.dtype(cfg.dtype)
+        x_BxTxD = x_BxTxD.astype(dtype)
+        q = jnp.einsum("btd,dnh->btnh", x_BxTxD, self.q_proj[...].astype(dtype))
+        k = jnp.einsum("btd,dkh->btkh", x_BxTxD, self.k_proj[...].astype(dtype))
+        v = jnp.einsum("btd,dkh->btkh", x_BxTxD, self.v_proj[...].astype(dtype))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        inv_freq = rope_inv_freq(cfg)
+        q = constrain(apply_rope(q, positions_BxT, inv_freq), ("batch", "length", "heads", "head_dim"))
+        k = constrain(apply_rope(k, positions_BxT, inv_freq), ("batch", "length", "kv_heads", "head_dim"))
+        v = constrain(v, ("batch", "length", "kv_heads", "head_dim"))
+        out_BxTxNxH = dot_product_attention(q, k, v, segment_ids_BxT, cfg.attention_impl)
+        return jnp.einsum("btnh,nhd->btd", out_BxTxNxH, self.o_proj[...].astype(dtype))

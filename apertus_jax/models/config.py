@@ -1,0 +1,91 @@
+"""Model configuration: one frozen dataclass for every Apertus / Llama-style variant (SPEC.md section 1)."""
+
+import dataclasses
+
+MLP_TYPES = ("xielu", "swiglu")
+ROPE_SCALINGS = ("none", "llama3")
+ATTENTION_IMPLS = ("xla", "jax_nn", "cudnn", "splash")
+REMAT_POLICIES = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
+COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Architecture and numerics of a decoder-only Transformer.
+
+    The Apertus defaults follow SPEC.md section 1: ungated xIELU MLP, QK-norm, untied embeddings,
+    RoPE theta 500,000 with Llama-3.1 frequency scaling (factor 8, low 1, high 4, original 8192).
+    Ablation switches give the Llama baseline: `mlp_type="swiglu"`, `qk_norm=False`, `tie_embeddings=True`.
+
+    Attributes:
+      vocab_size, d_model, n_layers, n_heads, n_kv_heads, head_dim, mlp_hidden: shapes (`n_kv_heads`
+        must divide `n_heads`; `head_dim` must be even for RoPE).
+      mlp_type: "xielu" (ungated, `down(xIELU(up(x)))`) or "swiglu" (gated, `down(silu(gate(x)) * up(x))`).
+      rope_*: base theta and the "none" | "llama3" frequency scaling with its four constants.
+      max_seq_len: training context length in tokens (used by FLOPs and presets, not by the forward).
+      dtype: compute dtype name; parameters are stored in `param_dtype` (float32).
+      attention_impl: "xla" (einsum, CPU default), "jax_nn" (`jax.nn.dot_product_attention`, XLA backend),
+        "cudnn" (same call with implementation="cudnn", GPU only), "splash" (TPU Pallas kernel).
+      scan_layers: stack the layer parameters on a leading "layers" axis and run them with `jax.lax.scan`.
+      remat_policy: "none" (keep all activations), "full" (recompute everything in the backward pass),
+        "dots_saveable", "dots_with_no_batch_dims_saveable" (`jax.checkpoint_policies` of those names).
+      init_std: standard deviation of the normal init of linear and embedding weights.
+
+    Raises:
+      ValueError: in `__post_init__`, one line naming the bad field and the fix.
+    """
+
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    mlp_hidden: int
+    mlp_type: str = "xielu"
+    qk_norm: bool = True
+    tie_embeddings: bool = False
+    rope_theta: float = 500_000.0
+    rope_scaling: str = "llama3"
+    rope_factor: float = 8.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_max_position_embeddings: int = 8192
+    rms_norm_eps: float = 1e-5
+    max_seq_len: int = 4096
+    dtype: str = "float32"
+    param_dtype: str = "float32"
+    attention_impl: str = "xla"
+    scan_layers: bool = False
+    remat_policy: str = "none"
+    init_std: float = 0.02
+
+    def __post_init__(self):
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "mlp_hidden",
+                     "max_seq_len", "rope_original_max_position_embeddings"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"ModelConfig.n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} (GQA)")
+        if self.head_dim % 2:
+            raise ValueError(f"ModelConfig.head_dim={self.head_dim} must be even for half-split RoPE")
+        choices = {"mlp_type": MLP_TYPES, "rope_scaling": ROPE_SCALINGS, "attention_impl": ATTENTION_IMPLS,
+                   "remat_policy": REMAT_POLICIES, "dtype": COMPUTE_DTYPES, "param_dtype": ("float32",)}
+        for name, valid in choices.items():
+            if getattr(self, name) not in valid:
+                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is not one of {valid}")
+        if self.rope_theta <= 0 or self.rms_norm_eps <= 0 or self.init_std <= 0:
+            raise ValueError("ModelConfig.rope_theta, rms_norm_eps and init_std must be > 0")
+        if self.rope_scaling == "llama3" and not (
+            self.rope_factor >= 1 and 0 < self.rope_low_freq_factor < self.rope_high_freq_factor
+        ):
+            raise ValueError("llama3 RoPE scaling needs rope_factor >= 1 and 0 < low_freq_factor < high_freq_factor")
+
+    def replace(self, **overrides) -> "ModelConfig":
+        """A copy with `overrides` applied (validated again)."""
+        return dataclasses.replace(self, **overrides)
+
+    @property
+    def q_per_kv(self) -> int:
+        """Query heads sharing one key/value head (GQA group size)."""
+        return self.n_heads // self.n_kv_heads

@@ -1,0 +1,104 @@
+"""Building blocks without attention: parameters with logical axes, RMSNorm, xIELU, MLP (SPEC.md section 1).
+
+Every parameter is an `nnx.Param` whose metadata `logical_axes` names its dimensions (e.g. `("embed", "mlp")`);
+`apertus_jax.models.partitioning` maps those names to mesh axes. Plain metadata (not `out_sharding`) keeps
+the model constructible without any mesh.
+"""
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from apertus_jax.models.config import ModelConfig
+
+XIELU_BETA = 0.5
+XIELU_EPS = -1e-6
+# softplus^-1(0.8) and softplus^-1(0.8 - beta): alpha_p = alpha_n = 0.8 at init (SPEC.md section 1).
+XIELU_A_P_INIT = 0.20338237
+XIELU_A_N_INIT = -1.0502256
+
+
+def normal_param(rngs: nnx.Rngs, shape: tuple[int, ...], logical_axes: tuple[str | None, ...],
+                 std: float) -> nnx.Param:
+    """A float32 `nnx.Param` drawn from N(0, std^2), tagged with `logical_axes` (one name per dimension)."""
+    return nnx.Param(std * jax.random.normal(rngs.params(), shape, jnp.float32), logical_axes=logical_axes)
+
+
+def constant_param(value: float, shape: tuple[int, ...], logical_axes: tuple[str | None, ...]) -> nnx.Param:
+    """A float32 `nnx.Param` filled with `value`, tagged with `logical_axes`."""
+    return nnx.Param(jnp.full(shape, value, jnp.float32), logical_axes=logical_axes)
+
+
+def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
+    """`weight * x / sqrt(mean(x^2, -1) + eps)` computed in float32, returned in `x.dtype`."""
+    x32 = x.astype(jnp.float32)
+    y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
+    return (weight.astype(jnp.float32) * y).astype(x.dtype)
+
+
+class RMSNorm(nnx.Module):
+    """RMSNorm over the last axis with a ones-initialised weight of shape `(dim,)` (SPEC.md section 1)."""
+
+    def __init__(self, dim: int, eps: float, logical_axis: str):
+        self.weight = constant_param(1.0, (dim,), (logical_axis,))
+        self.eps = eps
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """x: `[..., dim]` any float dtype -> same shape and dtype."""
+        return rms_norm(x, self.weight[...], self.eps)
+
+
+def xielu(x: jax.Array, a_p: jax.Array, a_n: jax.Array) -> jax.Array:
+    """xIELU (Huang & Schlag 2025; SPEC.md section 1 and errata 1), elementwise in `x.dtype`.
+
+    `alpha_p = softplus(a_p)`, `alpha_n = beta + softplus(a_n)`;
+    `f(x) = alpha_p x^2 + beta x` for x > 0, else `alpha_n (expm1(min(x, eps)) - x) + beta x`,
+    with beta = 0.5, eps = -1e-6. `a_p`, `a_n` are the raw (pre-softplus) trainable scalars.
+    """
+    alpha_p = jax.nn.softplus(a_p.astype(jnp.float32)).astype(x.dtype)
+    alpha_n = (XIELU_BETA + jax.nn.softplus(a_n.astype(jnp.float32))).astype(x.dtype)
+    positive = alpha_p * x * x + XIELU_BETA * x
+    negative = alpha_n * (jnp.expm1(jnp.minimum(x, XIELU_EPS)) - x) + XIELU_BETA * x
+    return jnp.where(x > 0, positive, negative)
+
+
+class XIELU(nnx.Module):
+    """xIELU activation with per-layer trainable scalars `a_p`, `a_n` (each a `(1,)` parameter)."""
+
+    def __init__(self):
+        self.a_p = constant_param(XIELU_A_P_INIT, (1,), (None,))
+        self.a_n = constant_param(XIELU_A_N_INIT, (1,), (None,))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return xielu(x, self.a_p[...], self.a_n[...])
+
+
+class MLP(nnx.Module):
+    """Feed-forward block: ungated `down(xIELU(up(x)))` or gated SwiGLU `down(silu(gate(x)) * up(x))`.
+
+    Kernels are `[in, out]`: `up`/`gate` `[d_model, mlp_hidden]` ("embed", "mlp"), `down`
+    `[mlp_hidden, d_model]` ("mlp", "embed"). No biases. Matmuls run in `config.dtype`.
+    """
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        d, f, std = config.d_model, config.mlp_hidden, config.init_std
+        self.dtype = jnp.dtype(config.dtype)
+        self.up = normal_param(rngs, (d, f), ("embed", "mlp"), std)
+        if config.mlp_type == "swiglu":
+            self.gate = normal_param(rngs, (d, f), ("embed", "mlp"), std)
+            self.act = None
+        else:
+            self.gate = None
+            self.act = XIELU()
+        self.down = normal_param(rngs, (f, d), ("mlp", "embed"), std)
+
+    def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
+        """x: `[B, T, d_model]` in compute dtype -> `[B, T, d_model]` in compute dtype."""
+        x_BxTxD = x_BxTxD.astype(self.dtype)
+        up_BxTxF = jnp.einsum("btd,df->btf", x_BxTxD, self.up[...].astype(self.dtype))
+        if self.gate is not None:
+            gate_BxTxF = jnp.einsum("btd,df->btf", x_BxTxD, self.gate[...].astype(self.dtype))
+            h_BxTxF = jax.nn.silu(gate_BxTxF) * up_BxTxF
+        else:
+            h_BxTxF = self.act(up_BxTxF)
+        return jnp.einsum("btf,fd->btd", h_BxTxF, self.down[...].astype(self.dtype))

@@ -1,0 +1,121 @@
+"""Logical axis names -> mesh axes: the one rule table, parameter shardings and activation constraints.
+
+Parameters carry `logical_axes` metadata (one name or None per dimension; see `layers.normal_param`).
+`LOGICAL_AXIS_RULES` maps each name to an ordered tuple of mesh axes of the 3-D mesh ("data", "fsdp",
+"tensor"), MaxText style: batch over data and fsdp, embed over fsdp (ZeRO-3 style weight sharding), heads /
+kv_heads / mlp / vocab over tensor, everything else replicated.
+
+Fallback (documented rule): a mesh axis is dropped for a dimension when it is absent from the mesh, has
+size 1, is already used by an earlier dimension of the same array, or does not divide the dimension (e.g.
+8 kv heads on a tensor axis of 16). The dimension is then replicated over that mesh axis.
+"""
+
+import math
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+LOGICAL_AXIS_RULES: dict[str, tuple[str, ...]] = {
+    "batch": ("data", "fsdp"),
+    "length": (),
+    "embed": ("fsdp",),
+    "heads": ("tensor",),
+    "kv_heads": ("tensor",),
+    "head_dim": (),
+    "mlp": ("tensor",),
+    "vocab": ("tensor",),
+    "layers": (),
+}
+
+
+def make_mesh(data: int = 1, fsdp: int = -1, tensor: int = 1, devices: Sequence | None = None) -> Mesh:
+    """A ("data", "fsdp", "tensor") mesh with Auto axis types over `devices` (default: all devices).
+
+    One of the sizes may be -1 (takes the remaining devices).
+
+    Raises:
+      ValueError: the sizes do not multiply to the device count.
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    sizes = [data, fsdp, tensor]
+    if sizes.count(-1) > 1:
+        raise ValueError(f"make_mesh: at most one of data/fsdp/tensor may be -1, got {sizes}")
+    known = math.prod(s for s in sizes if s != -1)
+    sizes = [len(devices) // known if s == -1 else s for s in sizes]
+    if math.prod(sizes) != len(devices):
+        raise ValueError(f"make_mesh: data*fsdp*tensor = {sizes} must multiply to {len(devices)} devices")
+    return Mesh(np.asarray(devices).reshape(sizes), MESH_AXES, axis_types=(AxisType.Auto,) * 3)
+
+
+def logical_to_spec(logical_axes: Sequence[str | None], shape: Sequence[int], mesh_shape: dict[str, int],
+                    rules: dict[str, tuple[str, ...]] = LOGICAL_AXIS_RULES) -> PartitionSpec:
+    """`PartitionSpec` for an array of `shape` whose dimensions have `logical_axes`, under the fallback rule.
+
+    Raises:
+      ValueError: a logical name missing from `rules`, or `logical_axes` and `shape` of different lengths.
+    """
+    if len(logical_axes) != len(shape):
+        raise ValueError(f"logical axes {tuple(logical_axes)} do not match shape {tuple(shape)}")
+    used: set[str] = set()
+    spec = []
+    for name, dim in zip(logical_axes, shape):
+        if name is not None and name not in rules:
+            raise ValueError(f"logical axis {name!r} has no rule; add it to LOGICAL_AXIS_RULES")
+        axes, size = [], 1
+        for axis in rules.get(name, ()) if name is not None else ():
+            axis_size = mesh_shape.get(axis, 1)
+            if axis in used or axis_size == 1 or dim % (size * axis_size):
+                continue
+            axes.append(axis)
+            size *= axis_size
+        used.update(axes)
+        spec.append(None if not axes else axes[0] if len(axes) == 1 else tuple(axes))
+    return PartitionSpec(*spec)
+
+
+def _is_variable(x) -> bool:
+    return isinstance(x, nnx.Variable)
+
+
+def state_logical_axes(state: nnx.State) -> nnx.State:
+    """The `logical_axes` metadata of every variable in `state` (same tree, tuples as values)."""
+    return jax.tree.map(lambda v: v.replace(v.get_metadata()["logical_axes"]), state, is_leaf=_is_variable)
+
+
+def state_shardings(state: nnx.State, mesh: Mesh,
+                    rules: dict[str, tuple[str, ...]] = LOGICAL_AXIS_RULES) -> nnx.State:
+    """`NamedSharding` of every variable in `state` (e.g. `nnx.state(model)` or its `nnx.eval_shape` twin).
+
+    Returns the same tree with each variable's value replaced by its sharding, usable as `out_shardings`
+    of `jax.jit` or with `jax.device_put(state, shardings)`.
+
+    Raises:
+      KeyError: a variable without `logical_axes` metadata.
+    """
+    mesh_shape = dict(mesh.shape)
+
+    def sharding(v: nnx.Variable):
+        axes = v.get_metadata()["logical_axes"]
+        return v.replace(NamedSharding(mesh, logical_to_spec(axes, v.shape, mesh_shape, rules)))
+
+    return jax.tree.map(sharding, state, is_leaf=_is_variable)
+
+
+def constrain(x: jax.Array, logical_axes: Sequence[str | None],
+              rules: dict[str, tuple[str, ...]] = LOGICAL_AXIS_RULES) -> jax.Array:
+    """Sharding constraint for activation `x` from its `logical_axes`; a no-op when no mesh is set.
+
+    Uses the mesh of `jax.set_mesh(...)`: `with_sharding_constraint` on Auto axes, `reshard` on Explicit.
+    """
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+        return x
+    spec = logical_to_spec(logical_axes, x.shape, dict(mesh.shape), rules)
+    if mesh.are_all_axes_explicit:
+        return jax.sharding.reshard(x, spec)
+    return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec))

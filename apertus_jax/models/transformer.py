@@ -1,0 +1,149 @@
+"""The Apertus decoder-only Transformer (SPEC.md section 1) with optional layer scan and remat.
+
+    h      = x + Attention(RMSNorm_attn(x))
+    out    = h + MLP(RMSNorm_mlp(h))
+    logits = lm_head(RMSNorm_final(out))      (lm_head = embed^T when tie_embeddings)
+
+Layer layouts (`ModelConfig.scan_layers`):
+  unscanned: `model.layers` is an `nnx.List` of `Block`s.
+  scanned:   `model.layers` is ONE `Block` whose every parameter has a leading axis of size `n_layers`
+             (logical axis "layers" prepended), run with `jax.lax.scan`.
+Both layouts draw the same random numbers, so `Apertus(cfg, rngs=nnx.Rngs(s))` has identical weights either
+way. `export_weights` / `import_weights` read and write a flat, layout-independent dict of arrays.
+"""
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from apertus_jax.models.attention import Attention
+from apertus_jax.models.config import ModelConfig
+from apertus_jax.models.layers import MLP, RMSNorm, normal_param
+from apertus_jax.models.partitioning import constrain
+
+REMAT_POLICIES = {
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots_saveable": jax.checkpoint_policies.dots_saveable,
+    "dots_with_no_batch_dims_saveable": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+class Block(nnx.Module):
+    """One pre-norm decoder layer: `attn_norm`, `attn`, `mlp_norm`, `mlp`."""
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        self.attn_norm = RMSNorm(config.d_model, config.rms_norm_eps, "embed")
+        self.attn = Attention(config, rngs=rngs)
+        self.mlp_norm = RMSNorm(config.d_model, config.rms_norm_eps, "embed")
+        self.mlp = MLP(config, rngs=rngs)
+
+    def __call__(self, x_BxTxD: jax.Array, positions_BxT: jax.Array, segment_ids_BxT: jax.Array) -> jax.Array:
+        """Residual stream `[B, T, d_model]` in compute dtype -> same."""
+        h_BxTxD = x_BxTxD + self.attn(self.attn_norm(x_BxTxD), positions_BxT, segment_ids_BxT)
+        out_BxTxD = h_BxTxD + self.mlp(self.mlp_norm(h_BxTxD))
+        return constrain(out_BxTxD, ("batch", "length", "embed"))
+
+
+def _stack_blocks(blocks: list[Block]) -> Block:
+    """One `Block` whose parameters stack those of `blocks` on a new leading "layers" axis."""
+    graphdef, first = nnx.split(blocks[0])
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), first, *[nnx.state(b) for b in blocks[1:]])
+    for _, var in nnx.to_flat_state(stacked):
+        var.set_metadata(logical_axes=("layers", *var.get_metadata()["logical_axes"]))
+    return nnx.merge(graphdef, stacked)
+
+
+class Apertus(nnx.Module):
+    """Decoder-only Transformer; see the module docstring for the layer layouts.
+
+    Parameters: `embed` `[vocab, d_model]` ("vocab", "embed"); `layers`; `final_norm`; `lm_head`
+    `[d_model, vocab]` ("embed", "vocab"), None when `tie_embeddings`. All float32, N(0, init_std) for
+    matrices, ones for norms, xIELU scalars at alpha_p = alpha_n = 0.8.
+    """
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        self.config = config
+        self.embed = normal_param(rngs, (config.vocab_size, config.d_model), ("vocab", "embed"), config.init_std)
+        blocks = [Block(config, rngs=rngs) for _ in range(config.n_layers)]
+        self.layers = _stack_blocks(blocks) if config.scan_layers else nnx.List(blocks)
+        self.final_norm = RMSNorm(config.d_model, config.rms_norm_eps, "embed")
+        self.lm_head = (None if config.tie_embeddings else
+                        normal_param(rngs, (config.d_model, config.vocab_size), ("embed", "vocab"), config.init_std))
+
+    def __call__(self, tokens: jax.Array, positions: jax.Array, segment_ids: jax.Array) -> jax.Array:
+        """Logits for packed rows.
+
+        Args:
+          tokens: `[B, T]` int32 token ids (< vocab_size).
+          positions: `[B, T]` int32, restarting at 0 for every document.
+          segment_ids: `[B, T]` int32, 1.. per document within a row, 0 for padding.
+        Returns:
+          logits `[B, T, vocab]` float32 (matmul inputs in compute dtype, float32 accumulation).
+        """
+        dtype = jnp.dtype(self.config.dtype)
+        x_BxTxD = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
+        x_BxTxD = constrain(x_BxTxD, ("batch", "length", "embed"))
+        x_BxTxD = self._run_layers(x_BxTxD, positions, segment_ids)
+        x_BxTxD = self.final_norm(x_BxTxD)
+        w_DxV = self.embed[...].T if self.lm_head is None else self.lm_head[...]
+        logits_BxTxV = jnp.einsum("btd,dv->btv", x_BxTxD, w_DxV.astype(dtype), preferred_element_type=jnp.float32)
+        return constrain(logits_BxTxV, ("batch", "length", "vocab"))
+
+    def _run_layers(self, x_BxTxD, positions_BxT, segment_ids_BxT):
+        def layer_fn(x, graphdef, state):
+            return nnx.merge(graphdef, state)(x, positions_BxT, segment_ids_BxT)
+
+        policy = self.config.remat_policy
+        if policy != "none":
+            layer_fn = jax.checkpoint(layer_fn, policy=REMAT_POLICIES[policy], static_argnums=(1,))
+        if self.config.scan_layers:
+            graphdef, state = nnx.split(self.layers)
+            x_BxTxD, _ = jax.lax.scan(lambda x, s: (layer_fn(x, graphdef, s), None), x_BxTxD, state)
+            return x_BxTxD
+        for block in self.layers:
+            x_BxTxD = layer_fn(x_BxTxD, *nnx.split(block))
+        return x_BxTxD
+
+
+def export_weights(model: Apertus) -> dict[str, jax.Array]:
+    """All parameters as a flat dict with layout-independent names.
+
+    Keys: "embed", "final_norm.weight", "lm_head" (absent when tied), and per layer i
+    "layers.{i}.attn_norm.weight", "layers.{i}.attn.{q,k,v,o}_proj", "layers.{i}.attn.{q,k}_norm.weight"
+    (QK-norm only), "layers.{i}.mlp_norm.weight", "layers.{i}.mlp.{up,down}", "layers.{i}.mlp.gate" (SwiGLU),
+    "layers.{i}.mlp.act.{a_p,a_n}" (xIELU). Array shapes as in the module docstrings (kernels `[in, out]`
+    with heads split out); scanned models are unstacked.
+    """
+    weights = {}
+    for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):
+        name = ".".join(str(p) for p in path)
+        if model.config.scan_layers and path[0] == "layers":
+            rest = ".".join(str(p) for p in path[1:])
+            weights.update({f"layers.{i}.{rest}": var[...][i] for i in range(model.config.n_layers)})
+        else:
+            weights[name] = var[...]
+    return weights
+
+
+def import_weights(model: Apertus, weights: dict) -> None:
+    """Set every parameter of `model` in place from a dict in the `export_weights` layout.
+
+    Raises:
+      ValueError: missing or unexpected keys, or a shape that differs from the model's.
+    """
+    expected = {k: v.shape for k, v in export_weights(model).items()}
+    if set(weights) != set(expected):
+        missing, extra = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+        raise ValueError(f"import_weights: missing keys {missing[:5]}, unexpected keys {extra[:5]}")
+    for key, shape in expected.items():
+        if tuple(weights[key].shape) != tuple(shape):
+            raise ValueError(f"import_weights: {key} has shape {tuple(weights[key].shape)}, expected {shape}")
+    n = model.config.n_layers
+    for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):
+        name = ".".join(str(p) for p in path)
+        if model.config.scan_layers and path[0] == "layers":
+            rest = ".".join(str(p) for p in path[1:])
+            value = jnp.stack([jnp.asarray(weights[f"layers.{i}.{rest}"]) for i in range(n)])
+        else:
+            value = jnp.asarray(weights[name])
+        var[...] = value.astype(var[...].dtype)
