@@ -6,7 +6,7 @@ import optax
 
 from apertus_jax.optim.adamw import adamw
 from apertus_jax.optim.ademamix import ademamix
-from apertus_jax.optim.masks import default_weight_decay_mask
+from apertus_jax.optim.decay_mask import default_weight_decay_mask
 
 OPTIMIZERS = {"ademamix": ademamix, "adamw": adamw}
 
