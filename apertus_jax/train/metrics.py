@@ -72,6 +72,15 @@ class MetricsWriter:
     self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
     self._file = open(self.path, "a")
 
+  def rewind(self, step: int) -> None:
+    """Drops records after `step` (a rollback returned there); later records continue the file."""
+    if not self.enabled:
+      return
+    self._file.close()
+    self._truncate_after(step)
+    self._file = open(self.path, "a")
+    self._start_time, self._start_step = None, step
+
   def _truncate_after(self, step: int) -> None:
     if not os.path.exists(self.path):
       return

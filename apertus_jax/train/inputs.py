@@ -1,0 +1,44 @@
+"""The run's tokenizer and training-batch iterator, from the `data` section of the config.
+
+The demo default (`data.tokenizer = "demo"`) is a SentencePiece BPE of `data.demo_tokenizer_vocab` ids
+trained on the demo corpus's train split (a few seconds) and cached under $APERTUS_JAX_CACHE (default
+~/.cache/apertus_jax), keyed by the corpus checksum and the vocabulary size. A small vocabulary keeps the
+tiny CPU model's embedding and logits cheap (tekken's 131,072 ids would dominate it), so its loss falls
+clearly within minutes.
+"""
+
+import hashlib
+import os
+
+import ml_collections
+
+from apertus_jax.data import demo_corpus
+from apertus_jax.tokenizers import load_tokenizer
+from apertus_jax.tokenizers.base import Tokenizer
+from apertus_jax.tokenizers.train import BPEConfig, train_sentencepiece
+
+
+def cache_dir() -> str:
+  return os.environ.get("APERTUS_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "apertus_jax"))
+
+
+def demo_tokenizer(vocab_size: int) -> Tokenizer:
+  """The demo corpus's SentencePiece BPE with `vocab_size` ids, trained once and cached (atomic write)."""
+  corpus_key = hashlib.sha256(
+      "".join(sorted(a["sha256"] for a in demo_corpus.manifest()["assets"].values())).encode()).hexdigest()[:12]
+  path = os.path.join(cache_dir(), f"demo_bpe{vocab_size}_{corpus_key}.model")
+  if not os.path.exists(path):
+    texts = [d["text"] for d in demo_corpus.load_demo_documents("train")]
+    train_sentencepiece(texts, path, BPEConfig(vocab_size=vocab_size))
+  return load_tokenizer(f"sentencepiece:{path}")
+
+
+def load_run_tokenizer(data: ml_collections.ConfigDict) -> Tokenizer:
+  """`data.tokenizer`: "demo" or a `load_tokenizer` spec ("tekken", "sentencepiece:PATH", "hf:PATH").
+
+  Raises:
+    FileNotFoundError: the tokenizer file does not exist. ValueError: an unknown spec.
+  """
+  if data.tokenizer == "demo":
+    return demo_tokenizer(data.demo_tokenizer_vocab)
+  return load_tokenizer(data.tokenizer)

@@ -1,0 +1,27 @@
+"""Tiny run with a curriculum stage change (new data seed at 24 x 256 tokens) and a batch-size doubling
+(4 -> 8 rows of 64 tokens at step 20): the exact-resume tests kill it around both boundaries."""
+
+from apertus_jax.train.config import base_config, model_section
+
+
+def get_config():
+  config = base_config()
+  config.model = model_section("tiny", vocab_size=512, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16,
+                               mlp_hidden=64, max_seq_len=64)
+  config.data.demo_tokenizer_vocab = 512
+  config.data.seq_len = 64
+  config.data.pipeline.stages = [dict(name="stage1", until_tokens=24 * 256, weights=dict(demo=1.0), seed=0),
+                                 dict(name="stage2", until_tokens=None, weights=dict(demo=1.0), seed=1)]
+  config.train.steps = 30
+  config.train.batch_plan = ((0, 4 * 64), (20 * 4 * 64, 8 * 64))
+  config.optim.peak_lr = 1e-2
+  config.optim.warmup_tokens = 5 * 256
+  config.optim.decay_tokens = 10 * 512
+  config.optim.total_tokens = 20 * 256 + 10 * 512
+  config.optim.clip_norm = 1.0
+  config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 1, 2, -1
+  config.checkpoint.every_steps = 3
+  config.checkpoint.keep = 50
+  config.checkpoint.async_save = False
+  config.lock()
+  return config

@@ -1,0 +1,53 @@
+"""The main job: pretrain an Apertus-style model.
+
+    python -m experiments.pretrain --config=configs/tiny_demo.py --workdir=/tmp/apertus_demo
+    python -m experiments.pretrain --config=configs/tiny_demo.py --config.train.steps=100 --workdir=DIR
+
+Re-running the same command on the same workdir resumes from its newest readable checkpoint. A bad config,
+tokenizer, data path or workdir ends with one line on stderr and exit status 2 (nothing written); SIGTERM
+saves a checkpoint at the current step and exits 0.
+"""
+
+import os
+import sys
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny_demo.py", "Run config (a Python file).")
+_WORKDIR = flags.DEFINE_string("workdir", "workdir/tiny_demo", "Run directory: checkpoints, metrics, logs.")
+
+
+def _initialize_distributed() -> None:
+  """`jax.distributed.initialize()` on multi-process launches (TPU pod slices, SLURM, or explicit env).
+
+  JAX detects TPU pods and SLURM from their environment; an explicit launch sets
+  JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID. Single-process runs skip it.
+  """
+  import jax
+  if os.environ.get("JAX_PLATFORMS", "") == "cpu" and int(os.environ.get("JAX_NUM_PROCESSES", "1")) > 1:
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  if "JAX_COORDINATOR_ADDRESS" in os.environ:
+    jax.distributed.initialize(os.environ["JAX_COORDINATOR_ADDRESS"], int(os.environ["JAX_NUM_PROCESSES"]),
+                               int(os.environ["JAX_PROCESS_ID"]))
+  elif "SLURM_JOB_ID" in os.environ and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
+    jax.distributed.initialize()
+  elif os.environ.get("TPU_WORKER_HOSTNAMES", "").count(",") > 0:
+    jax.distributed.initialize()
+
+
+def main(argv) -> None:
+  del argv
+  _initialize_distributed()
+  from apertus_jax.train.checkpoint import WorkdirLockedError
+  from apertus_jax.train.loop import train
+  try:
+    outcome = train(_CONFIG.value, _WORKDIR.value)
+  except (ValueError, FileNotFoundError, WorkdirLockedError) as error:
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(2)
+  logging.info("run %s: %s", outcome, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+  app.run(main)
