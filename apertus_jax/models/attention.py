@@ -124,6 +124,14 @@ class Attention(nnx.Module):
 
     def __call__(self, x_BxTxD: jax.Array, positions_BxT: jax.Array, segment_ids_BxT: jax.Array) -> jax.Array:
         """x `[B, T, d_model]` (compute dtype), positions/segment_ids `[B, T]` int -> `[B, T, d_model]`."""
+        q, k, v = self.project(x_BxTxD, positions_BxT)
+        return self.output(dot_product_attention(q, k, v, segment_ids_BxT, self.config.attention_impl))
+
+    def project(self, x_BxTxD: jax.Array, positions_BxT: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """q `[B, T, N, H]`, k and v `[B, T, K, H]` in compute dtype: projections, QK-norm, RoPE on q and k.
+
+        Split from `__call__` so that the KV-cached decode (`apertus_jax.models.generate`) reuses it.
+        """
         cfg = self.config
         dtype = jnp.dtype(cfg.dtype)
         x_BxTxD = x_BxTxD.astype(dtype)
@@ -136,5 +144,9 @@ class Attention(nnx.Module):
         q = constrain(apply_rope(q, positions_BxT, inv_freq), ("batch", "length", "heads", "head_dim"))
         k = constrain(apply_rope(k, positions_BxT, inv_freq), ("batch", "length", "kv_heads", "head_dim"))
         v = constrain(v, ("batch", "length", "kv_heads", "head_dim"))
-        out_BxTxNxH = dot_product_attention(q, k, v, segment_ids_BxT, cfg.attention_impl)
+        return q, k, v
+
+    def output(self, out_BxTxNxH: jax.Array) -> jax.Array:
+        """Output projection of the attention result `[B, T, N, H]` -> `[B, T, d_model]` (compute dtype)."""
+        dtype = jnp.dtype(self.config.dtype)
         return jnp.einsum("btnh,nhd->btd", out_BxTxNxH, self.o_proj[...].astype(dtype))

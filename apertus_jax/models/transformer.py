@@ -80,10 +80,18 @@ class Apertus(nnx.Module):
         Returns:
           logits `[B, T, vocab]` float32 (matmul inputs in compute dtype, float32 accumulation).
         """
-        dtype = jnp.dtype(self.config.dtype)
-        x_BxTxD = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
-        x_BxTxD = constrain(x_BxTxD, ("batch", "length", "embed"))
+        x_BxTxD = self.embed_tokens(tokens)
         x_BxTxD = self._run_layers(x_BxTxD, positions, segment_ids)
+        return self.head(x_BxTxD)
+
+    def embed_tokens(self, tokens: jax.Array) -> jax.Array:
+        """Token ids `[B, T]` int32 -> residual stream `[B, T, d_model]` in compute dtype."""
+        x_BxTxD = jnp.take(self.embed[...], tokens, axis=0).astype(jnp.dtype(self.config.dtype))
+        return constrain(x_BxTxD, ("batch", "length", "embed"))
+
+    def head(self, x_BxTxD: jax.Array) -> jax.Array:
+        """Final RMSNorm and output projection (`embed^T` when tied): `[B, T, d_model]` -> logits float32."""
+        dtype = jnp.dtype(self.config.dtype)
         x_BxTxD = self.final_norm(x_BxTxD)
         w_DxV = self.embed[...].T if self.lm_head is None else self.lm_head[...]
         logits_BxTxV = jnp.einsum("btd,dv->btv", x_BxTxD, w_DxV.astype(dtype), preferred_element_type=jnp.float32)
