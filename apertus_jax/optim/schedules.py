@@ -189,12 +189,13 @@ def wsd_schedule(
     final_value = final_fraction * peak_value
     decay_start = total - decay
 
-    def decay_factor(r: jax.Array) -> jax.Array:
+    def decay_done(r: jax.Array) -> jax.Array:
+        """1 - s(r): 0 at the decay start, so the peak is exact there (no final + (peak - final))."""
         if decay_shape == "1-sqrt":
-            return 1.0 - jnp.sqrt(r)
+            return jnp.sqrt(r)
         if decay_shape == "linear":
-            return 1.0 - r
-        return 0.5 * (1.0 + jnp.cos(math.pi * r))
+            return r
+        return 0.5 * (1.0 - jnp.cos(math.pi * r))
 
     def schedule(tokens: jax.typing.ArrayLike) -> jax.Array:
         x = _as_float(tokens)
@@ -204,7 +205,7 @@ def wsd_schedule(
             value = jnp.where(x < warmup, ramp, value)
         if decay > 0:
             r = jnp.clip((x - decay_start) / decay, 0.0, 1.0)
-            cooled = final_value + decay_factor(r) * (peak_value - final_value)
+            cooled = peak_value - decay_done(r) * (peak_value - final_value)
             value = jnp.where(x >= decay_start, cooled, value)
         return jnp.where(x > total, final_value, value)
 
