@@ -1,0 +1,159 @@
+"""The data config of the training pipeline: schema, defaults and validation.
+
+A plain dict (or `ml_collections.ConfigDict`)::
+
+    {
+      "components": {                       # named document sources
+        "web": {
+          "kind": "arrayrecord",            # "arrayrecord" (shard sets from experiments.tokenize_data),
+                                            # "jsonl" | "parquet" | "text" (raw, tokenized on the fly),
+                                            # "demo" (apertus_jax.data.demo_corpus)
+          "paths": ["/data/web"],           # shard set directories / raw files or directories (not demo)
+          "weight": 1.0,                    # token share when no stage sets weights
+          "epochs": None,                   # None: repeat forever; N: at most N passes (then the stage
+                                            #   fails loudly if it needs more tokens)
+          "order": "shuffle",               # "shuffle" (fresh order each epoch), "sorted" (ascending
+                                            #   document score), "sequential" (file order)
+          "take": None,                     # N: a fixed subset of N documents (chosen with split_seed,
+                                            #   the same in every stage and epoch)
+          "text_field": "text", "id_field": "id", "score_field": None,   # raw kinds
+          "split": "train", "sources": None,                             # demo kind
+        },
+      },
+      "stages": [                           # optional; default one endless stage with component weights
+        {"name": "stage1", "until_tokens": 5_000_000_000_000, "weights": {"web": 0.7, "code": 0.3},
+         "seed": 1},                        # seed optional: derived from the pipeline seed and stage index
+        {"name": "cooldown", "until_tokens": None, "weights": {"web": 1.0}},
+      ],
+      "goldfish": {"k": 50, "h": 50, "hash": "apertus"},   # k = 0 disables; hash "apertus" | "mixed"
+      "split_seed": 0,                      # fixes "take" subsets
+    }
+
+Stage boundaries are cumulative global token counts (targets of all hosts); only the last stage may be
+endless (`until_tokens: None`). Weights are shares of tokens, turned into document proportions with
+each component's mean document length. A "phased" curriculum (A then B) is two stages; a "sorted" one
+is `order: "sorted"` (scores from the shard record headers or the raw `score_field`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+COMPONENT_KINDS = ("arrayrecord", "jsonl", "parquet", "text", "demo")
+ORDERS = ("shuffle", "sorted", "sequential")
+_COMPONENT_DEFAULTS = {
+    "kind": None,
+    "paths": None,
+    "weight": 1.0,
+    "epochs": None,
+    "order": "shuffle",
+    "take": None,
+    "text_field": "text",
+    "id_field": "id",
+    "score_field": None,
+    "split": "train",
+    "sources": None,
+}
+_STAGE_DEFAULTS = {"name": None, "until_tokens": None, "weights": None, "seed": None}
+_GOLDFISH_DEFAULTS = {"k": 50, "h": 50, "hash": "apertus"}
+_TOP_LEVEL = {"components", "stages", "goldfish", "split_seed"}
+
+
+def _with_defaults(where: str, given: dict, defaults: dict) -> dict:
+    unknown = set(given) - set(defaults)
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(defaults)}")
+    return {**copy.deepcopy(defaults), **given}
+
+
+def _positive_int(where: str, value: Any, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{where} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
+
+
+def normalize_data_config(data_config: Any) -> dict[str, Any]:
+    """The validated config with every default filled in (a new plain dict).
+
+    Raises:
+      ValueError: naming the offending key, e.g. an unknown component kind, a stage weight for an
+        unknown component, non-increasing stage boundaries, an endless stage before the last one.
+    """
+    if hasattr(data_config, "to_dict"):  # ml_collections.ConfigDict
+        data_config = data_config.to_dict()
+    if not isinstance(data_config, dict):
+        raise ValueError(f"data_config must be a dict, got {type(data_config).__name__}")
+    unknown = set(data_config) - _TOP_LEVEL
+    if unknown:
+        raise ValueError(f"data_config: unknown keys {sorted(unknown)}; allowed: {sorted(_TOP_LEVEL)}")
+    if not data_config.get("components"):
+        raise ValueError("data_config['components'] is empty: name at least one document source")
+
+    components = {}
+    for name, component in data_config["components"].items():
+        where = f"data_config['components'][{name!r}]"
+        component = _with_defaults(where, dict(component), _COMPONENT_DEFAULTS)
+        if component["kind"] not in COMPONENT_KINDS:
+            raise ValueError(f"{where}['kind'] = {component['kind']!r}; use one of {COMPONENT_KINDS}")
+        if component["kind"] != "demo":
+            paths = component["paths"]
+            if isinstance(paths, str):
+                paths = [paths]
+            if not paths:
+                raise ValueError(f"{where}['paths'] is empty: list the {component['kind']} inputs")
+            component["paths"] = [str(p) for p in paths]
+        if component["order"] not in ORDERS:
+            raise ValueError(f"{where}['order'] = {component['order']!r}; use one of {ORDERS}")
+        if component["order"] == "sorted" and component["kind"] in ("jsonl", "parquet", "text") \
+                and not component["score_field"]:
+            raise ValueError(f"{where}: order 'sorted' needs a 'score_field' for raw documents")
+        _positive_int(f"{where}['epochs']", component["epochs"])
+        _positive_int(f"{where}['take']", component["take"])
+        if not float(component["weight"]) > 0:
+            raise ValueError(f"{where}['weight'] must be > 0, got {component['weight']!r}")
+        components[name] = component
+
+    stages_given = data_config.get("stages") or [
+        {"name": "stage1", "weights": {name: c["weight"] for name, c in components.items()}}
+    ]
+    stages, previous_end = [], 0
+    for index, stage in enumerate(stages_given):
+        where = f"data_config['stages'][{index}]"
+        stage = _with_defaults(where, dict(stage), _STAGE_DEFAULTS)
+        stage["name"] = stage["name"] or f"stage{index + 1}"
+        weights = stage["weights"] or {name: c["weight"] for name, c in components.items()}
+        missing = set(weights) - set(components)
+        if missing:
+            raise ValueError(f"{where}['weights'] names unknown components {sorted(missing)}")
+        if any(not float(w) >= 0 for w in weights.values()) or not any(float(w) > 0 for w in weights.values()):
+            raise ValueError(f"{where}['weights'] must be >= 0 with at least one > 0, got {weights}")
+        stage["weights"] = {name: float(w) for name, w in weights.items() if float(w) > 0}
+        end = stage["until_tokens"]
+        if end is None:
+            if index != len(stages_given) - 1:
+                raise ValueError(f"{where}: only the last stage may be endless (until_tokens None)")
+        else:
+            if isinstance(end, float) and end.is_integer():  # allow 5e12
+                end = int(end)
+            _positive_int(f"{where}['until_tokens']", end, False)
+            stage["until_tokens"] = end
+            if stage["until_tokens"] <= previous_end:
+                raise ValueError(f"{where}['until_tokens'] = {end} must exceed the previous boundary {previous_end}")
+            previous_end = stage["until_tokens"]
+        if stage["seed"] is not None and (not isinstance(stage["seed"], int) or stage["seed"] < 0):
+            raise ValueError(f"{where}['seed'] must be a non-negative integer, got {stage['seed']!r}")
+        stages.append(stage)
+
+    goldfish = _with_defaults("data_config['goldfish']", dict(data_config.get("goldfish") or {}),
+                              _GOLDFISH_DEFAULTS)
+    if goldfish["hash"] not in ("apertus", "mixed"):
+        raise ValueError(f"data_config['goldfish']['hash'] = {goldfish['hash']!r}; use 'apertus' or 'mixed'")
+    if not isinstance(goldfish["k"], int) or goldfish["k"] < 0:
+        raise ValueError(f"data_config['goldfish']['k'] must be an integer >= 0 (0 disables), got {goldfish['k']!r}")
+    _positive_int("data_config['goldfish']['h']", goldfish["h"], False)
+    split_seed = data_config.get("split_seed", 0)
+    if not isinstance(split_seed, int) or split_seed < 0:
+        raise ValueError(f"data_config['split_seed'] must be a non-negative integer, got {split_seed!r}")
+    return {"components": components, "stages": stages, "goldfish": goldfish, "split_seed": split_seed}

@@ -1,0 +1,177 @@
+"""Components and stage mixtures as Grain MapDatasets of `(component index, tokens)` documents.
+
+Per component (config in `apertus_jax.data.config`), in this order:
+1. an optional fixed subset (`take`, chosen with `split_seed`: the same in every stage and epoch),
+2. an optional "sorted" order (ascending document score),
+3. this host's disjoint share: every `process_count`-th document from `process_index`,
+4. a fixed index list as a new Grain source, so that later epochs can never reach the documents left out
+   (Grain's `shuffle -> slice -> repeat` would re-draw the subset each epoch: the slice passes the epoch
+   on to the shuffle below it),
+5. "shuffle" order: `MapDataset.shuffle(seed)`, which Grain reseeds per epoch (a fresh order each epoch),
+6. `repeat(epochs)` (None: forever), then the document lookup.
+A stage mixes its components with `MapDataset.mix` in document proportions `weight / mean tokens per
+document`, i.e. token shares as configured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import grain
+import numpy as np
+
+from apertus_jax.data import shards, sources
+
+
+@dataclasses.dataclass
+class Component:
+    """A loaded document source: random access to int32 token arrays, their scores, mean length."""
+
+    name: str
+    documents: Any  # Sequence-like: len() and [i] -> int32 tokens [L]
+    mean_tokens: float
+    scores: np.ndarray | None = None  # float64 [N], only for "sorted" order
+    replaced_invalid_utf8: int = 0
+
+
+_RAW_CACHE: dict[str, Component] = {}
+
+
+def derive_seed(*parts: int | str) -> int:
+    """A uint32 seed from integers and names (names via crc32: stable across processes and runs)."""
+    entropy = [zlib.crc32(p.encode()) if isinstance(p, str) else int(p) for p in parts]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+
+
+def _tokenize(name: str, texts: Sequence[str], scores: list[float | None], tokenizer) -> Component:
+    ids = tokenizer.encode_batch(list(texts))
+    documents = [np.array([tokenizer.bod_id, *doc, tokenizer.eod_id], dtype=np.int32) for doc in ids]
+    mean_tokens = float(np.mean([len(d) for d in documents]))
+    score_array = np.array([np.nan if s is None else s for s in scores], np.float64)
+    return Component(name, documents, mean_tokens, score_array)
+
+
+def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
+    """Opens (shard sets) or reads and tokenizes (raw, demo; cached per process) a component.
+
+    Raises:
+      ValueError: an empty source, a shard set from another tokenizer, bad raw records.
+      FileNotFoundError: a missing path or shard.
+    """
+    kind = spec["kind"]
+    if kind == "arrayrecord":
+        sets = [shards.ShardSource(path, tokenizer) for path in spec["paths"]]
+        documents = sets[0] if len(sets) == 1 else _Concatenated(sets)
+        tokens = sum(s.manifest["tokens"] for s in sets)
+        count = sum(s.manifest["documents"] for s in sets)
+        if count == 0:
+            raise ValueError(f"component {name!r}: shard sets {spec['paths']} hold no documents")
+        scores = np.concatenate([s.scores() for s in sets]) if spec["order"] == "sorted" else None
+        return Component(name, documents, tokens / count, scores)
+
+    key = json.dumps([name, spec, tokenizer.checksum], sort_keys=True)
+    if key not in _RAW_CACHE:
+        if kind == "demo":
+            from apertus_jax.data.demo_corpus import load_demo_documents
+
+            records = load_demo_documents(split=spec["split"], sources=spec["sources"])
+            texts, scores, replaced = [r["text"] for r in records], [None] * len(records), 0
+        else:
+            stats = sources.RawStats()
+            raw = list(sources.iter_raw_documents(
+                spec["paths"], kind, stats, text_field=spec["text_field"], id_field=spec["id_field"],
+                score_field=spec["score_field"]))
+            texts, scores, replaced = [d.text for d in raw], [d.score for d in raw], stats.replaced_invalid_utf8
+            if replaced:
+                logging.warning("component %r: replaced %d invalid UTF-8 bytes by U+FFFD", name, replaced)
+        if not texts:
+            raise ValueError(f"component {name!r}: no documents in {spec['paths'] or spec['kind']}")
+        component = _tokenize(name, texts, scores, tokenizer)
+        component.replaced_invalid_utf8 = replaced
+        _RAW_CACHE[key] = component
+    return _RAW_CACHE[key]
+
+
+class _Concatenated:
+    """Several shard sets as one random-access sequence."""
+
+    def __init__(self, parts: Sequence[Any]):
+        self.parts = list(parts)
+        self.starts = np.cumsum([0] + [len(p) for p in self.parts])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        part = int(np.searchsorted(self.starts, index, side="right")) - 1
+        return self.parts[part][index - int(self.starts[part])]
+
+
+class _Lookup:
+    """Maps a document index to `(component index, tokens)`."""
+
+    def __init__(self, documents: Any, component_index: int):
+        self.documents, self.component_index = documents, component_index
+
+    def __call__(self, index: int) -> tuple[int, np.ndarray]:
+        return self.component_index, self.documents[int(index)]
+
+
+def host_documents(
+    component: Component, spec: dict[str, Any], *, split_seed: int, process_index: int, process_count: int
+) -> Sequence[int]:
+    """This host's document indices of a component (steps 1-3 of the module docstring).
+
+    Raises:
+      ValueError: `take` exceeds the documents, or this host would get no document.
+    """
+    count = len(component.documents)
+    indices: Sequence[int] = range(count)
+    if spec["take"] is not None:
+        if spec["take"] > count:
+            raise ValueError(f"component {component.name!r}: take={spec['take']} > its {count} documents")
+        chosen = np.random.default_rng(derive_seed(split_seed, component.name)).permutation(count)
+        indices = np.sort(chosen[: spec["take"]])
+    if spec["order"] == "sorted":
+        indices = np.asarray(indices)[np.argsort(component.scores[indices], kind="stable")]
+    indices = indices[process_index::process_count]
+    if len(indices) == 0:
+        raise ValueError(
+            f"component {component.name!r}: {len(range(count)) if spec['take'] is None else spec['take']} "
+            f"documents cannot give every one of {process_count} processes a document"
+        )
+    return indices
+
+
+def component_dataset(
+    component: Component,
+    component_index: int,
+    spec: dict[str, Any],
+    *,
+    seed: int,
+    split_seed: int,
+    process_index: int,
+    process_count: int,
+) -> grain.MapDataset:
+    """This host's document stream of one component in one stage (module docstring, steps 1-6)."""
+    indices = host_documents(
+        component, spec, split_seed=split_seed, process_index=process_index, process_count=process_count
+    )
+    dataset = grain.MapDataset.source(indices)
+    if spec["order"] == "shuffle":
+        dataset = dataset.shuffle(seed=seed)
+    return dataset.repeat(spec["epochs"]).map(_Lookup(component.documents, component_index))
+
+
+def mix_components(datasets: Sequence[grain.MapDataset], token_weights: Sequence[float],
+                   mean_tokens: Sequence[float]) -> grain.MapDataset:
+    """One stream drawing documents in proportions `token weight / mean tokens per document`."""
+    if len(datasets) == 1:
+        return datasets[0]
+    proportions = [w / m for w, m in zip(token_weights, mean_tokens)]
+    return grain.MapDataset.mix(list(datasets), proportions)

@@ -1,0 +1,246 @@
+"""The trainer's entry point: stages -> mixtures -> packed rows -> masks + Goldfish -> batches.
+
+    it = build_train_pipeline(data_config, tokenizer, seq_len=4096, batch_size=plan_or_int,
+                              process_index=jax.process_index(), process_count=jax.process_count(), seed=0)
+    batch = next(it)   # dict of int32 numpy arrays [B_host, T]: tokens, targets, positions, segment_ids,
+                       # loss_mask; B_host = global batch of this step / process_count
+
+`data_config` is described (and validated) in `apertus_jax.data.config`.
+
+Batch size per step: an int (global rows per batch), a callable `step -> global rows`, or an object with
+`batch_tokens_at_step(step)` (`apertus_jax.optim.BatchSizePlan`; tokens per batch / seq_len rows). Rows
+are produced one at a time and grouped per step, so a batch-size change never skips or repeats a row.
+
+Multi-host: every process builds the pipeline with its own `process_index`; it reads a disjoint share of
+every component's documents and yields its `global / process_count` rows of each step. The trainer builds
+the global batch with `jax.make_array_from_process_local_data(sharding, local_batch)` for each array
+(sharding over the mesh's data axes, batch dimension first).
+
+Stages end at global token boundaries: per host, stage s ends after `ceil(until_tokens / (seq_len *
+process_count))` rows. Each stage has its own seed; a stage starts from fresh documents of its own mix
+(the partial document at the boundary is not continued).
+
+State (`get_state()` / `set_state()`, JSON-serializable, saved in Orbax checkpoints with
+`grain.checkpoint.CheckpointSave(it)` / restored with `grain.checkpoint.CheckpointRestore(it)`): the step,
+rows produced, the stage, the packer's position `(document, offset)` and per-component document counts.
+A restored iterator yields bitwise the batches an uninterrupted one would, across stage and epoch
+boundaries, mid-document and after batch-size changes. The state carries a fingerprint of the data
+config, seq_len, seed, tokenizer and process layout; restoring into a different pipeline raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import grain
+import numpy as np
+
+from apertus_jax.data import mixture
+from apertus_jax.data.config import normalize_data_config
+from apertus_jax.data.goldfish import goldfish_drop_mask
+from apertus_jax.data.masks import document_masks
+from apertus_jax.data.packing import PackedRows
+
+BATCH_KEYS = ("tokens", "targets", "positions", "segment_ids", "loss_mask")
+STATE_VERSION = 1
+
+
+def rows_to_batch(rows: np.ndarray, tokenizer, goldfish: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The trainer's batch from packed rows.
+
+    Args:
+      rows: int32 `[B, T + 1]` packed rows.
+      tokenizer: gives `eod_id` and `pad_id`.
+      goldfish: `{"k", "h", "hash"}` (k = 0: off); drops only zero the loss mask.
+
+    Returns:
+      dict of int32 `[B, T]`: tokens (inputs), targets, positions, segment_ids, loss_mask.
+    """
+    tokens, targets = rows[:, :-1], rows[:, 1:]
+    segment_ids, positions, loss_mask = document_masks(tokens, tokenizer.eod_id, tokenizer.pad_id, targets)
+    if goldfish["k"]:
+        loss_mask[goldfish_drop_mask(targets, goldfish["k"], goldfish["h"], goldfish["hash"])] = 0
+    return {
+        "tokens": np.ascontiguousarray(tokens),
+        "targets": np.ascontiguousarray(targets),
+        "positions": positions,
+        "segment_ids": segment_ids,
+        "loss_mask": loss_mask,
+    }
+
+
+def _batch_rule(batch_size: Any, seq_len: int) -> Callable[[int], int]:
+    if isinstance(batch_size, int):
+        return lambda step: batch_size
+    if hasattr(batch_size, "batch_tokens_at_step"):
+        def rows(step: int) -> int:
+            tokens = batch_size.batch_tokens_at_step(step)
+            if tokens % seq_len:
+                raise ValueError(f"batch of {tokens} tokens at step {step} is not a multiple of seq_len {seq_len}")
+            return tokens // seq_len
+        return rows
+    if callable(batch_size):
+        return batch_size
+    raise ValueError(f"batch_size must be an int, a callable step -> rows or a BatchSizePlan, got {batch_size!r}")
+
+
+class TrainIterator(grain.DatasetIterator):
+    """Batches of the training pipeline with an exact, JSON-serializable state; see the module docstring.
+
+    Raises (from `__next__`):
+      ValueError: a global batch size not divisible by process_count, or a stage whose components run
+        out of documents (finite `epochs`) before its token boundary.
+    """
+
+    def __init__(self, data_config: dict[str, Any], tokenizer, *, seq_len: int, batch_size: Any,
+                 process_index: int, process_count: int, seed: int):
+        super().__init__()
+        if not 0 <= process_index < process_count:
+            raise ValueError(f"process_index {process_index} not in [0, process_count={process_count})")
+        if seq_len < 1:
+            raise ValueError(f"seq_len must be positive, got {seq_len}")
+        self.config = normalize_data_config(data_config)
+        self.tokenizer, self.seq_len, self.seed = tokenizer, seq_len, seed
+        self.process_index, self.process_count = process_index, process_count
+        self._rows_at = _batch_rule(batch_size, seq_len)
+        self.component_names = list(self.config["components"])
+        self.components = [
+            mixture.load_component(name, spec, tokenizer) for name, spec in self.config["components"].items()
+        ]
+        self.stage_ends = [
+            None if s["until_tokens"] is None else math.ceil(s["until_tokens"] / (seq_len * process_count))
+            for s in self.config["stages"]
+        ]
+        self.fingerprint = hashlib.sha256(json.dumps(
+            [self.config, seq_len, seed, tokenizer.checksum, process_index, process_count], sort_keys=True
+        ).encode()).hexdigest()[:16]
+        self.step, self.rows, self.stage = 0, 0, 0
+        self._packer = self._stage_packer(0)
+
+    def _stage_packer(self, stage_index: int) -> PackedRows:
+        stage = self.config["stages"][stage_index]
+        stage_seed = stage["seed"] if stage["seed"] is not None else mixture.derive_seed(self.seed, stage_index)
+        datasets, weights, lengths = [], [], []
+        for name, weight in stage["weights"].items():
+            index = self.component_names.index(name)
+            component = self.components[index]
+            datasets.append(mixture.component_dataset(
+                component, index, self.config["components"][name], seed=mixture.derive_seed(stage_seed, name),
+                split_seed=self.config["split_seed"], process_index=self.process_index,
+                process_count=self.process_count))
+            weights.append(weight)
+            lengths.append(component.mean_tokens)
+        documents = mixture.mix_components(datasets, weights, lengths)
+        return PackedRows(documents, self.seq_len, len(self.components), self.tokenizer.pad_id)
+
+    def _next_row(self) -> np.ndarray | None:
+        end = self.stage_ends[self.stage]
+        if end is not None and self.rows >= end:
+            self.stage += 1
+            self._packer = self._stage_packer(self.stage)
+            return self._next_row()
+        try:
+            row = next(self._packer)
+        except StopIteration:
+            if end is not None:
+                name = self.config["stages"][self.stage]["name"]
+                raise ValueError(
+                    f"stage {name!r} ran out of documents after {self.rows} rows per host, before its "
+                    f"boundary at {end} rows ({self.config['stages'][self.stage]['until_tokens']} tokens): "
+                    "raise the components' 'epochs' (None repeats forever) or lower 'until_tokens'"
+                ) from None
+            return None
+        self.rows += 1
+        return row
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        global_rows = self._rows_at(self.step)
+        if global_rows % self.process_count:
+            raise ValueError(
+                f"global batch of {global_rows} rows at step {self.step} is not divisible by "
+                f"process_count {self.process_count}"
+            )
+        rows = []
+        for _ in range(global_rows // self.process_count):
+            row = self._next_row()
+            if row is None:
+                break
+            rows.append(row)
+        if not rows:
+            raise StopIteration
+        # The last batch of a finite stream is filled with padding rows (never targets).
+        while len(rows) < global_rows // self.process_count:
+            rows.append(np.full(self.seq_len + 1, self.tokenizer.pad_id, np.int32))
+        self.step += 1
+        return rows_to_batch(np.stack(rows), self.tokenizer, self.config["goldfish"])
+
+    def get_state(self) -> dict[str, Any]:
+        """JSON-serializable state (see the module docstring)."""
+        return {
+            "version": STATE_VERSION,
+            "fingerprint": self.fingerprint,
+            "step": self.step,
+            "rows": self.rows,
+            "stage": self.stage,
+            "packer": self._packer.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continues from `get_state()` of a pipeline built with the same config and layout.
+
+        Raises:
+          ValueError: the state is from another version or another pipeline (config, seq_len, seed,
+            tokenizer or process layout differ).
+        """
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"data iterator state version {state.get('version')} != {STATE_VERSION}")
+        if state["fingerprint"] != self.fingerprint:
+            raise ValueError(
+                "data iterator state was saved by a different pipeline (data config, seq_len, seed, "
+                "tokenizer or process_index/process_count differ); restore with the same settings"
+            )
+        self.step, self.rows, self.stage = int(state["step"]), int(state["rows"]), int(state["stage"])
+        self._packer = self._stage_packer(self.stage)
+        self._packer.set_state(state["packer"])
+
+    def stats(self) -> dict[str, Any]:
+        """Progress for logging: step, stage, rows and tokens on this host, and per component the
+        documents started in the current stage and the epochs they make on this host."""
+        counts = self._packer.documents_started
+        per_component = {}
+        stage_weights = self.config["stages"][self.stage]["weights"]
+        for index, name in enumerate(self.component_names):
+            if name in stage_weights:
+                host_documents = len(mixture.host_documents(
+                    self.components[index], self.config["components"][name], split_seed=self.config["split_seed"],
+                    process_index=self.process_index, process_count=self.process_count))
+                per_component[name] = {"documents": counts[index], "epochs": counts[index] / host_documents}
+        return {
+            "step": self.step,
+            "stage": self.config["stages"][self.stage]["name"],
+            "rows": self.rows,
+            "tokens": self.rows * self.seq_len,
+            "components": per_component,
+        }
+
+
+def build_train_pipeline(
+    data_config: Any,
+    tokenizer,
+    seq_len: int,
+    batch_size: Any,
+    process_index: int = 0,
+    process_count: int = 1,
+    seed: int = 0,
+) -> TrainIterator:
+    """The training batch iterator (see the module docstring and `apertus_jax.data.config`).
+
+    Raises:
+      ValueError / FileNotFoundError: an invalid config or bad data, with the key or path to fix.
+    """
+    return TrainIterator(data_config, tokenizer, seq_len=seq_len, batch_size=batch_size,
+                         process_index=process_index, process_count=process_count, seed=seed)
