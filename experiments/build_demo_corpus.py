@@ -385,7 +385,8 @@ def data_card(manifest: dict) -> str:
     ]
     for name, a in manifest["assets"].items():
         per = ", ".join(f"{k}: {v}" for k, v in a["records_by_package"].items())
-        lines.append(f"| `{name}` | `{a['sha256']}` | {a['bytes']:,} | {a['text_bytes']:,} | {a['records']:,} | {per} |")
+        lines.append(f"| `{name}` | `{a['sha256']}` | {a['bytes']:,} | {a['text_bytes']:,} | {a['records']:,} "
+                     f"| {per} |")
     u = manifest["assets"]["udhr.jsonl.xz"]
     lines += [
         "",
