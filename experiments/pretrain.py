@@ -36,8 +36,18 @@ def _initialize_distributed() -> None:
     jax.distributed.initialize()
 
 
+def _quiet_library_logs() -> None:
+  """Keeps Orbax's per-save INFO chatter out of the log (its warnings and errors still show)."""
+  import logging as std_logging
+
+  def keep(record):
+    return record.levelno >= std_logging.WARNING or "/orbax/" not in record.pathname
+  logging.get_absl_handler().addFilter(keep)
+
+
 def main(argv) -> None:
   del argv
+  _quiet_library_logs()
   _initialize_distributed()
   from apertus_jax.train.checkpoint import WorkdirLockedError
   from apertus_jax.train.loop import train

@@ -38,6 +38,36 @@ def apply_optim_preset(config: ml_collections.ConfigDict, name: str) -> None:
   config.train.steps = preset.total_steps()
 
 
+APERTUS_COMPONENTS = ("fineweb_edu", "fineweb_edu_3", "fineweb_hq", "fineweb2_hq", "starcoder", "finemath",
+                      "megamath_web", "dclm_edu", "stack_v2_edu", "wikipedia", "parallel", "instruct")
+
+
+def apertus_stages(stage_bounds: tuple[float, float, float, float], root: str = "/data/apertus") -> dict:
+  """The 5-stage Apertus curriculum (SPEC.md 6) as a `data.pipeline` dict over ArrayRecord shard sets
+  `root/<component>`, each stage with its own seed. The stage composition follows SPEC.md 6; the exact
+  shares within a stage are illustrative (English ~57%, multilingual 33% then 10%, code/math the rest).
+
+  Args:
+    stage_bounds: token counts where stages 2, 3, 4 and 5 start (8B: 7T, 9T, 12T, 13.5T).
+  """
+  english = lambda name: {name: 0.57}
+  stages = [
+      {**english("fineweb_edu"), "fineweb2_hq": 0.33, "starcoder": 0.07, "finemath": 0.03},
+      {"fineweb_edu_3": 0.285, "fineweb_hq": 0.285, "fineweb2_hq": 0.33, "starcoder": 0.07, "finemath": 0.03},
+      {"fineweb_edu_3": 0.285, "fineweb_hq": 0.285, "fineweb2_hq": 0.33, "starcoder": 0.06, "finemath": 0.02,
+       "megamath_web": 0.02},
+      {"dclm_edu": 0.8, "fineweb2_hq": 0.1, "megamath_web": 0.05, "starcoder": 0.05},
+      {"dclm_edu": 0.6, "fineweb2_hq": 0.1, "stack_v2_edu": 0.08, "starcoder": 0.05, "wikipedia": 0.07,
+       "parallel": 0.03, "instruct": 0.07},
+  ]
+  bounds = [int(b) for b in stage_bounds] + [None]
+  return dict(
+      components={name: dict(kind="arrayrecord", paths=[f"{root}/{name}"]) for name in APERTUS_COMPONENTS},
+      stages=[dict(name=f"stage{i + 1}", until_tokens=bound, weights=weights, seed=i + 1)
+              for i, (weights, bound) in enumerate(zip(stages, bounds))],
+      goldfish=dict(k=50, h=50, hash="apertus"), split_seed=0)
+
+
 def base_config() -> ml_collections.ConfigDict:
   """Defaults of every section; config files change values, never keys."""
   c = ml_collections.ConfigDict()

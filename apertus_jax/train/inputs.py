@@ -10,9 +10,12 @@ clearly within minutes.
 import hashlib
 import os
 
+import jax
 import ml_collections
 
 from apertus_jax.data import demo_corpus
+from apertus_jax.data.pipeline import build_train_pipeline
+from apertus_jax.optim import BatchSizePlan
 from apertus_jax.tokenizers import load_tokenizer
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.tokenizers.train import BPEConfig, train_sentencepiece
@@ -42,3 +45,15 @@ def load_run_tokenizer(data: ml_collections.ConfigDict) -> Tokenizer:
   if data.tokenizer == "demo":
     return demo_tokenizer(data.demo_tokenizer_vocab)
   return load_tokenizer(data.tokenizer)
+
+
+def make_train_iterator(config: ml_collections.ConfigDict, tokenizer: Tokenizer, plan: BatchSizePlan):
+  """This process's batch iterator (`apertus_jax.data.build_train_pipeline`): [B / process_count, T] rows
+  per step, B following the batch-size plan; Grain-checkpointable (get_state / set_state).
+
+  Raises:
+    ValueError / FileNotFoundError: bad pipeline config or a missing data path.
+  """
+  return build_train_pipeline(config.data.pipeline.to_dict(), tokenizer, seq_len=config.data.seq_len,
+                              batch_size=plan, process_index=jax.process_index(),
+                              process_count=jax.process_count(), seed=config.seed)

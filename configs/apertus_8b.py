@@ -1,0 +1,24 @@
+"""Apertus-8B pretraining recipe (SPEC.md sections 1, 4-6): 32 layers, d_model 4096, xIELU, QK-norm,
+tekken 131k vocab, 4,096-token context, AdEMAMix (alpha 8, b3 0.9999, warmups 100k steps), WSD with
+1-sqrt cooldown over the last 1.5T of 15T tokens, peak LR 1.1e-4, batch 4.2M -> 8.4M tokens at 7T,
+clipping 0.1, weight decay 0.1, Goldfish k=50 h=50. Point `data.pipeline` at your tokenized shards.
+
+    python -m experiments.pretrain --config=configs/apertus_8b.py --workdir=gs://... (or a shared FS path)
+"""
+
+from apertus_jax.train.config import apertus_stages, apply_optim_preset, base_config, model_section
+
+
+def get_config():
+  config = base_config()
+  config.model = model_section("apertus-8b", dtype="bfloat16", scan_layers=True, remat_policy="full",
+                               attention_impl="cudnn")
+  config.data.tokenizer = "tekken"
+  config.data.seq_len = 4096
+  config.data.pipeline = apertus_stages(stage_bounds=(7e12, 9e12, 12e12, 13.5e12))
+  apply_optim_preset(config, "apertus-8b")
+  config.train.microbatch_size = 0
+  config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 1, -1, 1
+  config.checkpoint.every_steps = 1000
+  config.lock()
+  return config
