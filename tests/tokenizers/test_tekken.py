@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
+from apertus_jax.data.demo_corpus import load_udhr
 from apertus_jax.tokenizers import load_tokenizer
 from apertus_jax.tokenizers.tekken import TEKKEN_SHA256, TekkenTokenizer, default_tekken_path
 
@@ -59,3 +60,11 @@ def test_rejects_other_file(tmp_path):
         TekkenTokenizer(str(wrong))
     with pytest.raises(FileNotFoundError, match="mistral-common"):
         TekkenTokenizer(str(tmp_path / "missing.json"))
+
+
+def test_round_trip_all_udhr_languages(tekken):
+    texts = load_udhr()
+    assert len(texts) >= 500
+    for (code, text), ids in zip(texts.items(), tekken.encode_batch(list(texts.values()))):
+        assert tekken.decode(ids) == text, code
+        assert 1000 <= min(ids) and max(ids) < 131_072, code
