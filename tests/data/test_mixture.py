@@ -1,0 +1,82 @@
+"""Components: fixed subsets that survive repetition, fresh shuffles per epoch, host shares, sorted order."""
+
+import collections
+
+import grain
+import numpy as np
+import pytest
+
+from apertus_jax.data import mixture
+from apertus_jax.data.config import normalize_data_config
+
+
+def spec(**overrides):
+    config = normalize_data_config({"components": {"c": {"kind": "jsonl", "paths": ["unused"], **overrides}}})
+    return config["components"]["c"]
+
+
+def id_component(count, scores=None):
+    documents = [np.array([i], dtype=np.int32) for i in range(count)]
+    return mixture.Component("c", documents, mean_tokens=1.0, scores=scores)
+
+
+def stream_ids(dataset):
+    return [int(tokens[0]) for _, tokens in dataset]
+
+
+def test_grain_shuffle_slice_repeat_redraws_the_subset():
+    """Why components re-source their index list: Grain's slice passes the epoch to the shuffle below."""
+    naive = grain.MapDataset.range(10).shuffle(seed=0).slice(slice(0, 4)).repeat(5)
+    assert len(set(naive)) > 4
+
+
+def test_take_then_repeat_keeps_the_subset_with_a_fresh_order_each_epoch():
+    component = id_component(10)
+    dataset = mixture.component_dataset(
+        component, 0, spec(take=4, epochs=5), seed=7, split_seed=0, process_index=0, process_count=1)
+    ids = stream_ids(dataset)
+    counts = collections.Counter(ids)
+    assert len(ids) == 20 and len(counts) == 4 and set(counts.values()) == {5}
+    held_out = set(range(10)) - set(counts)
+    assert len(held_out) == 6 and not held_out & set(ids)
+    epochs = [ids[i : i + 4] for i in range(0, 20, 4)]
+    assert all(sorted(e) == sorted(counts) for e in epochs)
+    assert len({tuple(e) for e in epochs}) > 1  # reshuffled per epoch
+    # The subset depends on split_seed only, not on the stage seed.
+    other_stage = mixture.component_dataset(
+        component, 0, spec(take=4, epochs=5), seed=8, split_seed=0, process_index=0, process_count=1)
+    assert set(stream_ids(other_stage)) == set(counts)
+
+
+def test_hosts_get_disjoint_shares_covering_everything():
+    component = id_component(103)
+    shares = [
+        set(mixture.host_documents(component, spec(), split_seed=0, process_index=p, process_count=4))
+        for p in range(4)
+    ]
+    assert sum(map(len, shares)) == 103 and set().union(*shares) == set(range(103))
+    with pytest.raises(ValueError, match="processes"):
+        mixture.host_documents(id_component(3), spec(), split_seed=0, process_index=3, process_count=4)
+
+
+def test_sorted_order_ascends_by_score_every_epoch():
+    scores = np.array([5.0, 1.0, 4.0, 2.0, 3.0])
+    dataset = mixture.component_dataset(id_component(5, scores), 0, spec(order="sorted", epochs=2, score_field="score"), seed=0,
+                                        split_seed=0, process_index=0, process_count=1)
+    assert stream_ids(dataset) == [1, 3, 4, 2, 0] * 2
+
+
+def test_mix_follows_token_shares():
+    long_docs = grain.MapDataset.source([(0, np.zeros(100, np.int32))] * 10).repeat()
+    short_docs = grain.MapDataset.source([(1, np.zeros(10, np.int32))] * 10).repeat()
+    mixed = mixture.mix_components([long_docs, short_docs], [0.5, 0.5], [100.0, 10.0])
+    tokens = collections.Counter()
+    for index in range(2200):
+        component, document = mixed[index]
+        tokens[component] += len(document)
+    assert tokens[0] == pytest.approx(tokens[1], rel=0.02)
+
+
+def test_derive_seed_is_stable():
+    assert mixture.derive_seed(3, "web") == mixture.derive_seed(3, "web") != mixture.derive_seed(3, "code")
+    assert 0 <= mixture.derive_seed(0, 1) < 2**32

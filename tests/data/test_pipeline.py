@@ -1,0 +1,164 @@
+"""build_train_pipeline on real text: batch contract, exact resume, batch-size plans, stages, hosts."""
+
+import json
+
+import grain
+import numpy as np
+import pytest
+
+from apertus_jax.data import mixture
+from apertus_jax.data.config import normalize_data_config
+from apertus_jax.data.masks import document_masks
+from apertus_jax.data.pipeline import BATCH_KEYS, build_train_pipeline
+
+SEQ_LEN = 64
+
+
+def three_component_config(german_jsonl, goldfish=None):
+    """udhr (multilingual), german prose, and a repeated 8-document German subset; 2 stages."""
+    return {
+        "components": {
+            "udhr": {"kind": "demo", "sources": ["udhr"]},
+            "german": {"kind": "jsonl", "paths": [str(german_jsonl)]},
+            "repeated": {"kind": "jsonl", "paths": [str(german_jsonl)], "take": 8},
+        },
+        "stages": [
+            {"name": "stage1", "until_tokens": 47 * SEQ_LEN, "weights": {"udhr": 0.5, "german": 0.5}},
+            {"name": "stage2", "weights": {"german": 0.3, "repeated": 0.7}, "seed": 11},
+        ],
+        "goldfish": goldfish or {"k": 4, "h": 13, "hash": "apertus"},
+    }
+
+
+def batch_plan(step):
+    return 4 if step < 20 else 8  # a batch-size change at step 20
+
+
+def take(iterator, count):
+    return [next(iterator) for _ in range(count)]
+
+
+def assert_same_batches(actual, expected):
+    assert len(actual) == len(expected)
+    for a, b in zip(actual, expected):
+        for key in BATCH_KEYS:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+@pytest.fixture(scope="module")
+def reference(tekken, german_jsonl):
+    iterator = build_train_pipeline(three_component_config(german_jsonl), tekken, SEQ_LEN, batch_plan)
+    batches = take(iterator, 50)
+    return batches, iterator.stats()
+
+
+def test_batch_contract(reference, tekken):
+    batches, stats = reference
+    assert stats["stage"] == "stage2" and stats["rows"] == 20 * 4 + 30 * 8
+    for batch in batches:
+        assert set(batch) == set(BATCH_KEYS)
+        assert all(v.dtype == np.int32 and v.shape == batch["tokens"].shape for v in batch.values())
+        np.testing.assert_array_equal(batch["tokens"][:, 1:], batch["targets"][:, :-1])
+        segment_ids, positions, loss_mask = document_masks(batch["tokens"], tekken.eod_id)
+        np.testing.assert_array_equal(batch["segment_ids"], segment_ids)
+        np.testing.assert_array_equal(batch["positions"], positions)
+        # Goldfish only zeroes the loss mask.
+        assert (batch["loss_mask"] <= loss_mask).all()
+    assert batches[0]["tokens"].shape == (4, SEQ_LEN) and batches[-1]["tokens"].shape == (8, SEQ_LEN)
+    # Rows continue each other: the last target of a row is the first input of the next.
+    np.testing.assert_array_equal(batches[0]["targets"][:-1, -1], batches[0]["tokens"][1:, 0])
+    # The repeated subset went through several epochs in stage 2.
+    assert stats["components"]["repeated"]["epochs"] > 2
+    dropped = sum(((b["tokens"] != tekken.eod_id) & (b["loss_mask"] == 0)).sum() for b in batches)
+    assert dropped > 0
+
+
+@pytest.mark.parametrize("save_step", sorted(np.random.default_rng(2026).choice(np.arange(1, 50), 5, False)))
+def test_resume_is_bitwise_identical(reference, tekken, german_jsonl, save_step):
+    config = three_component_config(german_jsonl)
+    first = build_train_pipeline(config, tekken, SEQ_LEN, batch_plan)
+    before = take(first, int(save_step))
+    state = json.loads(json.dumps(first.get_state()))
+    resumed = build_train_pipeline(config, tekken, SEQ_LEN, batch_plan)
+    resumed.set_state(state)
+    after = take(resumed, 50 - int(save_step))
+    assert_same_batches(before + after, reference[0])
+
+
+def test_row_stream_does_not_depend_on_the_batch_plan(reference, tekken, german_jsonl):
+    iterator = build_train_pipeline(three_component_config(german_jsonl), tekken, SEQ_LEN, 2)
+    rows = np.concatenate([b["tokens"] for b in take(iterator, 160)])
+    np.testing.assert_array_equal(rows, np.concatenate([b["tokens"] for b in reference[0]]))
+
+
+def test_orbax_checkpoint_round_trip(tekken, german_jsonl, tmp_path):
+    ocp = pytest.importorskip("orbax.checkpoint")
+    config = three_component_config(german_jsonl)
+    iterator = build_train_pipeline(config, tekken, SEQ_LEN, 4)
+    take(iterator, 13)
+    manager = ocp.CheckpointManager(tmp_path)
+    manager.save(13, args=ocp.args.Composite(data_iter=grain.checkpoint.CheckpointSave(iterator)))
+    manager.wait_until_finished()
+    expected = take(iterator, 3)
+    restored = build_train_pipeline(config, tekken, SEQ_LEN, 4)
+    manager.restore(13, args=ocp.args.Composite(data_iter=grain.checkpoint.CheckpointRestore(restored)))
+    assert_same_batches(take(restored, 3), expected)
+
+
+def test_hosts_split_each_global_batch(tekken, german_jsonl):
+    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)]}},
+              "goldfish": {"k": 0}}
+    hosts = [build_train_pipeline(config, tekken, SEQ_LEN, 6, process_index=p, process_count=3) for p in range(3)]
+    batches = [next(h) for h in hosts]
+    assert all(b["tokens"].shape == (2, SEQ_LEN) for b in batches)
+    assert len({b["tokens"].tobytes() for b in batches}) == 3
+    with pytest.raises(ValueError, match="divisible"):
+        next(build_train_pipeline(config, tekken, SEQ_LEN, 4, process_index=0, process_count=3))
+
+
+def test_taken_subset_keeps_held_out_documents_out(tekken, german_jsonl):
+    """200 documents, take 150, many epochs: none of the 50 others ever shows up in training rows."""
+    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)], "take": 150}},
+              "goldfish": {"k": 0}}
+    iterator = build_train_pipeline(config, tekken, 256, 16)
+    rows = np.concatenate([b["tokens"] for b in take(iterator, 20)])
+    assert iterator.stats()["components"]["german"]["epochs"] > 1.5
+    stream = np.concatenate([rows[0], rows[1:, 1:].reshape(-1)]).astype("<i4").tobytes()  # undo the overlap
+    spec = iterator.config["components"]["german"]
+    component = mixture.load_component("german", spec, tekken)
+    kept = set(mixture.host_documents(component, spec, split_seed=0, process_index=0, process_count=1))
+    kept_texts = {component.documents[i].tobytes() for i in kept}
+    held_out = [component.documents[i] for i in range(200) if i not in kept]
+    assert len(held_out) == 50
+    for document in held_out:
+        if document.tobytes() not in kept_texts:  # the corpus holds a few exact duplicates
+            assert document.astype("<i4").tobytes() not in stream
+    assert sum(component.documents[i].astype("<i4").tobytes() in stream for i in kept) > 100
+
+
+def test_stage_running_out_of_documents_is_an_error(tekken, german_jsonl):
+    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)], "epochs": 1}},
+              "stages": [{"until_tokens": 10**9}, {}]}
+    iterator = build_train_pipeline(config, tekken, 512, 64)
+    with pytest.raises(ValueError, match="ran out of documents"):
+        take(iterator, 100)
+
+
+def test_finite_stream_ends_with_padding(tekken, german_jsonl):
+    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)], "epochs": 1}}}
+    batches = list(build_train_pipeline(config, tekken, 512, 8))
+    last = batches[-1]
+    assert (last["tokens"] == tekken.pad_id).any()
+    assert (last["segment_ids"][last["tokens"] == tekken.pad_id] == 0).all()
+    assert (last["loss_mask"][last["targets"] == tekken.pad_id] == 0).all()
+    real = sum(int((b["targets"] != tekken.pad_id).sum()) for b in batches)
+    component = mixture.load_component("german", normalize_data_config(config)["components"]["german"], tekken)
+    # Every token but the very first is a target exactly once.
+    assert real == sum(len(d) for d in component.documents) - 1
+
+
+def test_state_from_another_pipeline_is_rejected(tekken, german_jsonl):
+    config = three_component_config(german_jsonl)
+    state = build_train_pipeline(config, tekken, SEQ_LEN, 4, seed=0).get_state()
+    with pytest.raises(ValueError, match="different pipeline"):
+        build_train_pipeline(config, tekken, SEQ_LEN, 4, seed=1).set_state(state)
