@@ -33,7 +33,7 @@ def schedule_values(preset: OptimPreset, steps: np.ndarray) -> dict[str, np.ndar
     count = jnp.asarray(steps, jnp.int32)
     t = count + 1  # AdEMAMix's 1-based step
     return {
-        "tokens": np.array([plan.tokens_at_step(int(s)) for s in steps], dtype=np.float64),
+        "tokens": plan.tokens_at_step(steps).astype(np.float64),
         "lr": np.asarray(jax.vmap(preset.learning_rate())(count)),
         "alpha": np.asarray(alpha_scheduler(preset.alpha, preset.alpha_warmup_steps)(t)),
         "beta3": np.asarray(beta3_scheduler(preset.b1, preset.b3, preset.b3_warmup_steps)(t)),

@@ -47,6 +47,11 @@ class ScaleByAdemamixState(NamedTuple):
     nu: optax.Updates
 
 
+def _log(b: float) -> float:
+    """ln(b), with ln(0) = -inf so that the bias correction 1 - b^t = -expm1(t ln b) is 1 for b = 0."""
+    return math.log(b) if b > 0 else -math.inf
+
+
 def _check_decay_rate(b: float, name: str) -> None:
     if not 0.0 <= b < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {b!r}")
@@ -70,11 +75,15 @@ def scale_by_ademamix(
     alpha_t = alpha_scheduler(alpha, alpha_warmup_steps)
     b3_t = beta3_scheduler(b1, b3, b3_warmup_steps)
     one_minus_b3_t = beta3_one_minus_scheduler(b1, b3, b3_warmup_steps)
-    log_b1, log_b2 = math.log(b1) if b1 > 0 else -math.inf, math.log(b2) if b2 > 0 else -math.inf
+    log_b1, log_b2 = _log(b1), _log(b2)
 
     def init_fn(params: optax.Params) -> ScaleByAdemamixState:
-        zeros = lambda: jax.tree.map(jnp.zeros_like, params)  # noqa: E731
-        return ScaleByAdemamixState(count=jnp.zeros([], jnp.int32), m1=zeros(), m2=zeros(), nu=zeros())
+        return ScaleByAdemamixState(
+            count=jnp.zeros([], jnp.int32),
+            m1=optax.tree.zeros_like(params),
+            m2=optax.tree.zeros_like(params),
+            nu=optax.tree.zeros_like(params),
+        )
 
     def update_fn(updates, state, params=None):
         del params

@@ -77,18 +77,22 @@ class BatchSizePlan:
     def __repr__(self) -> str:
         return f"BatchSizePlan({list(self.phases)})"
 
-    def _phase_of_step(self, step: int) -> int:
-        if int(step) != step or step < 0:
-            raise ValueError(f"step must be an integer >= 0, got {step!r}")
-        return int(np.searchsorted(self.start_steps, int(step), side="right")) - 1
+    def _phase_of_step(self, step: int | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(steps as int64, index of the phase each step falls in)."""
+        steps = np.asarray(step)
+        if steps.dtype.kind not in "iu" or np.any(steps < 0):
+            raise ValueError(f"step must be an integer (or integer array) >= 0, got {step!r}")
+        steps = steps.astype(np.int64)
+        return steps, np.searchsorted(self.start_steps, steps, side="right") - 1
 
-    def tokens_at_step(self, step: int | jax.Array) -> int | jax.Array:
+    def tokens_at_step(self, step: int | np.ndarray | jax.Array) -> int | np.ndarray | jax.Array:
         """Tokens consumed by the first `step` updates.
 
         Args:
-          step: a Python/NumPy integer (exact: returns a Python int, no int32/int64 overflow), or a
-            jax integer array, possibly traced inside `jax.jit` (returns the default float dtype;
-            float32 keeps ~7 significant digits, plenty for an LR schedule).
+          step: a Python int or NumPy integer (array): exact, returns a Python int (an int64 array for
+            an array), no int32 overflow. Or a jax integer array, possibly traced inside `jax.jit`:
+            returns the default float dtype (float32 keeps ~7 significant digits, plenty for an LR
+            schedule; jax has no int64 without `jax_enable_x64`).
 
         Raises:
           ValueError: for a negative or non-integer host `step`.
@@ -99,12 +103,18 @@ class BatchSizePlan:
                 in_phase = float(first_tokens) + (step - first_step).astype(tokens.dtype) * float(size)
                 tokens = jnp.where(step >= first_step, in_phase, tokens)
             return tokens
-        phase = self._phase_of_step(step)
-        return self.start_tokens[phase] + (int(step) - self.start_steps[phase]) * self.batch_tokens[phase]
+        steps, phase = self._phase_of_step(step)
+        start_steps, start_tokens, batch_tokens = (
+            np.asarray(values, np.int64)[phase] for values in (self.start_steps, self.start_tokens, self.batch_tokens)
+        )
+        tokens = start_tokens + (steps - start_steps) * batch_tokens
+        return int(tokens) if tokens.ndim == 0 else tokens
 
-    def batch_tokens_at_step(self, step: int) -> int:
+    def batch_tokens_at_step(self, step: int | np.ndarray) -> int | np.ndarray:
         """Tokens in the batch of the next update after `step` completed updates (host ints)."""
-        return self.batch_tokens[self._phase_of_step(step)]
+        _, phase = self._phase_of_step(step)
+        sizes = np.asarray(self.batch_tokens, np.int64)[phase]
+        return int(sizes) if sizes.ndim == 0 else sizes
 
     def step_at_tokens(self, tokens: int) -> int:
         """Smallest number of updates that consume at least `tokens` tokens.
