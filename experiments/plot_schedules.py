@@ -15,13 +15,10 @@ import tempfile
 
 import jax
 import jax.numpy as jnp
-import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from apertus_jax.optim import OptimPreset, alpha_scheduler, beta3_scheduler, get_optim_preset  # noqa: E402
+from apertus_jax.optim import OptimPreset, alpha_scheduler, beta3_scheduler, get_optim_preset
 
 ZOOM_TOKENS = 600e9
 SAMPLES = 4000
@@ -48,7 +45,8 @@ def plot_schedules(preset: OptimPreset, path: str) -> None:
     full = schedule_values(preset, np.unique(np.linspace(0, total_steps, SAMPLES).astype(np.int64)))
     zoom = schedule_values(preset, np.unique(np.linspace(0, zoom_steps, SAMPLES).astype(np.int64)))
 
-    fig, axes = plt.subplots(3, 2, figsize=(13, 9), sharex="col", constrained_layout=True)
+    fig = Figure(figsize=(13, 9), layout="constrained")  # no pyplot: no GUI backend, no global state
+    axes = fig.subplots(3, 2, sharex="col")
     for column, (values, scale, unit) in enumerate(((full, 1e12, "T"), (zoom, 1e9, "B"))):
         x = values["tokens"] / scale
         lr_ax, alpha_ax, beta_ax = axes[:, column]
@@ -90,7 +88,6 @@ def plot_schedules(preset: OptimPreset, path: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     with tempfile.NamedTemporaryFile(dir=directory, suffix=".png", delete=False) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
     os.replace(tmp.name, path)
 
 
