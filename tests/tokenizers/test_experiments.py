@@ -51,18 +51,23 @@ def test_tokenizer_fairness_cli(tmp_path, udhr_sample):
     assert result.returncode == 0, result.stderr
     names = {"tekken", "sentencepiece_bpe4k_demo.model", "toy"}
     assert {p.name for p in out.iterdir()} >= {f"{n}.{e}" for n in names for e in ("csv", "md")} | {
-        "summary.csv", "summary.md", "tokenizer_fairness.png", "bpe4k_demo.model"}
+        "summary.csv", "summary.md", "by_script.csv", "by_script.md", "tokenizer_fairness.png",
+        "bpe4k_demo.model"}
     summary = list(csv.DictReader(open(out / "summary.csv", encoding="utf-8")))
     assert [float(row["gini"]) for row in summary] == sorted(float(row["gini"]) for row in summary)
     assert {row["tokenizer"] for row in summary} == {"tekken", "sentencepiece:bpe4k_demo.model", "toy"}
-    assert all(row["languages"] == "10" for row in summary)
+    assert all(row["translations"] == "10" for row in summary)
+    assert all(float(row["gini_latin"]) < float(row["gini_non_latin"]) for row in summary)
+    by_script = list(csv.DictReader(open(out / "by_script.csv", encoding="utf-8")))
+    assert by_script[0]["script"] == "Latin" and by_script[0]["translations"] == "3"
+    assert sum(int(row["translations"]) for row in by_script) == 10
     tekken_rows = {row["lang"]: row for row in csv.DictReader(open(out / "tekken.csv",
                                                                     encoding="utf-8"))}
     assert list(tekken_rows) == sorted(tekken_rows, key=lambda lang: int(tekken_rows[lang]["tokens"]))
     english = load_udhr()["eng"]
     assert int(tekken_rows["eng"]["tokens"]) == len(load_tokenizer("tekken").encode(english))
     assert float(tekken_rows["eng"]["parity"]) == 1.0
-    assert "lowest Gini" in result.stdout
+    assert "lowest Gini" in result.stdout and "tekken ranks" in result.stdout
 
     result = _run("experiments.tokenizer_fairness", f"--out={tmp_path}/bad", "--languages=eng,xx")
     assert result.returncode != 0 and "unknown UDHR codes ['xx']" in result.stderr
