@@ -1,8 +1,10 @@
 """Shared helpers for the trainer tests: a tiny model and batches of real text."""
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+from flax import nnx
+
+from apertus_jax.models.presets import get_config
+from apertus_jax.models.transformer import Apertus
 
 TEXT = (
     "Alle Menschen sind frei und gleich an Würde und Rechten geboren. Sie sind mit Vernunft und Gewissen "
@@ -25,11 +27,10 @@ def text_batch(rows: int, length: int, offset: int = 0) -> dict[str, np.ndarray]
 
 
 def tiny_model_and_params(seed: int = 0):
-  """STAND-IN until the model lands: bigram embedding -> linear, vocab 256."""
-  k1, k2 = jax.random.split(jax.random.key(seed))
-  params = {"embed": jax.random.normal(k1, (256, 16)) * 0.1, "out": jax.random.normal(k2, (16, 256)) * 0.1}
+  """A 2-layer Apertus over UTF-8 bytes (vocab 256): (apply_fn, params as a plain dict)."""
+  config = get_config("tiny", vocab_size=256, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64)
+  graphdef, params = nnx.split(Apertus(config, rngs=nnx.Rngs(seed)), nnx.Param)
 
   def apply_fn(p, tokens, positions, segment_ids):
-    del positions, segment_ids
-    return jnp.tanh(p["embed"][tokens]) @ p["out"]
-  return apply_fn, params
+    return nnx.merge(graphdef, p)(tokens, positions, segment_ids)
+  return apply_fn, params.to_pure_dict()
