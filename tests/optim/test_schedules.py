@@ -147,3 +147,11 @@ def test_wsd_is_continuous_at_every_phase_boundary(warmup, stable, decay, init_f
         values = np.asarray(lr(np.linspace(0, total * 1.1, 257)))
     assert np.all(np.isfinite(values))
     assert np.all(values <= peak) and np.all(values >= min(init_fraction, final_fraction) * peak - 1e-18)
+
+
+def test_late_cooldown_does_not_rewarm_or_move_earlier_values():
+    planned = wsd_schedule(1.0, warmup=100, decay=200, total=1000)
+    extended = wsd_schedule(1.0, warmup=100, decay=200, total=3000)  # cooldown started later
+    x = np.arange(0, 800)
+    np.testing.assert_array_equal(planned(x), extended(x))
+    assert float(extended(1500)) == 1.0 and float(extended(3000)) == pytest.approx(0.1)
