@@ -1,0 +1,140 @@
+"""Builds the preparation pipeline from one config as a chain of datatrove executors.
+
+Stages (each a datatrove executor; `depends` chains them, so Slurm runs them as dependent job arrays):
+  1. filter     (tasks = T): read JSONL -> count tokens -> robots.txt -> PII -> decontamination -> classifier
+                 scores -> `<work_dir>/scored/<rank>.jsonl.gz`
+  2. thresholds (1 task):   per-language toxicity thresholds over all scored documents (a global percentile
+                 needs every score) -> `<work_dir>/toxicity_thresholds.json`
+  3. select     (tasks = T): read scored -> toxicity filter -> quality tiers -> ArrayRecord shards per task
+  4. merge      (1 task):   one manifest over all task shards at `output_dir` (training reads this)
+
+Each stage logs to `<work_dir>/logs/<stage>/` (datatrove's stats/, completions/, logs/). Output depends
+only on the config and the number of tasks, not on the number of workers or the executor.
+
+Config (an `ml_collections.ConfigDict` or nested dict; see configs/prep/demo.py for every field):
+  input_dir, work_dir, output_dir, tokenizer, lang_key, source_key, url_key,
+  executor {kind: local|slurm|ray, tasks, workers, skip_completed, slurm {...}, ray {...}},
+  robots {enabled, snapshot, mode, agents}, pii {enabled, skip_sources},
+  decontam {enabled, benchmarks, prompt_key, id_key, n, min_block, threshold},
+  heads {<name>: {path, labels, languages}}, toxicity {enabled, top_fraction, skip_sources},
+  quality {enabled, thresholds {tier: min score}, keep}, shards {source, licence, score_key, shard_tokens}.
+"""
+
+import os
+
+from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.writers import JsonlWriter
+
+from apertus_jax.prep import quality, steps
+
+STAGES = ("filter", "thresholds", "select", "merge")
+EXECUTORS = ("local", "slurm", "ray")
+
+
+def _heads_used(config) -> dict:
+    """Heads the enabled steps need: toxicity (if enabled) and the three tiers (if quality is enabled)."""
+    names = (["toxicity"] if config.toxicity.enabled else []) + (list(quality.TIERS) if config.quality.enabled else [])
+    heads = {}
+    for name in names:
+        if name not in config.heads:
+            raise ValueError(f"config.heads has no {name!r} head, needed by the enabled steps")
+        head = config.heads[name]
+        languages = head.get("languages")
+        heads[name] = {"path": head["path"], "languages": list(languages) if languages is not None else None}
+    return heads
+
+
+def build_stages(config) -> dict[str, list]:
+    """The datatrove step lists of the four stages (see the module docstring).
+
+    Raises:
+      ValueError: unknown robots mode / quality subset, or a needed head missing from config.heads.
+      FileNotFoundError: a head file or the benchmark file does not exist.
+    """
+    work, keys = config.work_dir, dict(lang_key=config.lang_key)
+    scored_dir = os.path.join(work, "scored")
+    thresholds_path = os.path.join(work, "toxicity_thresholds.json")
+
+    filter_stage = [
+        JsonlReader(config.input_dir, glob_pattern="*.jsonl*", id_key="id"),
+        steps.CountTokens(config.tokenizer, **keys),
+    ]
+    if config.robots.enabled:
+        filter_stage.append(steps.RobotsFilter(config.robots.snapshot, config.robots.mode, tuple(config.robots.agents),
+                                               url_key=config.url_key, **keys))
+    if config.pii.enabled:
+        filter_stage.append(steps.AnonymizePII(tuple(config.pii.skip_sources), config.source_key, **keys))
+    if config.decontam.enabled:
+        d = config.decontam
+        filter_stage.append(steps.Decontaminate(d.benchmarks, os.path.join(work, "contamination"), d.prompt_key,
+                                                d.id_key, d.n, d.min_block, d.threshold, **keys))
+    heads = _heads_used(config)
+    if heads:
+        filter_stage.append(steps.ScoreDocuments(heads, tuple(config.toxicity.skip_sources), config.source_key, **keys))
+    filter_stage.append(JsonlWriter(scored_dir, output_filename="${rank}.jsonl.gz"))
+
+    select_stage = [JsonlReader(scored_dir, glob_pattern="*.jsonl*")]
+    if config.toxicity.enabled:
+        select_stage.append(steps.ToxicityFilter(thresholds_path, **keys))
+    if config.quality.enabled:
+        select_stage.append(steps.QualityTiers(dict(config.quality.thresholds), config.quality.keep, **keys))
+    s = config.shards
+    select_stage.append(steps.WriteShards(config.output_dir, config.tokenizer, s.source, s.licence, s.score_key,
+                                          s.shard_tokens, **keys))
+    return {
+        "filter": filter_stage,
+        "thresholds": [steps.ComputeToxicityThresholds(scored_dir, thresholds_path, config.toxicity.top_fraction,
+                                                       **keys)] if config.toxicity.enabled else [],
+        "select": select_stage,
+        "merge": [steps.MergeShardManifests(config.output_dir)],
+    }
+
+
+def build_executors(config) -> dict:
+    """One datatrove executor per non-empty stage, chained with `depends`; run the last one to run all.
+
+    Local: `LocalPipelineExecutor(tasks, workers)`. Slurm: `SlurmPipelineExecutor` with config.executor.slurm
+    (partition, time, cpus_per_task, mem_per_cpu_gb, venv_path, sbatch_args, ...). Ray: `RayPipelineExecutor`
+    with config.executor.ray (cpus_per_task, mem_per_cpu_gb); needs `pip install ray`.
+    Raises:
+      ValueError: unknown executor kind.
+    """
+    ex = config.executor
+    if ex.kind not in EXECUTORS:
+        raise ValueError(f"executor kind {ex.kind!r} unknown; use one of {EXECUTORS}")
+    executors, previous = {}, None
+    for stage, pipeline in build_stages(config).items():
+        if not pipeline:
+            continue
+        tasks = ex.tasks if stage in ("filter", "select") else 1
+        common = dict(pipeline=pipeline, tasks=tasks, logging_dir=os.path.join(config.work_dir, "logs", stage),
+                      skip_completed=ex.skip_completed, depends=previous)
+        if ex.kind == "local":
+            from datatrove.executor import LocalPipelineExecutor
+
+            executor = LocalPipelineExecutor(workers=min(ex.workers, tasks), **common)
+        elif ex.kind == "slurm":
+            from datatrove.executor import SlurmPipelineExecutor
+
+            executor = SlurmPipelineExecutor(job_name=f"prep-{stage}", **dict(ex.slurm), **common)
+        else:
+            from datatrove.executor.ray import RayPipelineExecutor
+
+            executor = RayPipelineExecutor(workers=ex.workers, **dict(ex.ray), **common)
+        executors[stage] = previous = executor
+    return executors
+
+
+def resolve_work_dir(config):
+    """Replaces `{work_dir}` in every string field by `config.work_dir` (in place; returns the config)."""
+
+    def visit(section):
+        for key in list(section.keys()):
+            value = section[key]
+            if hasattr(value, "keys"):
+                visit(value)
+            elif isinstance(value, str) and "{work_dir}" in value:
+                section[key] = value.replace("{work_dir}", config.work_dir)
+
+    visit(config)
+    return config

@@ -1,0 +1,67 @@
+"""Runs a preparation config end to end: demo inputs (optional), head training, the executors, the report.
+
+Used by `experiments/prepare_data.py` and by the tests (so both run the same code).
+"""
+
+import json
+import os
+
+from apertus_jax.prep import demo, pipeline, stats
+from apertus_jax.prep.classifier import Classifier, load_labeled_jsonl
+
+
+def write_demo_inputs(config) -> None:
+    """Demo documents split round-robin into `config.demo_input_files` JSONL files, the demo robots.txt
+    snapshot at `config.robots.snapshot`, and each head's labeled JSONL at its `labels` path."""
+    docs = demo.demo_documents()
+    n = config.demo_input_files
+    for i in range(n):
+        demo.write_jsonl(docs[i::n], os.path.join(config.input_dir, f"part-{i:05d}.jsonl"))
+    demo.write_jsonl([{"domain": host, "robots_txt": text} for host, text in sorted(demo.DEMO_ROBOTS.items())],
+                     config.robots.snapshot)
+    for name, rows in demo.demo_labels().items():
+        if name in config.heads:
+            demo.write_jsonl(rows, config.heads[name].labels)
+
+
+def train_missing_heads(config) -> list[str]:
+    """Trains (from its `labels` JSONL) and saves every head the enabled steps need whose `path` is missing.
+
+    Returns the names of the trained heads.
+    Raises:
+      FileNotFoundError: a needed head has neither a file at `path` nor a `labels` file.
+    """
+    trained = []
+    for name in pipeline._heads_used(config):
+        head = config.heads[name]
+        if os.path.isfile(head.path):
+            continue
+        if not head.get("labels") or not os.path.isfile(head.labels):
+            raise FileNotFoundError(f"head {name!r}: no trained head at {head.path} and no labeled JSONL at "
+                                    f"{head.get('labels')!r}; set config.heads.{name}.labels")
+        texts, labels = load_labeled_jsonl(head.labels)
+        os.makedirs(os.path.dirname(head.path) or ".", exist_ok=True)
+        Classifier.train(texts, labels).save(head.path)
+        trained.append(name)
+    return trained
+
+
+def run_prepare(config, report_only: bool = False) -> dict:
+    """Runs the pipeline of `config` (after `resolve_work_dir`) and writes `<work_dir>/prep_stats.json`.
+
+    With a Slurm executor this submits the jobs and returns the report of what has finished so far.
+    Returns the report dict (see `stats.build_report`).
+    """
+    pipeline.resolve_work_dir(config)
+    if not report_only:
+        if config.demo:
+            write_demo_inputs(config)
+        train_missing_heads(config)
+        executors = pipeline.build_executors(config)
+        list(executors.values())[-1].run()
+    report = stats.build_report(config.work_dir)
+    path = os.path.join(config.work_dir, "prep_stats.json")
+    with open(f"{path}.tmp", "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(f"{path}.tmp", path)
+    return report
