@@ -1,0 +1,330 @@
+"""HuggingFace interop: `transformers` `ApertusForCausalLM` checkpoints <-> our `Apertus` (SPEC.md section 1).
+
+A HF checkpoint is a directory with `config.json` and `model.safetensors`. Tensor names and layouts:
+
+| HF tensor (`[out, in]` for linears) | ours (`export_weights` name, kernels `[in, out]`) |
+| --- | --- |
+| `model.embed_tokens.weight` `[V, D]` | `embed` `[V, D]` |
+| `model.layers.i.self_attn.q_proj.weight` `[N*H, D]` | `layers.i.attn.q_proj` `[D, N, H]` |
+| `model.layers.i.self_attn.{k,v}_proj.weight` `[K*H, D]` | `layers.i.attn.{k,v}_proj` `[D, K, H]` |
+| `model.layers.i.self_attn.o_proj.weight` `[D, N*H]` | `layers.i.attn.o_proj` `[N, H, D]` |
+| `model.layers.i.self_attn.{q,k}_norm.weight` `[H]` | `layers.i.attn.{q,k}_norm.weight` `[H]` |
+| `model.layers.i.attention_layernorm.weight` `[D]` | `layers.i.attn_norm.weight` `[D]` |
+| `model.layers.i.feedforward_layernorm.weight` `[D]` | `layers.i.mlp_norm.weight` `[D]` |
+| `model.layers.i.mlp.up_proj.weight` `[F, D]` | `layers.i.mlp.up` `[D, F]` |
+| `model.layers.i.mlp.down_proj.weight` `[D, F]` | `layers.i.mlp.down` `[F, D]` |
+| `model.layers.i.mlp.act_fn.alpha_p`, `alpha_n` `(1,)` (pre-softplus) | `layers.i.mlp.act.a_p`, `a_n` `(1,)` |
+| `model.layers.i.mlp.act_fn.beta`, `eps` `()` (constants 0.5, -1e-6) | (constants of `layers.xielu`) |
+| `model.norm.weight` `[D]` | `final_norm.weight` `[D]` |
+| `lm_head.weight` `[V, D]` (absent or equal to the embedding when tied) | `lm_head` `[D, V]` |
+
+Only the Apertus architecture maps onto `ApertusForCausalLM`: ungated xIELU MLP, QK-norm, no biases. Other
+configurations (the SwiGLU / no-QK-norm Llama baseline) raise a ValueError naming the field.
+"""
+
+import json
+import os
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from safetensors.flax import load_file
+from safetensors.numpy import save_file
+
+from apertus_jax.models.config import ModelConfig
+from apertus_jax.models.layers import XIELU_BETA, XIELU_EPS
+from apertus_jax.models.transformer import Apertus, export_weights, import_weights
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+_LAYER_PREFIX = "model.layers."
+
+# (ours, HF) names inside one layer; values are transposed/reshaped by `_to_ours` / `_to_hf`.
+_LAYER_NAMES = (
+    ("attn.q_proj", "self_attn.q_proj.weight"),
+    ("attn.k_proj", "self_attn.k_proj.weight"),
+    ("attn.v_proj", "self_attn.v_proj.weight"),
+    ("attn.o_proj", "self_attn.o_proj.weight"),
+    ("attn.q_norm.weight", "self_attn.q_norm.weight"),
+    ("attn.k_norm.weight", "self_attn.k_norm.weight"),
+    ("attn_norm.weight", "attention_layernorm.weight"),
+    ("mlp_norm.weight", "feedforward_layernorm.weight"),
+    ("mlp.up", "mlp.up_proj.weight"),
+    ("mlp.down", "mlp.down_proj.weight"),
+    ("mlp.act.a_p", "mlp.act_fn.alpha_p"),
+    ("mlp.act.a_n", "mlp.act_fn.alpha_n"),
+)
+_XIELU_CONSTANTS = (("mlp.act_fn.beta", XIELU_BETA), ("mlp.act_fn.eps", XIELU_EPS))
+
+
+# ---------------------------------------------------------------- config
+
+
+def config_from_hf(hf_config: dict, **overrides) -> ModelConfig:
+    """Our `ModelConfig` for a HF `ApertusConfig` dict (`config.json` contents).
+
+    Reads `rope_parameters` (transformers >= 5) or the older `rope_theta` + `rope_scaling` pair; rope_type
+    "default" maps to `rope_scaling="none"`, "llama3" to "llama3". `max_position_embeddings` becomes
+    `max_seq_len`. `overrides` set fields that HF does not describe (dtype, scan_layers, attention_impl,
+    remat_policy, ...) or replace mapped ones.
+
+    Raises:
+      ValueError: a config that `Apertus` cannot represent exactly (another model type or activation,
+        attention/MLP biases, a RoPE type other than default/llama3, partial rotary embeddings).
+    """
+    model_type = hf_config.get("model_type", "apertus")
+    if model_type != "apertus":
+        raise ValueError(f"HF config has model_type={model_type!r}; only 'apertus' (ApertusForCausalLM) is supported")
+    if hf_config.get("hidden_act", "xielu") != "xielu":
+        raise ValueError(f"HF config hidden_act={hf_config['hidden_act']!r}; Apertus needs 'xielu' (ungated MLP)")
+    for flag in ("attention_bias", "mlp_bias"):
+        if hf_config.get(flag, False):
+            raise ValueError(f"HF config sets {flag}=true; our Apertus has no biases (set it to false)")
+    rope = _rope_parameters(hf_config)
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type not in ("default", "llama3"):
+        raise ValueError(f"HF rope_type={rope_type!r} is not supported; use 'default' or 'llama3'")
+    if float(rope.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise ValueError("HF partial_rotary_factor != 1 is not supported (RoPE rotates the whole head_dim)")
+    n_heads = int(hf_config["num_attention_heads"])
+    fields = dict(
+        vocab_size=int(hf_config["vocab_size"]),
+        d_model=int(hf_config["hidden_size"]),
+        n_layers=int(hf_config["num_hidden_layers"]),
+        n_heads=n_heads,
+        n_kv_heads=int(hf_config.get("num_key_value_heads") or n_heads),
+        head_dim=int(hf_config.get("head_dim") or int(hf_config["hidden_size"]) // n_heads),
+        mlp_hidden=int(hf_config["intermediate_size"]),
+        mlp_type="xielu",
+        qk_norm=True,
+        tie_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
+        rope_theta=float(rope["rope_theta"]),
+        rope_scaling="llama3" if rope_type == "llama3" else "none",
+        rms_norm_eps=float(hf_config.get("rms_norm_eps", 1e-5)),
+        max_seq_len=int(hf_config.get("max_position_embeddings", ModelConfig.max_seq_len)),
+    )
+    if rope_type == "llama3":
+        fields.update(
+            rope_factor=float(rope["factor"]),
+            rope_low_freq_factor=float(rope["low_freq_factor"]),
+            rope_high_freq_factor=float(rope["high_freq_factor"]),
+            rope_original_max_position_embeddings=int(rope["original_max_position_embeddings"]),
+        )
+    return ModelConfig(**{**fields, **overrides})
+
+
+def _rope_parameters(hf_config: dict) -> dict:
+    """The RoPE dict with `rope_theta` inside, from either HF config generation."""
+    if hf_config.get("rope_parameters"):
+        rope = dict(hf_config["rope_parameters"])
+    else:
+        rope = dict(hf_config.get("rope_scaling") or {"rope_type": "default"})
+        if "rope_theta" in hf_config:
+            rope["rope_theta"] = hf_config["rope_theta"]
+    if "rope_theta" not in rope:
+        raise ValueError("HF config has no rope_theta (neither in rope_parameters nor at the top level)")
+    return rope
+
+
+def config_to_hf(config: ModelConfig) -> dict:
+    """A `config.json` dict for `transformers.ApertusForCausalLM` equivalent to `config`.
+
+    Raises:
+      ValueError: `config` is not an Apertus architecture (SwiGLU MLP or QK-norm off).
+    """
+    if config.mlp_type != "xielu":
+        raise ValueError(f"mlp_type={config.mlp_type!r} has no ApertusForCausalLM equivalent; only 'xielu' exports")
+    if not config.qk_norm:
+        raise ValueError("qk_norm=False has no ApertusForCausalLM equivalent (Apertus always applies QK-norm)")
+    rope = {"rope_type": "default", "rope_theta": float(config.rope_theta)}
+    if config.rope_scaling == "llama3":
+        rope.update(
+            rope_type="llama3",
+            factor=float(config.rope_factor),
+            original_max_position_embeddings=int(config.rope_original_max_position_embeddings),
+            low_freq_factor=float(config.rope_low_freq_factor),
+            high_freq_factor=float(config.rope_high_freq_factor),
+        )
+    return {
+        "architectures": ["ApertusForCausalLM"],
+        "model_type": "apertus",
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.d_model,
+        "intermediate_size": config.mlp_hidden,
+        "num_hidden_layers": config.n_layers,
+        "num_attention_heads": config.n_heads,
+        "num_key_value_heads": config.n_kv_heads,
+        "head_dim": config.head_dim,
+        "hidden_act": "xielu",
+        "max_position_embeddings": config.max_seq_len,
+        "rms_norm_eps": config.rms_norm_eps,
+        "rope_parameters": rope,
+        "tie_word_embeddings": config.tie_embeddings,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 3,
+        "dtype": "float32",
+    }
+
+
+# ---------------------------------------------------------------- weights
+
+
+def _to_ours(name: str, w: np.ndarray, config: ModelConfig) -> np.ndarray:
+    """One HF layer tensor (layer-relative `name`, ours) into our layout."""
+    d, n, k, h = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim
+    if name == "attn.q_proj":
+        return w.T.reshape(d, n, h)
+    if name in ("attn.k_proj", "attn.v_proj"):
+        return w.T.reshape(d, k, h)
+    if name == "attn.o_proj":
+        return w.T.reshape(n, h, d)
+    if name in ("mlp.up", "mlp.down"):
+        return w.T
+    return w
+
+
+def _to_hf(name: str, w: np.ndarray) -> np.ndarray:
+    """One of our layer arrays (layer-relative `name`) into the HF `[out, in]` layout."""
+    if name in ("attn.q_proj", "attn.k_proj", "attn.v_proj"):
+        return w.reshape(w.shape[0], -1).T
+    if name == "attn.o_proj":
+        return w.reshape(-1, w.shape[-1]).T
+    if name in ("mlp.up", "mlp.down"):
+        return w.T
+    return w
+
+
+def from_hf(state_dict: dict[str, np.ndarray], config: dict, **overrides) -> Apertus:
+    """An `Apertus` model holding the weights of a HF `ApertusForCausalLM` state dict.
+
+    Args:
+      state_dict: HF tensor name -> array (any float dtype; stored as float32). `lm_head.weight` may be
+        absent when `tie_word_embeddings` (it must then equal the embedding if present).
+      config: the HF config dict (`config.json` contents).
+      **overrides: `ModelConfig` fields HF does not describe (e.g. `scan_layers=True`, `dtype="bfloat16"`).
+    Returns:
+      The model (scanned or unscanned per `overrides`), parameters float32.
+    Raises:
+      ValueError: unsupported config (see `config_from_hf`), missing/unexpected tensors, wrong shapes, or
+        xIELU constants beta/eps other than 0.5/-1e-6.
+    """
+    cfg = config_from_hf(config, **overrides)
+    remaining = {name: np.asarray(w, dtype=np.float32) for name, w in state_dict.items()}
+    weights = {"embed": remaining.pop("model.embed_tokens.weight", None),
+               "final_norm.weight": remaining.pop("model.norm.weight", None)}
+    lm_head = remaining.pop("lm_head.weight", None)
+    if cfg.tie_embeddings:
+        if lm_head is not None and weights["embed"] is not None and not np.array_equal(lm_head, weights["embed"]):
+            raise ValueError("tie_word_embeddings=true but lm_head.weight differs from model.embed_tokens.weight")
+    else:
+        weights["lm_head"] = None if lm_head is None else lm_head.T
+    for i in range(cfg.n_layers):
+        prefix = f"{_LAYER_PREFIX}{i}."
+        for ours, theirs in _LAYER_NAMES:
+            w = remaining.pop(prefix + theirs, None)
+            weights[f"layers.{i}.{ours}"] = None if w is None else _to_ours(ours, w, cfg)
+        for theirs, value in _XIELU_CONSTANTS:
+            w = remaining.pop(prefix + theirs, None)
+            if w is not None and not np.allclose(w, value, rtol=0, atol=1e-7 + 1e-3 * abs(value)):
+                raise ValueError(f"{prefix + theirs} = {w.item()}, but our xIELU fixes it at {value}")
+    missing = sorted(name for name, w in weights.items() if w is None)
+    if missing or remaining:
+        raise ValueError(f"from_hf: tensors missing for {missing[:5]}, unexpected HF tensors {sorted(remaining)[:5]}")
+    model = _zeros_model(cfg)
+    import_weights(model, weights)
+    nnx.update(model, jax.tree.map(jnp.asarray, nnx.state(model)))
+    return model
+
+
+def _zeros_model(config: ModelConfig) -> Apertus:
+    """An `Apertus` with host (numpy) zero parameters: no random init, which costs seconds to minutes."""
+    graphdef, abstract = nnx.split(nnx.eval_shape(lambda: Apertus(config, rngs=nnx.Rngs(0))))
+    return nnx.merge(graphdef, jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), abstract))
+
+
+def to_hf(model: Apertus) -> tuple[dict[str, np.ndarray], dict]:
+    """The HF `ApertusForCausalLM` state dict (float32 numpy, `[out, in]` linears) and config dict of `model`.
+
+    Writes the xIELU constants `beta`/`eps` too (they are persistent buffers in transformers). A tied model
+    has no `lm_head.weight` entry (transformers re-ties it from the embedding).
+
+    Raises:
+      ValueError: `model.config` is not an Apertus architecture (see `config_to_hf`).
+    """
+    cfg = model.config
+    hf_config = config_to_hf(cfg)
+    weights = {name: np.asarray(w, dtype=np.float32) for name, w in export_weights(model).items()}
+    state_dict = {"model.embed_tokens.weight": weights["embed"], "model.norm.weight": weights["final_norm.weight"]}
+    if not cfg.tie_embeddings:
+        state_dict["lm_head.weight"] = weights["lm_head"].T
+    for i in range(cfg.n_layers):
+        prefix = f"{_LAYER_PREFIX}{i}."
+        for ours, theirs in _LAYER_NAMES:
+            state_dict[prefix + theirs] = _to_hf(ours, weights[f"layers.{i}.{ours}"])
+        for theirs, value in _XIELU_CONSTANTS:
+            state_dict[prefix + theirs] = np.asarray(value, dtype=np.float32)
+    return {name: np.asarray(w, order="C") for name, w in state_dict.items()}, hf_config
+
+
+# ---------------------------------------------------------------- files
+
+
+def save_hf(model: Apertus, directory: str | os.PathLike) -> None:
+    """Write `config.json` and `model.safetensors` for `transformers.ApertusForCausalLM.from_pretrained`.
+
+    Both files are written under temporary names in `directory` and renamed into place, so an interrupted
+    save never leaves a half-written checkpoint under the final names.
+
+    Raises:
+      ValueError: as `to_hf`.
+    """
+    state_dict, hf_config = to_hf(model)
+    os.makedirs(directory, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".save_hf.") as tmp:
+        save_file(state_dict, os.path.join(tmp, WEIGHTS_FILE), metadata={"format": "pt"})
+        with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
+            json.dump(hf_config, f, indent=2, sort_keys=True)
+        for name in (WEIGHTS_FILE, CONFIG_FILE):
+            os.replace(os.path.join(tmp, name), os.path.join(directory, name))
+
+
+def load_hf(directory: str | os.PathLike, **overrides) -> Apertus:
+    """Load an `Apertus` model from a HF checkpoint directory (`config.json` + `model.safetensors`).
+
+    Sharded checkpoints (`model-0000i-of-0000n.safetensors` with an index) are read through the index.
+    `overrides` as in `from_hf`. Reads safetensors only, never pickles (through the flax loader, because
+    numpy has no bfloat16 and the released checkpoints are bfloat16).
+
+    Raises:
+      FileNotFoundError: `config.json` or the safetensors weights are missing.
+      ValueError: as `from_hf`.
+    """
+    config_path = os.path.join(directory, CONFIG_FILE)
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"{config_path} not found: pass a HF checkpoint directory (config.json + "
+                                f"model.safetensors)")
+    with open(config_path) as f:
+        hf_config = json.load(f)
+    state_dict = {}
+    for path in _weight_files(directory):
+        state_dict.update(load_file(path))
+    return from_hf(state_dict, hf_config, **overrides)
+
+
+def _weight_files(directory: str | os.PathLike) -> list[str]:
+    """Paths of the safetensors files of a checkpoint: the single file, or the shards named by the index."""
+    single = os.path.join(directory, WEIGHTS_FILE)
+    if os.path.isfile(single):
+        return [single]
+    index = os.path.join(directory, WEIGHTS_FILE + ".index.json")
+    if os.path.isfile(index):
+        with open(index) as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        return [os.path.join(directory, shard) for shard in shards]
+    raise FileNotFoundError(f"no {WEIGHTS_FILE} (or {WEIGHTS_FILE}.index.json) in {directory}; only safetensors "
+                            f"checkpoints are read")
