@@ -1,4 +1,4 @@
-"""Components and stage mixtures as Grain MapDatasets of `(component index, tokens)` documents.
+"""Components and stage mixtures as Grain MapDatasets of `(component index, document index)` pairs.
 
 Per component (config in `apertus_jax.data.config`), in this order:
 1. an optional fixed subset (`take`, chosen with `split_seed`: the same in every stage and epoch),
@@ -8,7 +8,8 @@ Per component (config in `apertus_jax.data.config`), in this order:
    (Grain's `shuffle -> slice -> repeat` would re-draw the subset each epoch: the slice passes the epoch
    on to the shuffle below it),
 5. "shuffle" order: `MapDataset.shuffle(seed)`, which Grain reseeds per epoch (a fresh order each epoch),
-6. `repeat(epochs)` (None: forever), then the document lookup.
+6. `repeat(epochs)` (None: forever).
+The packer reads the documents themselves (`Component.documents[index]`), outside the Grain graph.
 A stage mixes its components with `MapDataset.mix` in document proportions `weight / mean tokens per
 document`, i.e. token shares as configured.
 """
@@ -112,14 +113,17 @@ class _Concatenated:
         return self.parts[part][index - int(self.starts[part])]
 
 
-class _Lookup:
-    """Maps a document index to `(component index, tokens)`."""
+class _Tagged:
+    """A host's document index list whose elements are `(component index, document index)`."""
 
-    def __init__(self, documents: Any, component_index: int):
-        self.documents, self.component_index = documents, component_index
+    def __init__(self, indices: Sequence[int], component_index: int):
+        self.indices, self.component_index = indices, component_index
 
-    def __call__(self, index: int) -> tuple[int, np.ndarray]:
-        return self.component_index, self.documents[int(index)]
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, position: int) -> tuple[int, int]:
+        return self.component_index, int(self.indices[position])
 
 
 def host_documents(
@@ -158,14 +162,15 @@ def component_dataset(
     process_index: int,
     process_count: int,
 ) -> grain.MapDataset:
-    """This host's document stream of one component in one stage (module docstring, steps 1-6)."""
+    """This host's `(component index, document index)` stream of one component in one stage (module
+    docstring, steps 1-6)."""
     indices = host_documents(
         component, spec, split_seed=split_seed, process_index=process_index, process_count=process_count
     )
-    dataset = grain.MapDataset.source(indices)
+    dataset = grain.MapDataset.source(_Tagged(indices, component_index))
     if spec["order"] == "shuffle":
         dataset = dataset.shuffle(seed=seed)
-    return dataset.repeat(spec["epochs"]).map(_Lookup(component.documents, component_index))
+    return dataset.repeat(spec["epochs"])
 
 
 def mix_components(datasets: Sequence[grain.MapDataset], token_weights: Sequence[float],

@@ -6,8 +6,8 @@ target exactly once. Documents longer than a row are split across rows, never dr
 `ConcatThenSplitIterDataset` cuts rows without that overlap, so the first token of every row would never
 be a target; hence this small packer.)
 
-The packer's state is the position of the next row's first token, `(document index, offset)`, in the
-parent `MapDataset` of `(component, tokens)` elements, plus per-component document counts: restoring it
+The packer's state is the position of the next row's first token, `(stream index, offset)`, in the
+parent `MapDataset` of `(component, document index)` pairs, plus per-component document counts: restoring it
 continues exactly mid-document, mid-epoch and mid-stage. At the end of a finite stream the last partial
 row is padded with `pad_id` (segment 0, never a target) and iteration stops.
 """
@@ -21,31 +21,31 @@ import numpy as np
 
 
 class PackedRows:
-    """Iterator of packed rows, int32 `[seq_len + 1]`, over a MapDataset of `(component, tokens)`.
+    """Iterator of packed rows, int32 `[seq_len + 1]`, over a stream of `(component, document index)`.
 
     Args:
-      documents: a `grain.MapDataset` whose elements are `(component index, int32 tokens [L])`.
+      stream: a `grain.MapDataset` whose elements are `(component index, document index)`.
+      documents: per component, random access to its documents (`documents[c][i]` -> int32 tokens [L]).
       seq_len: T, the number of inputs (and targets) per row.
-      num_components: how many components the element indices refer to (for the counters).
       pad_id: the id that fills the last row of a finite stream.
     """
 
-    def __init__(self, documents: grain.MapDataset, seq_len: int, num_components: int, pad_id: int):
-        self.documents = documents
+    def __init__(self, stream: grain.MapDataset, documents: list[Any], seq_len: int, pad_id: int):
+        self.stream, self.documents = stream, documents
         self.seq_len = seq_len
         self.pad_id = pad_id
         self.document, self.offset = 0, 0
-        self.documents_started = [0] * num_components  # per component, for exact epoch accounting
+        self.documents_started = [0] * len(documents)  # per component, for exact epoch accounting
         self._next_new_document = 0  # documents below this index are counted already
         self._exhausted = False
         self._cache: tuple[int, int, np.ndarray] | None = None
 
     def _fetch(self, index: int) -> tuple[int, np.ndarray] | None:
-        if index >= len(self.documents):
+        if index >= len(self.stream):
             return None
         if self._cache is None or self._cache[0] != index:
-            component, tokens = self.documents[index]
-            self._cache = (index, component, tokens)
+            component, document = self.stream[index]
+            self._cache = (index, component, self.documents[component][document])
         return self._cache[1], self._cache[2]
 
     def __iter__(self) -> "PackedRows":

@@ -134,8 +134,8 @@ class TrainIterator(grain.DatasetIterator):
                 process_count=self.process_count))
             weights.append(weight)
             lengths.append(component.mean_tokens)
-        documents = mixture.mix_components(datasets, weights, lengths)
-        return PackedRows(documents, self.seq_len, len(self.components), self.tokenizer.pad_id)
+        stream = mixture.mix_components(datasets, weights, lengths)
+        return PackedRows(stream, [c.documents for c in self.components], self.seq_len, self.tokenizer.pad_id)
 
     def _next_row(self) -> np.ndarray | None:
         end = self.stage_ends[self.stage]

@@ -11,11 +11,12 @@ absent) + the document's tokens as int32 little-endian (`[BoD] + ids + [EoD]`). 
 
 `ShardWriter` writes a set atomically (into a hidden temporary directory renamed into place on success;
 on any error nothing is left behind). `ShardSource` reads a set as a Grain random-access source after
-checking the manifest against the tokenizer the pipeline uses.
+checking the manifest against the tokenizer the pipeline uses (Grain's `MapDataset.source` takes it).
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import json
 import os
@@ -23,9 +24,8 @@ import pathlib
 import shutil
 from typing import Any
 
-import grain
 import numpy as np
-from array_record.python.array_record_module import ArrayRecordWriter
+from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
 
 MANIFEST = "manifest.json"
 FORMAT = "apertus_jax.tokenized_documents/v1"
@@ -144,8 +144,9 @@ class ShardWriter:
     def _start_shard(self) -> None:
         self._close_shard()
         name = f"shard-{len(self.manifest['shards']):05d}.array_record"
-        # group_size:1 keeps random access to one record cheap (Grain's shuffled reads).
-        self._writer = ArrayRecordWriter(str(self.tmp_dir / name), "group_size:1")
+        # One record per chunk, uncompressed (like Megatron's .bin files): a shuffled read of one
+        # document decodes nothing else; zstd would save ~30% of disk for ~20% more read time.
+        self._writer = ArrayRecordWriter(str(self.tmp_dir / name), "group_size:1,uncompressed")
         self.manifest["shards"].append({"path": name, "documents": 0, "tokens": 0})
 
     def _close_shard(self) -> None:
@@ -218,29 +219,50 @@ def load_manifest(path: str | os.PathLike, tokenizer=None) -> dict[str, Any]:
 
 
 class ShardSource:
-    """A checked shard set as a Grain random-access source of int32 token arrays `[L]`.
+    """A checked shard set as a random-access source of int32 token arrays `[L]` (Grain source protocol).
+
+    Reads records with array_record's `ArrayRecordReader.read(i, i + 1)`, one lazily opened reader per
+    shard: ~3 us per document, against ~24 us through `grain.sources.ArrayRecordDataSource` (its batched
+    read path and per-read tracing dominate the pipeline's time on short documents).
 
     Args:
       path: the shard set directory (or its manifest.json).
       tokenizer: the pipeline's tokenizer (checksum and vocab size are checked).
 
     Raises:
-      FileNotFoundError / ValueError: see `load_manifest`; ValueError on reading a record with a token id
-        outside [0, vocab_size).
+      FileNotFoundError / ValueError: see `load_manifest`; ValueError on opening a shard whose record count
+        differs from the manifest, or on reading a record with a token id outside [0, vocab_size).
     """
 
     def __init__(self, path: str | os.PathLike, tokenizer):
         self.manifest = load_manifest(path, tokenizer)
         self.vocab_size = tokenizer.vocab_size
-        paths = [os.path.join(self.manifest["directory"], s["path"]) for s in self.manifest["shards"]]
-        self._records = grain.sources.ArrayRecordDataSource(paths)
+        self._paths = [os.path.join(self.manifest["directory"], s["path"]) for s in self.manifest["shards"]]
+        self._starts = np.cumsum([0] + [s["documents"] for s in self.manifest["shards"]]).tolist()
+        self._readers: list[ArrayRecordReader | None] = [None] * len(self._paths)
 
     def __len__(self) -> int:
-        return len(self._records)
+        return self._starts[-1]
+
+    def _record(self, index: int) -> bytes:
+        if not 0 <= index < len(self):
+            raise IndexError(f"record {index} outside [0, {len(self)})")
+        shard = bisect.bisect_right(self._starts, index) - 1
+        reader = self._readers[shard]
+        if reader is None:
+            reader = ArrayRecordReader(self._paths[shard], "readahead_buffer_size:0")
+            expected = self.manifest["shards"][shard]["documents"]
+            if reader.num_records() != expected:
+                raise ValueError(f"{self._paths[shard]}: {reader.num_records()} records, manifest says "
+                                 f"{expected}; re-run experiments.tokenize_data")
+            self._readers[shard] = reader
+        position = index - self._starts[shard]
+        return reader.read(position, position + 1)[0]
 
     def __getitem__(self, index: int) -> np.ndarray:
-        tokens = decode_tokens(self._records[index])
-        if tokens.size and (tokens.max() >= self.vocab_size or tokens.min() < 0):
+        tokens = decode_tokens(self._record(index))
+        # Viewed as uint32, negative ids are huge: one reduction checks both ends.
+        if tokens.size and tokens.view(np.uint32).max() >= self.vocab_size:
             raise ValueError(
                 f"{self.manifest['directory']} record {index}: token id outside [0, {self.vocab_size}); "
                 "the shard is corrupt or from another tokenizer, re-run experiments.tokenize_data"
@@ -250,7 +272,7 @@ class ShardSource:
     def scores(self) -> np.ndarray:
         """float64 `[N]` document scores from the record headers (NaN where absent); reads every record."""
         return np.array(
-            [decode_metadata(self._records[i]).get("score", np.nan) for i in range(len(self))], np.float64
+            [decode_metadata(self._record(i)).get("score", np.nan) for i in range(len(self))], np.float64
         )
 
     def __repr__(self) -> str:

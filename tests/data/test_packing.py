@@ -8,18 +8,16 @@ from apertus_jax.data.packing import PackedRows
 PAD = 3
 
 
-def make_documents(lengths, component=0):
-    start = 10
-    documents = []
-    for length in lengths:
-        documents.append((component, np.arange(start, start + length, dtype=np.int32)))
-        start += length
-    return grain.MapDataset.source(documents)
+def make_stream(lengths):
+    """Consecutive documents of one component holding the consecutive ids 10, 11, ..."""
+    starts = np.cumsum([10] + list(lengths))
+    documents = [np.arange(start, start + length, dtype=np.int32) for start, length in zip(starts, lengths)]
+    return grain.MapDataset.source([(0, i) for i in range(len(lengths))]), [documents]
 
 
 def test_rows_overlap_by_one_token_and_split_long_documents():
-    documents = make_documents([5, 23, 2, 7])  # 37 tokens: 10 .. 46
-    rows = list(PackedRows(documents, seq_len=8, num_components=1, pad_id=PAD))
+    stream, documents = make_stream([5, 23, 2, 7])  # 37 tokens: 10 .. 46
+    rows = list(PackedRows(stream, documents, seq_len=8, pad_id=PAD))
     stream = np.arange(10, 47)
     # Row r holds stream[r*8 : r*8 + 9]; every token after the first is a target exactly once.
     for r, row in enumerate(rows[:-1]):
@@ -31,14 +29,14 @@ def test_rows_overlap_by_one_token_and_split_long_documents():
 
 
 def test_state_restores_mid_document():
-    documents = make_documents([50, 3, 41, 17, 9, 60])
-    reference = list(PackedRows(documents, 16, 1, PAD))
+    stream, documents = make_stream([50, 3, 41, 17, 9, 60])
+    reference = list(PackedRows(stream, documents, 16, PAD))
     for cut in range(len(reference)):
-        packer = PackedRows(documents, 16, 1, PAD)
+        packer = PackedRows(stream, documents, 16, PAD)
         for _ in range(cut):
             next(packer)
         state = packer.get_state()
-        resumed = PackedRows(documents, 16, 1, PAD)
+        resumed = PackedRows(stream, documents, 16, PAD)
         resumed.set_state(state)
         rest = list(resumed)
         assert len(rest) == len(reference) - cut
@@ -47,9 +45,9 @@ def test_state_restores_mid_document():
 
 
 def test_documents_started_per_component():
-    documents = grain.MapDataset.source(
-        [(0, np.arange(10, dtype=np.int32)), (1, np.arange(4, dtype=np.int32)), (0, np.arange(30, dtype=np.int32))])
-    packer = PackedRows(documents, 8, 2, PAD)
+    stream = grain.MapDataset.source([(0, 0), (1, 0), (0, 1)])
+    documents = [[np.arange(10, dtype=np.int32), np.arange(30, dtype=np.int32)], [np.arange(4, dtype=np.int32)]]
+    packer = PackedRows(stream, documents, 8, PAD)
     next(packer)  # tokens 0..8 of document 0
     assert packer.documents_started == [1, 0]
     next(packer)  # 8..16: rest of document 0, document 1, start of document 2
