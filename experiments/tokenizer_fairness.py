@@ -28,7 +28,7 @@ import time
 from absl import app, flags
 
 from apertus_jax.data.demo_corpus import load_demo_documents, load_udhr, udhr_languages
-from apertus_jax.tokenizers import load_tokenizer
+from apertus_jax.tokenizers import fairness, load_tokenizer
 from apertus_jax.tokenizers.hf import HFTokenizer
 from apertus_jax.tokenizers.scripts import dominant_script
 from apertus_jax.tokenizers.report import LANGUAGE_COLUMNS, TokenizerReport, csv_table, evaluate, \
@@ -143,7 +143,12 @@ def main(argv):
 
     rows = sorted((_summary_row(r, subsets) for r in reports), key=lambda row: row["gini"])
     write_text(os.path.join(out, "summary.csv"), csv_table(SUMMARY_COLUMNS, rows))
-    summary = markdown_table(SUMMARY_COLUMNS, rows)
+    # Reference points without a tokenizer: the spread of the translations' lengths themselves.
+    baselines = ", ".join(
+        f"{unit} {fairness.gini(row[unit] for row in reports[0].rows):.4f}"
+        for unit in ("bytes", "chars", "words"))
+    summary = (markdown_table(SUMMARY_COLUMNS, rows)
+               + f"\nGini of the texts' lengths in UTF-8 bytes, characters, words: {baselines}\n")
     write_text(os.path.join(out, "summary.md"), summary)
     by_script = _by_script_rows(reports, script_of)
     script_columns = ("script", "translations", *(r.name for r in reports))

@@ -68,6 +68,7 @@ def test_tokenizer_fairness_cli(tmp_path, udhr_sample):
     assert int(tekken_rows["eng"]["tokens"]) == len(load_tokenizer("tekken").encode(english))
     assert float(tekken_rows["eng"]["parity"]) == 1.0
     assert "lowest Gini" in result.stdout and "tekken ranks" in result.stdout
+    assert "UTF-8 bytes, characters, words: bytes 0." in (out / "summary.md").read_text()
 
     result = _run("experiments.tokenizer_fairness", f"--out={tmp_path}/bad", "--languages=eng,xx")
     assert result.returncode != 0 and "unknown UDHR codes ['xx']" in result.stderr
