@@ -1,0 +1,39 @@
+import pytest
+
+from apertus_jax.models.config import ModelConfig
+
+BASE = dict(vocab_size=64, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, head_dim=8, mlp_hidden=48)
+
+
+def test_defaults_follow_apertus():
+    cfg = ModelConfig(**BASE)
+    assert (cfg.mlp_type, cfg.qk_norm, cfg.tie_embeddings) == ("xielu", True, False)
+    assert (cfg.rope_theta, cfg.rope_scaling, cfg.rope_factor) == (500_000.0, "llama3", 8.0)
+    assert (cfg.rope_low_freq_factor, cfg.rope_high_freq_factor) == (1.0, 4.0)
+    assert cfg.rope_original_max_position_embeddings == 8192
+    assert (cfg.rms_norm_eps, cfg.init_std, cfg.dtype, cfg.param_dtype) == (1e-5, 0.02, "float32", "float32")
+    assert cfg.q_per_kv == 2
+
+
+@pytest.mark.parametrize("override, message", [
+    (dict(n_kv_heads=3), "must divide n_heads"),
+    (dict(head_dim=7), "must be even"),
+    (dict(mlp_type="gelu"), "mlp_type"),
+    (dict(attention_impl="flash"), "attention_impl"),
+    (dict(remat_policy="some"), "remat_policy"),
+    (dict(rope_scaling="yarn"), "rope_scaling"),
+    (dict(dtype="int8"), "dtype"),
+    (dict(d_model=0), "d_model must be a positive integer"),
+    (dict(rope_low_freq_factor=4.0, rope_high_freq_factor=1.0), "low_freq_factor < high_freq_factor"),
+])
+def test_invalid_fields_raise_one_line_errors(override, message):
+    with pytest.raises(ValueError, match=message) as info:
+        ModelConfig(**{**BASE, **override})
+    assert "\n" not in str(info.value)
+
+
+def test_replace_validates():
+    cfg = ModelConfig(**BASE)
+    assert cfg.replace(n_kv_heads=4).n_kv_heads == 4
+    with pytest.raises(ValueError):
+        cfg.replace(n_kv_heads=3)
