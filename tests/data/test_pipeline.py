@@ -73,15 +73,20 @@ def test_batch_contract(reference, tekken):
     assert dropped > 0
 
 
-@pytest.mark.parametrize("save_step", sorted(np.random.default_rng(2026).choice(np.arange(1, 50), 5, False)))
+RANDOM_SAVE_STEPS = sorted(int(s) for s in np.random.default_rng(2026).choice(np.arange(1, 50), 5, False))
+
+
+# Five random save points, plus the batch holding the stage boundary (rows 44-47; the boundary is row 47),
+# the batch after it, and the first step of the doubled batch size.
+@pytest.mark.parametrize("save_step", RANDOM_SAVE_STEPS + [11, 12, 20])
 def test_resume_is_bitwise_identical(reference, tekken, german_jsonl, save_step):
     config = three_component_config(german_jsonl)
     first = build_train_pipeline(config, tekken, SEQ_LEN, batch_plan)
-    before = take(first, int(save_step))
+    before = take(first, save_step)
     state = json.loads(json.dumps(first.get_state()))
     resumed = build_train_pipeline(config, tekken, SEQ_LEN, batch_plan)
     resumed.set_state(state)
-    after = take(resumed, 50 - int(save_step))
+    after = take(resumed, 50 - save_step)
     assert_same_batches(before + after, reference[0])
 
 
@@ -162,3 +167,27 @@ def test_state_from_another_pipeline_is_rejected(tekken, german_jsonl):
     state = build_train_pipeline(config, tekken, SEQ_LEN, 4, seed=0).get_state()
     with pytest.raises(ValueError, match="different pipeline"):
         build_train_pipeline(config, tekken, SEQ_LEN, 4, seed=1).set_state(state)
+
+
+def test_phased_curriculum_switches_components_at_the_boundary(tekken, german_jsonl):
+    """Phased (Boldt): component A until a token boundary, then component B only."""
+    config = {"components": {"a": {"kind": "demo", "sources": ["udhr"]},
+                             "b": {"kind": "jsonl", "paths": [str(german_jsonl)]}},
+              "stages": [{"until_tokens": 8 * SEQ_LEN, "weights": {"a": 1}}, {"weights": {"b": 1}}],
+              "goldfish": {"k": 0}}
+    iterator = build_train_pipeline(config, tekken, SEQ_LEN, 4)
+    take(iterator, 2)
+    stats = iterator.stats()
+    assert stats["stage"] == "stage1" and stats["components"]["a"]["documents"] > 0
+    assert "b" not in stats["components"]
+    take(iterator, 2)
+    stats = iterator.stats()
+    assert stats["stage"] == "stage2" and set(stats["components"]) == {"b"}
+    assert stats["components"]["b"]["documents"] > 0
+
+
+def test_empty_raw_source_is_an_error(tekken, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"text": ""}\n')
+    with pytest.raises(ValueError, match="no documents"):
+        build_train_pipeline({"components": {"e": {"kind": "jsonl", "paths": [str(empty)]}}}, tekken, 64, 1)
