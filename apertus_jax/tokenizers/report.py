@@ -140,7 +140,7 @@ def plot_costs(reports: Sequence[TokenizerReport], path: str, title: str) -> Non
                   label=f"{report.name} (Gini {report.gini:.3f})")
     axes.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
     axes.set_yscale("log")
-    axes.set_xlabel("languages, sorted by cost")
+    axes.set_xlabel("translations (languages), sorted by cost")
     axes.set_ylabel("cost relative to English (tokens / English tokens)")
     axes.set_title(title)
     axes.grid(True, which="both", alpha=0.3)

@@ -96,8 +96,8 @@ def train_sentencepiece(texts: Iterable[str], out_path: str,
 
 
 def train_per_subset(subsets: Mapping[str, Iterable[str]], out_dir: str,
-                     config: BPEConfig = BPEConfig(vocab_size=32_000)) -> dict[str, str]:
-    """Boldt's one tokenizer per data subset: trains `{out_dir}/{name}.model` for each subset.
+                     config: BPEConfig = BPEConfig()) -> dict[str, str]:
+    """Boldt's one tokenizer per data subset (32k by default): `{out_dir}/{name}.model` for each.
 
     Returns:
       subset name -> model path.

@@ -2,6 +2,8 @@
 
 import pytest
 import tokenizers
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from apertus_jax.tokenizers import load_tokenizer
@@ -35,6 +37,19 @@ def test_specials_and_round_trip(tmp_path, udhr_sample):
         document = tokenizer.encode_document(text)
         assert document[0] == 1 and document[-1] == 2
         assert tokenizer.decode(document) == text
+
+
+@pytest.fixture(name="byte_level", scope="module")
+def fixture_byte_level(tmp_path_factory, udhr_sample):
+    path = _byte_level_bpe(tmp_path_factory.mktemp("hf") / "tokenizer.json", udhr_sample.values(),
+                           ["</s>"])
+    return load_tokenizer(f"hf:{path}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200))
+def test_round_trip_any_text(byte_level, text):
+    assert byte_level.decode(byte_level.encode(text)) == text
 
 
 def test_fallbacks(tmp_path, udhr_sample):

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
 from apertus_jax.data.demo_corpus import load_udhr
@@ -29,10 +31,17 @@ def test_matches_mistral_common(tekken, udhr_sample):
 
 
 def test_known_ids(tekken):
-    # "Hello" is one BPE piece; every text id is >= 1000 (the special block).
-    ids = tekken.encode("Hello world")
-    assert len(ids) == 2 and min(ids) >= 1000
+    # Reference ids printed by mistral-common 1.13.1's Tekkenizer.encode(..., bos=False, eos=False).
+    assert tekken.encode("Hello world, Grüße 你好") == [22177, 4304, 1044, 3564, 1671, 9755, 1032,
+                                                          124108]
     assert tekken.encode("") == []
+    assert tekken.encode_document("").tolist() == [1, 2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200))
+def test_round_trip_any_text(tekken, text):
+    assert tekken.decode(tekken.encode(text)) == text
 
 
 def test_special_strings_are_text(tekken):

@@ -3,6 +3,8 @@
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from apertus_jax.tokenizers import load_tokenizer
 from apertus_jax.tokenizers.train import SPECIAL_IDS, BPEConfig, train_per_subset, \
@@ -36,6 +38,13 @@ def test_lossless_round_trip(bpe, udhr_sample):
         assert 0 not in ids  # byte fallback, never <unk>
     document = tokenizer.encode_document(unseen)
     assert document[0] == 1 and document[-1] == 2 and tokenizer.decode(document) == unseen
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200))
+def test_round_trip_any_text(bpe, text):
+    tokenizer = load_tokenizer(f"sentencepiece:{bpe}")
+    assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
 def test_bpe_learns_frequent_words(bpe):
