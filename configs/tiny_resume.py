@@ -1,4 +1,4 @@
-"""Tiny run with a curriculum stage change (new data seed at 24 x 256 tokens) and a batch-size doubling
+"""Tiny run on the UDHR part of the demo corpus with a curriculum stage change (new data seed at 24 x 256 tokens) and a batch-size doubling
 (4 -> 8 rows of 64 tokens at step 20): the exact-resume tests kill it around both boundaries."""
 
 from apertus_jax.train.config import base_config, model_section
@@ -6,9 +6,10 @@ from apertus_jax.train.config import base_config, model_section
 
 def get_config():
   config = base_config()
-  config.model = model_section("tiny", vocab_size=512, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16,
+  config.model = model_section("tiny", vocab_size=1024, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16,
                                mlp_hidden=64, max_seq_len=64)
-  config.data.demo_tokenizer_vocab = 512
+  config.data.demo_tokenizer_vocab = 1024
+  config.data.pipeline.components.demo.sources = ["udhr"]
   config.data.seq_len = 64
   config.data.pipeline.stages = [dict(name="stage1", until_tokens=24 * 256, weights=dict(demo=1.0), seed=0),
                                  dict(name="stage2", until_tokens=None, weights=dict(demo=1.0), seed=1)]

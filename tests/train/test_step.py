@@ -9,19 +9,18 @@ import optax
 import pytest
 
 from apertus_jax.train.step import loss_and_grads, make_train_step, split_microbatches
-from trainutil import text_batch, tiny_model_and_params
 
 ROWS, LENGTH, MICRO = 8, 32, 4
 
 
 @pytest.fixture(scope="module")
-def model():
-  apply_fn, params = tiny_model_and_params()
+def model(tiny_model):
+  apply_fn, params = tiny_model
   jitted = {m: jax.jit(functools.partial(loss_and_grads, apply_fn, num_microbatches=m)) for m in (1, MICRO)}
   return apply_fn, params, jitted
 
 
-def _batch_with_unequal_masks():
+def _batch_with_unequal_masks(text_batch):
   batch = text_batch(rows=ROWS, length=LENGTH)
   mask = batch["loss_mask"]
   mask[1] = 0  # rows 1 and 5 (microbatch 1 of 4) have no unmasked token at all
@@ -30,9 +29,9 @@ def _batch_with_unequal_masks():
   return batch
 
 
-def test_accumulated_equals_unsplit(model):
+def test_accumulated_equals_unsplit(model, text_batch):
   apply_fn, params, jitted = model
-  batch = _batch_with_unequal_masks()
+  batch = _batch_with_unequal_masks(text_batch)
   counts = split_microbatches({"m": batch["loss_mask"]}, MICRO)["m"].sum(axis=(1, 2))
   np.testing.assert_array_equal(counts, [64, 0, 35, 64])
   loss1, grads1, n1 = jitted[1](params, batch)
@@ -48,7 +47,7 @@ def test_accumulated_equals_unsplit(model):
   np.testing.assert_allclose(loss1, (nll * batch["loss_mask"]).sum() / 163, rtol=1e-5)
 
 
-def test_zero_unmasked_batch_gives_zero_loss_and_grad(model):
+def test_zero_unmasked_batch_gives_zero_loss_and_grad(model, text_batch):
   _, params, jitted = model
   batch = text_batch(rows=ROWS, length=LENGTH)
   batch["loss_mask"][:] = 0
@@ -57,7 +56,7 @@ def test_zero_unmasked_batch_gives_zero_loss_and_grad(model):
   assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree.leaves(grads))
 
 
-def test_non_finite_step_leaves_params_and_optimizer_untouched(model):
+def test_non_finite_step_leaves_params_and_optimizer_untouched(model, text_batch):
   apply_fn, params, _ = model
   tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-2))
   step = jax.jit(make_train_step(apply_fn, tx, 2))

@@ -1,6 +1,7 @@
-"""Shared helpers for the trainer tests: a tiny model and batches of real text."""
+"""Fixtures of the trainer tests: a tiny model, batches of real text, the real pipeline on demo text."""
 
 import numpy as np
+import pytest
 from flax import nnx
 
 from apertus_jax.models.presets import get_config
@@ -15,7 +16,7 @@ TEXT = (
     "esprit de fraternité. ")
 
 
-def text_batch(rows: int, length: int, offset: int = 0) -> dict[str, np.ndarray]:
+def _text_batch(rows: int, length: int, offset: int = 0) -> dict[str, np.ndarray]:
   """A [rows, length] batch of UTF-8 bytes of UDHR article 1 (de/en/fr), one document per row."""
   data = np.frombuffer((TEXT * 8).encode(), np.uint8).astype(np.int32)
   starts = offset + np.arange(rows) * 37
@@ -26,7 +27,7 @@ def text_batch(rows: int, length: int, offset: int = 0) -> dict[str, np.ndarray]
       "segment_ids": np.ones((rows, length), np.int32), "loss_mask": np.ones((rows, length), np.int32)}
 
 
-def tiny_model_and_params(seed: int = 0):
+def _tiny_model_and_params(seed: int = 0):
   """A 2-layer Apertus over UTF-8 bytes (vocab 256): (apply_fn, params as a plain dict)."""
   config = get_config("tiny", vocab_size=256, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64)
   graphdef, params = nnx.split(Apertus(config, rngs=nnx.Rngs(seed)), nnx.Param)
@@ -34,3 +35,26 @@ def tiny_model_and_params(seed: int = 0):
   def apply_fn(p, tokens, positions, segment_ids):
     return nnx.merge(graphdef, p)(tokens, positions, segment_ids)
   return apply_fn, params.to_pure_dict()
+
+
+def _demo_iterator(seq_len: int = 32, rows: int = 8):
+  """The real data pipeline over the UDHR part of the demo corpus with the 1,024-id demo BPE."""
+  from apertus_jax.data.pipeline import build_train_pipeline
+  from apertus_jax.train.inputs import demo_tokenizer
+  return build_train_pipeline({"components": {"demo": {"kind": "demo", "sources": ["udhr"]}}},
+                              demo_tokenizer(1024), seq_len=seq_len, batch_size=rows)
+
+
+@pytest.fixture(scope="session")
+def text_batch():
+  return _text_batch
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+  return _tiny_model_and_params()
+
+
+@pytest.fixture(scope="session")
+def demo_iterator():
+  return _demo_iterator
