@@ -118,6 +118,12 @@ class TrainIterator(grain.DatasetIterator):
         self.fingerprint = hashlib.sha256(json.dumps(
             [self.config, seq_len, seed, tokenizer.checksum, process_index, process_count], sort_keys=True
         ).encode()).hexdigest()[:16]
+        self._host_document_counts = [
+            len(mixture.host_documents(component, self.config["components"][component.name],
+                                       split_seed=self.config["split_seed"], process_index=process_index,
+                                       process_count=process_count))
+            for component in self.components
+        ]
         self.step, self.rows, self.stage = 0, 0, 0
         self._packer = self._stage_packer(0)
 
@@ -215,10 +221,8 @@ class TrainIterator(grain.DatasetIterator):
         stage_weights = self.config["stages"][self.stage]["weights"]
         for index, name in enumerate(self.component_names):
             if name in stage_weights:
-                host_documents = len(mixture.host_documents(
-                    self.components[index], self.config["components"][name], split_seed=self.config["split_seed"],
-                    process_index=self.process_index, process_count=self.process_count))
-                per_component[name] = {"documents": counts[index], "epochs": counts[index] / host_documents}
+                per_component[name] = {"documents": counts[index],
+                                       "epochs": counts[index] / self._host_document_counts[index]}
         return {
             "step": self.step,
             "stage": self.config["stages"][self.stage]["name"],
