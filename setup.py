@@ -30,7 +30,7 @@ setup(
     description="JAX/Flax reproduction of the Apertus pretraining recipe and the Boldt data study",
     python_requires=">=3.11",
     packages=find_packages(include=["apertus_jax*", "experiments*", "configs*", "benchmarks*"]),
-    package_data={"apertus_jax": ["data/assets/*", "data/assets/**/*"]},
+    package_data={"apertus_jax": ["data/assets/*", "data/assets/**/*", "prep/assets/*"]},
     include_package_data=True,
     install_requires=CORE,
     extras_require={
