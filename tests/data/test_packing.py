@@ -2,6 +2,8 @@
 
 import grain
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from apertus_jax.data.packing import PackedRows
 
@@ -52,3 +54,17 @@ def test_documents_started_per_component():
     assert packer.documents_started == [1, 0]
     next(packer)  # 8..16: rest of document 0, document 1, start of document 2
     assert packer.documents_started == [2, 1]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=12), st.integers(1, 17))
+def test_every_token_is_a_target_exactly_once(lengths, seq_len):
+    """For any document lengths and row length: rows are stride-seq_len windows of the stream, and the
+    targets (minus the final padding) are the stream without its first token."""
+    stream, documents = make_stream(lengths)
+    tokens = np.concatenate(documents[0])
+    rows = list(PackedRows(stream, documents, seq_len, PAD))
+    assert all(len(row) == seq_len + 1 for row in rows)
+    targets = np.concatenate([row[1:] for row in rows]) if rows else np.zeros(0, np.int32)
+    np.testing.assert_array_equal(targets[: max(len(tokens) - 1, 0)], tokens[1:])
+    assert (targets[len(tokens) - 1 :] == PAD).all()

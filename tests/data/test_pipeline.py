@@ -191,3 +191,17 @@ def test_empty_raw_source_is_an_error(tekken, tmp_path):
     empty.write_text('{"text": ""}\n')
     with pytest.raises(ValueError, match="no documents"):
         build_train_pipeline({"components": {"e": {"kind": "jsonl", "paths": [str(empty)]}}}, tekken, 64, 1)
+
+
+def test_global_batch_from_process_local_pieces(tekken, german_jsonl):
+    """How the trainer assembles the global batch (here one process holding all 8 CPU devices)."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)]}}}
+    local = next(build_train_pipeline(config, tekken, SEQ_LEN, 8, jax.process_index(), jax.process_count()))
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    sharding = NamedSharding(mesh, PartitionSpec("data"))
+    batch = {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local.items()}
+    assert batch["tokens"].shape == (8, SEQ_LEN) and len(batch["tokens"].sharding.device_set) == 8
+    np.testing.assert_array_equal(np.asarray(batch["loss_mask"]), local["loss_mask"])
