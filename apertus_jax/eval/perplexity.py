@@ -1,0 +1,81 @@
+"""Perplexity and bits per byte on held-out documents, packed and masked exactly as in training.
+
+Documents `<s> text </s>` are packed into rows of T + 1 tokens with the training packer
+(`apertus_jax.data.packing.PackedRows`, stride T), and the EoD rules of `apertus_jax.data.document_masks`
+decide which predictions count (SPEC.md section 2): no attention across documents, positions restarting
+after each EoD, "EoD -> next BoD" never scored, padding never scored. Each token of a document after its
+BoD (its text tokens and its EoD) is scored exactly once, so a document of n tokens contributes n - 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+import grain
+import numpy as np
+
+from apertus_jax.data.masks import document_masks
+from apertus_jax.data.packing import PackedRows
+from apertus_jax.eval.scoring import TokenLogprobsFn
+
+
+@dataclasses.dataclass(frozen=True)
+class PerplexityResult:
+    """`nll` in nats summed over `num_tokens` scored tokens; `perplexity = exp(nll / num_tokens)`;
+    `bits_per_byte = nll / ln 2 / num_bytes` (tokenizer-independent; the EoD predictions are included,
+    `num_bytes` counts the UTF-8 bytes of the texts) or None when no byte count was given."""
+    num_documents: int
+    num_tokens: int
+    nll: float
+    perplexity: float
+    bits_per_byte: float | None
+
+    @property
+    def nll_per_token(self) -> float:
+        return self.nll / self.num_tokens
+
+
+def packed_rows(documents: Sequence[np.ndarray], seq_len: int, pad_id: int) -> np.ndarray:
+    """All rows `[R, seq_len + 1]` int32 of `documents` in order, as the training packer cuts them."""
+    stream = grain.MapDataset.source([(0, i) for i in range(len(documents))])
+    return np.stack(list(PackedRows(stream, [list(documents)], seq_len, pad_id)))
+
+
+def perplexity(token_logprobs: TokenLogprobsFn, documents: Sequence[np.ndarray], *, seq_len: int,
+               batch_size: int, eod_id: int, pad_id: int, num_bytes: int | None = None) -> PerplexityResult:
+    """Perplexity of tokenized documents (each `[bod, ..., eod]`, e.g. `tokenizer.encode_document(text)`).
+
+    Args:
+      token_logprobs: from `apertus_jax.eval.scoring.make_token_logprobs_fn(model)`.
+      documents: int token arrays, each starting with BoD and ending with EoD.
+      seq_len: inputs per row (the training `data.seq_len`).
+      batch_size: rows per forward pass (the last batch is padded with padding rows).
+      eod_id, pad_id: the tokenizer's ids.
+      num_bytes: total UTF-8 bytes of the texts, for bits per byte.
+
+    Raises:
+      ValueError: no documents, or a document that does not end with EoD.
+    """
+    if not documents:
+        raise ValueError("no documents to evaluate perplexity on")
+    for i, doc in enumerate(documents):
+        if len(doc) < 2 or doc[-1] != eod_id:
+            raise ValueError(f"document {i} must be [bod, ..., eod] (use tokenizer.encode_document)")
+    rows = packed_rows(documents, seq_len, pad_id)
+    padded = -(-len(rows) // batch_size) * batch_size
+    rows = np.concatenate([rows, np.full((padded - len(rows), seq_len + 1), pad_id, np.int32)])
+    # Masks of the T + 1 tokens equal the training masks on the first T (document_masks is causal).
+    segment_ids, positions, _ = document_masks(rows, eod_id, pad_id)
+    _, _, loss_mask = document_masks(rows[:, :-1], eod_id, pad_id, targets=rows[:, 1:])
+    nll, count = 0.0, 0
+    for b in range(0, padded, batch_size):
+        batch = slice(b, b + batch_size)
+        logprobs = token_logprobs(rows[batch], positions[batch], segment_ids[batch])
+        mask = loss_mask[batch].astype(bool)
+        nll -= float(np.sum(logprobs[mask], dtype=np.float64))
+        count += int(mask.sum())
+    return PerplexityResult(
+        num_documents=len(documents), num_tokens=count, nll=nll, perplexity=math.exp(nll / count),
+        bits_per_byte=None if num_bytes is None else nll / math.log(2) / num_bytes)
