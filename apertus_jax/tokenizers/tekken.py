@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 
+import mistral_common
 import numpy as np
 import tiktoken
 
@@ -27,8 +28,6 @@ BOD_ID, EOD_ID, PAD_ID = 1, 2, 3
 
 def default_tekken_path() -> str:
     """Path of `tekken_240718.json` inside the installed `mistral_common` package."""
-    import mistral_common  # pylint: disable=import-outside-toplevel
-
     return os.path.join(os.path.dirname(mistral_common.__file__), "data", "tekken_240718.json")
 
 
