@@ -23,7 +23,10 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   config = _CONFIG.value
-  report = run_prepare(config, report_only=_REPORT_ONLY.value)
+  try:
+    report = run_prepare(config, report_only=_REPORT_ONLY.value)
+  except (FileNotFoundError, ValueError) as e:
+    raise SystemExit(f"prepare_data: {e}") from None
   print(format_report(report))
   print(f"\nreport: {config.work_dir}/prep_stats.json  shards: {config.output_dir}")
 

@@ -3,6 +3,7 @@
 Used by `experiments/prepare_data.py` and by the tests (so both run the same code).
 """
 
+import glob
 import json
 import os
 
@@ -51,11 +52,17 @@ def run_prepare(config, report_only: bool = False) -> dict:
 
     With a Slurm executor this submits the jobs and returns the report of what has finished so far.
     Returns the report dict (see `stats.build_report`).
+    Raises:
+      FileNotFoundError: no input files, or a needed head can be neither loaded nor trained.
+      ValueError: an invalid config value (robots mode, executor kind, quality subset, ...).
     """
     pipeline.resolve_work_dir(config)
     if not report_only:
         if config.demo:
             write_demo_inputs(config)
+        if not glob.glob(os.path.join(config.input_dir, "**", "*.jsonl*"), recursive=True):
+            raise FileNotFoundError(f"no *.jsonl[.gz|.zst] files under input_dir {config.input_dir!r}; point "
+                                    "config.input_dir at JSONL documents with id, text, lang, source, url")
         train_missing_heads(config)
         executors = pipeline.build_executors(config)
         list(executors.values())[-1].run()

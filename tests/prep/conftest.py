@@ -33,11 +33,16 @@ def small_inputs(tmp_path_factory):
         os.makedirs(os.path.dirname(heads[name]), exist_ok=True)
         head.save(heads[name])
     return {"root": root, "docs": docs, "heads": heads, "input_dir": str(root / "input"),
-            "robots": str(root / "robots.jsonl")}
+            "robots": str(root / "robots.jsonl"), "code_doc": CODE_DOC}
 
 
-def small_config(inputs, work_dir, workers=1, tasks=2):
-    """The demo config pointed at the small inputs and pre-trained heads."""
+@pytest.fixture(scope="session")
+def small_config():
+    """`make(inputs, work_dir, workers=1, tasks=2)`: the demo config pointed at the small inputs and heads."""
+    return _small_config
+
+
+def _small_config(inputs, work_dir, workers=1, tasks=2):
     config = demo_config.get_config()
     config.demo = False
     config.work_dir = str(work_dir)

@@ -3,6 +3,8 @@
 import gzip
 import json
 import pathlib
+import subprocess
+import sys
 
 import grain
 import numpy as np
@@ -19,11 +21,9 @@ from apertus_jax.prep.toxicity import removal_count
 from apertus_jax.tokenizers import load_tokenizer
 from configs.prep import slurm as slurm_config
 
-from .conftest import CODE_DOC, small_config
-
 
 @pytest.fixture(scope="module")
-def runs(small_inputs, tmp_path_factory):
+def runs(small_inputs, small_config, tmp_path_factory):
     """The same config run with 1 and with 2 local workers (2 tasks each)."""
     out = {}
     for workers in (1, 2):
@@ -74,8 +74,9 @@ def test_report_counts(runs, small_inputs):
     assert json.loads(pathlib.Path(config.work_dir, "prep_stats.json").read_text()) == json.loads(json.dumps(report))
 
 
-def test_shards_read_by_training_source_and_code_untouched(runs):
+def test_shards_read_by_training_source_and_code_untouched(runs, small_inputs):
     config, report = runs[1]
+    code_doc = small_inputs["code_doc"]
     tokenizer = load_tokenizer("tekken")
     source = ShardSource(config.output_dir, tokenizer)
     steps = {s["step"].split(": ")[-1]: s for stage in report["stages"].values() for s in stage}
@@ -88,9 +89,9 @@ def test_shards_read_by_training_source_and_code_untouched(runs):
         assert tokens[0] == tokenizer.bod_id and tokens[-1] == tokenizer.eod_id
         np.testing.assert_array_equal(decode_tokens(records[i]), tokens)
         texts[decode_metadata(records[i])["id"]] = tokenizer.decode(tokens)
-    assert texts[CODE_DOC["id"]] == CODE_DOC["text"]  # code sources keep their addresses (no PII pass)
+    assert texts[code_doc["id"]] == code_doc["text"]  # code sources keep their addresses (no PII pass)
     # Every other document went through the PII pass: nothing is left for a second pass to replace.
-    assert all(anonymize_pii(t)[1] == {"email": 0, "ip": 0, "iban": 0} for i, t in texts.items() if i != CODE_DOC["id"])
+    assert all(anonymize_pii(t)[1] == {"email": 0, "ip": 0, "iban": 0} for i, t in texts.items() if i != code_doc["id"])
     assert any("<email-pii>" in t or "<ip-pii>" in t for t in texts.values())
 
 
@@ -111,3 +112,12 @@ def test_slurm_and_ray_executors_build_from_config(small_inputs, tmp_path):
     config.executor.kind = "spark"
     with pytest.raises(ValueError, match="executor kind"):
         build_executors(config)
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.prepare_data", "--config=configs/prep/demo.py", "--config.demo=False",
+         f"--config.work_dir={tmp_path}", f"--config.input_dir={tmp_path / 'none'}"],
+        capture_output=True, text=True, cwd=pathlib.Path(__file__).parents[2], timeout=120)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1].startswith("prepare_data: no *.jsonl")
