@@ -13,7 +13,6 @@ With these conventions the 70B at 4,096 context over 15T tokens gives ~6.7e24 FL
 
 import math
 
-import jax
 from flax import nnx
 
 from apertus_jax.models.config import ModelConfig
