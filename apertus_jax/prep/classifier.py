@@ -152,11 +152,14 @@ class Classifier:
 
     def score(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
         """float64 [N]: P(label = 1) for binary heads, the predicted label for regression heads."""
-        scores = []
-        for start in range(0, len(texts), batch_size):
-            out = self._outputs(self.params, jnp.asarray(self.embedder(texts[start : start + batch_size])))
-            scores.append(np.asarray(jax.nn.sigmoid(out) if self.objective == "binary" else out, np.float64))
+        scores = [self.score_features(self.embedder(texts[start : start + batch_size]))
+                  for start in range(0, len(texts), batch_size)]
         return np.concatenate(scores) if scores else np.zeros((0,), np.float64)
+
+    def score_features(self, features_NxD: np.ndarray) -> np.ndarray:
+        """Scores [N] from precomputed `self.embedder` features [N, D] (heads sharing an embedder embed once)."""
+        out = self._outputs(self.params, jnp.asarray(features_NxD))
+        return np.asarray(jax.nn.sigmoid(out) if self.objective == "binary" else out, np.float64)
 
     def save(self, path: str) -> None:
         """Writes params and metadata atomically (temporary name, then rename)."""

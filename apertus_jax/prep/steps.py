@@ -14,6 +14,7 @@ import json
 import os
 from collections import defaultdict
 
+import numpy as np
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.readers import JsonlReader
@@ -192,12 +193,20 @@ class ScoreDocuments(PrepStep):
         classifiers = {name: Classifier.load(head["path"]) for name, head in self.heads.items()}
         for batch in batched(data, self.batch_size):
             with self.track_time(unit="batch"):
+                features = {}  # (embedder name, document index) -> embedding, so shared embedders run once
                 for name, classifier in classifiers.items():
                     languages = self.heads[name].get("languages")
-                    chosen = [doc for doc in batch if doc.metadata.get(self.source_key) not in self.skip_sources
-                              and (languages is None or self.lang(doc) in languages)]
-                    for doc, score in zip(chosen, classifier.score([doc.text for doc in chosen])):
-                        doc.metadata[f"score_{name}"] = float(score)
+                    chosen = [i for i, doc in enumerate(batch) if doc.metadata.get(self.source_key)
+                              not in self.skip_sources and (languages is None or self.lang(doc) in languages)]
+                    key = classifier.embedder.name
+                    missing = [i for i in chosen if (key, i) not in features]
+                    if missing:
+                        features.update(zip(((key, i) for i in missing),
+                                            classifier.embedder([batch[i].text for i in missing])))
+                    if chosen:
+                        scores = classifier.score_features(np.stack([features[key, i] for i in chosen]))
+                        for i, score in zip(chosen, scores):
+                            batch[i].metadata[f"score_{name}"] = float(score)
                     self.stat_update(f"scored/{name}", value=len(chosen))
                 for doc in batch:
                     self.account(doc)

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 from datatrove.data import Document
 
@@ -78,3 +79,18 @@ def test_toxicity_and_tier_steps(tmp_path):
         steps.QualityTiers(tiers, keep="gold")
     with pytest.raises(ValueError, match="missing"):
         steps.QualityTiers({"coherence": 0.5})
+
+
+def test_score_step_matches_classifier_and_respects_languages_and_sources(small_inputs):
+    from apertus_jax.prep.classifier import Classifier
+
+    heads = {"toxicity": {"path": small_inputs["heads"]["toxicity"], "languages": ["de"]},
+             "coherence": {"path": small_inputs["heads"]["coherence"], "languages": None}}
+    texts = [d["text"] for d in small_inputs["docs"][-12:]]
+    docs = [_doc(i, t, source="code" if i == 0 else "web", lang="fr" if i == 1 else "de") for i, t in enumerate(texts)]
+    kept, stats = _run(steps.ScoreDocuments(heads, batch_size=5), docs)
+    assert len(kept) == 12 and stats["scored/toxicity"] == 10 and stats["scored/coherence"] == 11
+    assert "score_toxicity" not in kept[1].metadata and "score_coherence" in kept[1].metadata
+    assert not any(k.startswith("score_") for k in kept[0].metadata)
+    expected = Classifier.load(heads["toxicity"]["path"]).score(texts[2:])
+    np.testing.assert_allclose([d.metadata["score_toxicity"] for d in kept[2:]], expected, rtol=1e-5)
