@@ -1,5 +1,6 @@
-"""Tiny run on the UDHR part of the demo corpus with a curriculum stage change (new data seed at 24 x 256 tokens) and a batch-size doubling
-(4 -> 8 rows of 64 tokens at step 20): the exact-resume tests kill it around both boundaries."""
+"""Tiny run on the UDHR part of the demo corpus with a batch-size doubling (4 -> 8 rows of 64 tokens from
+step 7) and a curriculum stage change (new data seed at 2,560 tokens, i.e. from step 9): the exact-resume
+tests kill it around both boundaries."""
 
 from apertus_jax.train.config import base_config, model_section
 
@@ -11,17 +12,18 @@ def get_config():
   config.data.demo_tokenizer_vocab = 1024
   config.data.pipeline.components.demo.sources = ["udhr"]
   config.data.seq_len = 64
-  config.data.pipeline.stages = [dict(name="stage1", until_tokens=24 * 256, weights=dict(demo=1.0), seed=0),
+  config.data.num_shards = 2  # the same batches on 1 or 2 processes (multi-process test)
+  config.data.pipeline.stages = [dict(name="stage1", until_tokens=6 * 256 + 2 * 512, weights=dict(demo=1.0), seed=0),
                                  dict(name="stage2", until_tokens=None, weights=dict(demo=1.0), seed=1)]
-  config.train.steps = 30
-  config.train.batch_plan = ((0, 4 * 64), (20 * 4 * 64, 8 * 64))
+  config.train.steps = 12
+  config.train.batch_plan = ((0, 4 * 64), (6 * 4 * 64, 8 * 64))
   config.optim.peak_lr = 1e-2
-  config.optim.warmup_tokens = 5 * 256
-  config.optim.decay_tokens = 10 * 512
-  config.optim.total_tokens = 20 * 256 + 10 * 512
+  config.optim.warmup_tokens = 2 * 256
+  config.optim.decay_tokens = 3 * 512
+  config.optim.total_tokens = 6 * 256 + 6 * 512
   config.optim.clip_norm = 1.0
   config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 1, 2, -1
-  config.checkpoint.every_steps = 3
+  config.checkpoint.every_steps = 2
   config.checkpoint.keep = 50
   config.checkpoint.async_save = False
   config.lock()

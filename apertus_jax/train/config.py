@@ -79,6 +79,8 @@ def base_config() -> ml_collections.ConfigDict:
       tokenizer="demo",
       demo_tokenizer_vocab=4096,
       seq_len=128,
+      # Data shards (0: one per process). Fixing it makes the batches independent of the process count.
+      num_shards=0,
       # The data pipeline's own config (components, curriculum stages, Goldfish), validated by
       # apertus_jax.data.config.normalize_data_config; its keys are not part of this schema.
       pipeline=dict(components=dict(demo=dict(kind="demo")), goldfish=dict(k=50, h=50, hash="apertus"),
@@ -176,12 +178,17 @@ def validate(config: ml_collections.ConfigDict, num_devices: int, num_processes:
     if rows % batch_ways:
       raise ValueError(f"train.batch_plan: a batch of {rows} rows is not divisible by the data*fsdp mesh axes "
                        f"({batch_ways}); change the batch or --config.mesh.*")
-    if rows % num_processes:
-      raise ValueError(f"train.batch_plan: a batch of {rows} rows does not split over {num_processes} processes")
+    shards = config.data.num_shards or num_processes
+    if rows % shards:
+      raise ValueError(f"train.batch_plan: a batch of {rows} rows does not split over {shards} data shards "
+                       "(data.num_shards, default one per process)")
     micro = config.train.microbatch_size
     if micro and (rows % micro or micro % batch_ways):
       raise ValueError(f"train.microbatch_size={micro} must divide the batch ({rows} rows) and be a multiple "
                        f"of data*fsdp ({batch_ways})")
+  if config.data.num_shards < 0 or (config.data.num_shards and config.data.num_shards % num_processes):
+    raise ValueError(f"data.num_shards={config.data.num_shards} must be 0 (one per process) or a multiple "
+                     f"of the {num_processes} processes")
   normalize_data_config(config.data.pipeline)
   if config.checkpoint.every_steps < 1 or config.checkpoint.keep < 1:
     raise ValueError("checkpoint.every_steps and checkpoint.keep must be >= 1")

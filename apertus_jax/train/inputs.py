@@ -10,8 +10,10 @@ clearly within minutes.
 import hashlib
 import os
 
+import grain
 import jax
 import ml_collections
+import numpy as np
 
 from apertus_jax.data import demo_corpus
 from apertus_jax.data.pipeline import build_train_pipeline
@@ -49,13 +51,50 @@ def load_run_tokenizer(data: ml_collections.ConfigDict) -> Tokenizer:
   return load_tokenizer(data.tokenizer)
 
 
+class ShardedIterator(grain.DatasetIterator):
+  """This process's rows: the batches of its consecutive data shards, concatenated in shard order.
+
+  With `data.num_shards = S` fixed, the global batch (shards 0..S-1 in row order) is the same whether
+  1, 2, ... or S processes read it, so a run's data order does not depend on the number of hosts.
+  """
+
+  def __init__(self, shards: list):
+    super().__init__()
+    self.shards = shards
+
+  def __next__(self) -> dict:
+    batches = [next(shard) for shard in self.shards]
+    return {key: np.concatenate([b[key] for b in batches]) for key in batches[0]}
+
+  def get_state(self) -> dict:
+    return {"shards": [shard.get_state() for shard in self.shards]}
+
+  def set_state(self, state: dict) -> None:
+    if len(state["shards"]) != len(self.shards):
+      raise ValueError(f"data iterator state holds {len(state['shards'])} shards, this process reads "
+                       f"{len(self.shards)}; resume with the same data.num_shards and process count")
+    for shard, shard_state in zip(self.shards, state["shards"]):
+      shard.set_state(shard_state)
+
+
 def make_train_iterator(config: ml_collections.ConfigDict, tokenizer: Tokenizer, plan: BatchSizePlan):
-  """This process's batch iterator (`apertus_jax.data.build_train_pipeline`): [B / process_count, T] rows
-  per step, B following the batch-size plan; Grain-checkpointable (get_state / set_state).
+  """This process's batch iterator: [B / process_count, T] rows per step, B following the batch-size plan;
+  Grain-checkpointable (get_state / set_state).
+
+  The data is split into `data.num_shards` shards (0: one per process), each an
+  `apertus_jax.data.build_train_pipeline` reading a disjoint share of the documents; process p reads the
+  shards [p * S / P, (p + 1) * S / P).
 
   Raises:
-    ValueError / FileNotFoundError: bad pipeline config or a missing data path.
+    ValueError / FileNotFoundError: bad pipeline config or a missing data path; num_shards not a multiple of
+      the process count.
   """
-  return build_train_pipeline(config.data.pipeline.to_dict(), tokenizer, seq_len=config.data.seq_len,
-                              batch_size=plan, process_index=jax.process_index(),
-                              process_count=jax.process_count(), seed=config.seed)
+  processes, process = jax.process_count(), jax.process_index()
+  num_shards = config.data.num_shards or processes
+  if num_shards % processes:
+    raise ValueError(f"data.num_shards={num_shards} must be a multiple of the {processes} processes")
+  per_process = num_shards // processes
+  return ShardedIterator([
+      build_train_pipeline(config.data.pipeline.to_dict(), tokenizer, seq_len=config.data.seq_len,
+                           batch_size=plan, process_index=shard, process_count=num_shards, seed=config.seed)
+      for shard in range(process * per_process, (process + 1) * per_process)])

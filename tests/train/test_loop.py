@@ -1,0 +1,101 @@
+"""The training loop in-process: exact resume across crashes (issue 5, Done means 2) and bad inputs (Done 5)."""
+
+import json
+import os
+
+import ml_collections
+import numpy as np
+import pytest
+
+from apertus_jax.train import metrics as metrics_lib
+from apertus_jax.train.loop import train
+from configs import tiny_resume
+
+# Crash right after these steps: the first step of the doubled batch (7), the first step of stage 2 (9),
+# and three other random steps.
+_RANDOM = np.random.default_rng(5).permutation([s for s in range(2, 12) if s not in (7, 9)])[:3]
+CRASH_STEPS = sorted({7, 9, *_RANDOM.tolist()})
+
+
+class Crash(Exception):
+  """Stands in for kill -9: raised after a step's metrics line, before that step's checkpoint."""
+
+
+def _losses(workdir):
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    return [(r["step"], r["loss"]) for r in map(json.loads, f)]
+
+
+def _tree_snapshot(directory):
+  return sorted((root, tuple(sorted(files)), tuple(os.path.getmtime(os.path.join(root, f)) for f in sorted(files)))
+                for root, _, files in os.walk(directory))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("uninterrupted"))
+  assert train(tiny_resume.get_config(), workdir) == "done"
+  return workdir
+
+
+def test_uninterrupted_run_writes_everything(uninterrupted):
+  losses = _losses(uninterrupted)
+  assert [s for s, _ in losses] == list(range(1, 13))
+  for name in ("config.json", "loss.png", "checkpoints/12", "tensorboard"):
+    assert os.path.exists(os.path.join(uninterrupted, name)), name
+  with open(os.path.join(uninterrupted, "metrics.jsonl")) as f:
+    record = json.loads(f.readline())
+  assert set(record) >= {"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "mfu",
+                         "goldfish_dropped_fraction", "skipped_steps"}
+
+
+def test_resume_after_crashes_is_bitwise_identical(uninterrupted, tmp_path, monkeypatch):
+  workdir = str(tmp_path)
+  write = metrics_lib.MetricsWriter.write
+  pending = list(CRASH_STEPS)
+
+  def write_then_crash(self, record):
+    write(self, record)
+    if pending and record["step"] == pending[0]:
+      pending.pop(0)
+      raise Crash(record["step"])
+
+  monkeypatch.setattr(metrics_lib.MetricsWriter, "write", write_then_crash)
+  crashes = 0
+  while True:
+    try:
+      assert train(tiny_resume.get_config(), workdir) == "done"
+      break
+    except Crash:
+      crashes += 1
+  assert crashes == len(CRASH_STEPS) >= 5
+  assert _losses(workdir) == _losses(uninterrupted)  # float equality of every step's loss: bitwise
+
+
+def _bad(**changes):
+  config = tiny_resume.get_config()
+  config.unlock()
+  for dotted, value in changes.items():
+    *path, key = dotted.split(".")
+    node = config
+    for part in path:
+      node = node[part]
+    node[key] = value
+  return config
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"train.bogus_key": 1}, "unknown \\['train.bogus_key'\\]"),
+    ({"mesh.fsdp": 3}, "does not divide the 8 devices"),
+    ({"mesh.data": 8, "mesh.fsdp": 1, "mesh.tensor": 1}, "not divisible by the data\\*fsdp mesh axes \\(8\\)"),
+    ({"model.vocab_size": 512}, "has 1024 ids but model.vocab_size is 512"),
+    ({"data.pipeline": {"components": {"web": {"kind": "arrayrecord", "paths": ["/nonexistent/shards"]}}}},
+     "/nonexistent/shards"),
+    ({"model.d_model": 64}, "different model shape"),
+], ids=["unknown-key", "mesh", "batch-vs-data-axis", "tokenizer-vocab", "missing-data", "other-model-shape"])
+def test_bad_inputs_fail_in_one_line_and_write_nothing(uninterrupted, changes, message):
+  before = _tree_snapshot(uninterrupted)
+  with pytest.raises((ValueError, FileNotFoundError), match=message) as error:
+    train(_bad(**changes), uninterrupted)
+  assert "\n" not in str(error.value)
+  assert _tree_snapshot(uninterrupted) == before
