@@ -1,0 +1,8 @@
+"""Data preparation on datatrove (issue 7): compliance and quality filtering before tokenization.
+
+Modules: `robots` (retroactive robots.txt on protego), `pii` (email/IP/IBAN anonymization), `embedders` and
+`classifier` (embedding + JAX MLP head), `toxicity` (per-language top-5% removal), `quality` (Boldt tiers,
+Dense-Core), `decontam` (8-gram screen + difflib), `steps` (datatrove steps), `pipeline` (stages and
+executors from a config), `stats` (report), `run` (end-to-end runner), `demo` (demo inputs from vendored
+text). CLI: `python -m experiments.prepare_data --config=configs/prep/demo.py`.
+"""

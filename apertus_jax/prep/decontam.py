@@ -5,11 +5,13 @@ n-gram (n = 8) with the training text; (2) for each of them, Ratcliff-Obershelp 
 (`difflib.SequenceMatcher`) are computed, blocks shorter than 5 tokens dropped, and the pair is contaminated
 if the remaining blocks cover more than half of the benchmark prompt's tokens.
 
-The default tokenizer is script-agnostic, so translations that keep names, terms and numbers are caught:
-NFKC, case folding, Cyrillic transliterated to Latin (Serbian/Croatian letter correspondences), combining
-accents removed (U+0300-U+036F), then words, numbers, single punctuation marks, and single characters of
-scripts written without spaces (Han, kana, Thai, ...). Whitespace is not a token, so re-wrapped lines tokenize identically. Any
-`str -> list` callable (e.g. a subword tokenizer's `encode`) can replace it.
+The default tokenizer is script-agnostic, so translations that keep names, terms and numbers are caught: NFKC,
+case folding, Cyrillic transliterated to Latin (Serbian/Croatian letter correspondences), combining accents
+removed (U+0300-U+036F), then words, numbers, single punctuation marks, and single characters of scripts
+written without spaces (Han, kana, Thai, ...). Whitespace is not a token, so re-wrapped lines tokenize
+identically. Any `str -> list` callable (e.g. a subword tokenizer's `encode`) can replace it.
+A translation that changes every run of 8 tokens (e.g. renames all technical terms) passes the screen
+unseen: the method's known limit (tests/prep/test_decontam.py has a real example from the exams sets).
 """
 
 import dataclasses

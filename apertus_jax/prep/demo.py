@@ -28,7 +28,8 @@ from apertus_jax.data.demo_corpus import load_demo_documents, load_german_prose
 
 TOXIC_LEXICON = re.compile(
     r"\b(schei(ß|ss)\w*|arschloch\w*|idiot\w*|vollidiot\w*|verdammt\w*|dumm\w*|hure\w*|fick\w*|wichser\w*|"
-    r"bastard\w*|blöd\w*|mist|trottel\w*|depp\w*|kacke|schlampe\w*|verreck\w*|penner\w*|miststück|halt die klappe|fresse)\b"
+    r"bastard\w*|blöd\w*|mist|trottel\w*|depp\w*|kacke|schlampe\w*|verreck\w*|penner\w*|miststück|"
+    r"halt die klappe|fresse)\b"
 )
 HOSTS_PER_SOURCE = 8
 WEB_SENTENCES_PER_DOC = 5

@@ -111,7 +111,8 @@ class RobotsSnapshot(Mapping):
 
     def __init__(self, path: str):
         if not os.path.exists(path):
-            raise FileNotFoundError(f"robots.txt snapshot {path!r} not found; build one with experiments/fetch_robots.py")
+            raise FileNotFoundError(
+                f"robots.txt snapshot {path!r} not found; build one with experiments/fetch_robots.py")
         self.path = path
         self._files = self._load_dir(path) if os.path.isdir(path) else self._load_jsonl(path)
 

@@ -60,7 +60,8 @@ def test_non_addresses_are_kept():
 
 def test_email_amid_umlauts_keeps_adjacent_words():
     cases = {
-        "Schreiben Sie an jürgen.müller@beispiel-büro.de für Rückfragen.": "Schreiben Sie an <email-pii> für Rückfragen.",
+        "Schreiben Sie an jürgen.müller@beispiel-büro.de für Rückfragen.":
+            "Schreiben Sie an <email-pii> für Rückfragen.",
         "Grüße,anna.schäfer@firma.at;Österreich": "Grüße,<email-pii>;Österreich",
         "Kontakt: (info@straße.de) übermorgen": "Kontakt: (<email-pii>) übermorgen",
         "Mail an max@example.org. Danach Frühstück.": "Mail an <email-pii>. Danach Frühstück.",
@@ -72,5 +73,6 @@ def test_email_amid_umlauts_keeps_adjacent_words():
 
 
 def test_text_without_pii_is_unchanged():
-    text = "Die Würde des Menschen ist unantastbar. Sie zu achten und zu schützen ist Verpflichtung aller staatlichen Gewalt."
+    text = ("Die Würde des Menschen ist unantastbar. Sie zu achten und zu schützen ist Verpflichtung aller "
+            "staatlichen Gewalt.")
     assert anonymize_pii(text) == (text, {"email": 0, "ip": 0, "iban": 0})

@@ -75,7 +75,8 @@ def test_raw_protego_applies_prefix_group():
 def test_snapshot_jsonl_and_directory_agree(tmp_path):
     files = {"news.example": "User-agent: GPTBot\nDisallow: /\n", "shop.example": "User-agent: *\nAllow: /\n"}
     jsonl = tmp_path / "robots.jsonl"
-    lines = [{"domain": d, "robots_txt": t} for d, t in files.items()] + [{"domain": "down.example", "robots_txt": None}]
+    lines = [{"domain": d, "robots_txt": t} for d, t in files.items()]
+    lines.append({"domain": "down.example", "robots_txt": None})
     jsonl.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     directory = tmp_path / "robots"
     directory.mkdir()
