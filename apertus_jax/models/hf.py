@@ -215,26 +215,33 @@ def from_hf(state_dict: dict[str, np.ndarray], config: dict, **overrides) -> Ape
     """
     cfg = config_from_hf(config, **overrides)
     remaining = {name: np.asarray(w, dtype=np.float32) for name, w in state_dict.items()}
-    weights = {"embed": remaining.pop("model.embed_tokens.weight", None),
-               "final_norm.weight": remaining.pop("model.norm.weight", None)}
-    lm_head = remaining.pop("lm_head.weight", None)
-    if cfg.tie_embeddings:
-        if lm_head is not None and weights["embed"] is not None and not np.array_equal(lm_head, weights["embed"]):
-            raise ValueError("tie_word_embeddings=true but lm_head.weight differs from model.embed_tokens.weight")
-    else:
+    missing = []
+
+    def take(hf_name: str) -> np.ndarray | None:
+        if hf_name not in remaining:
+            missing.append(hf_name)
+        return remaining.pop(hf_name, None)
+
+    weights = {"embed": take("model.embed_tokens.weight"), "final_norm.weight": take("model.norm.weight")}
+    if not cfg.tie_embeddings:
+        lm_head = take("lm_head.weight")
         weights["lm_head"] = None if lm_head is None else lm_head.T
+    elif "lm_head.weight" in remaining:
+        lm_head = remaining.pop("lm_head.weight")
+        if weights["embed"] is not None and not np.array_equal(lm_head, weights["embed"]):
+            raise ValueError("tie_word_embeddings=true but lm_head.weight differs from model.embed_tokens.weight")
     for i in range(cfg.n_layers):
         prefix = f"{_LAYER_PREFIX}{i}."
         for ours, theirs in _LAYER_NAMES:
-            w = remaining.pop(prefix + theirs, None)
+            w = take(prefix + theirs)
             weights[f"layers.{i}.{ours}"] = None if w is None else _to_ours(ours, w, cfg)
         for theirs, value in _XIELU_CONSTANTS:
             w = remaining.pop(prefix + theirs, None)
             if w is not None and not np.allclose(w, value, rtol=0, atol=1e-7 + 1e-3 * abs(value)):
                 raise ValueError(f"{prefix + theirs} = {w.item()}, but our xIELU fixes it at {value}")
-    missing = sorted(name for name, w in weights.items() if w is None)
     if missing or remaining:
-        raise ValueError(f"from_hf: tensors missing for {missing[:5]}, unexpected HF tensors {sorted(remaining)[:5]}")
+        raise ValueError(f"from_hf: missing HF tensors {missing[:5]}, unexpected HF tensors {sorted(remaining)[:5]} "
+                         f"(is the config right for this checkpoint?)")
     model = _zeros_model(cfg)
     import_weights(model, weights)
     nnx.update(model, jax.tree.map(jnp.asarray, nnx.state(model)))

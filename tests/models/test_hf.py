@@ -178,7 +178,15 @@ def test_unsupported_exports_and_bad_inputs_are_rejected(tmp_path):
     hf_model = random_hf_model(HF_CONFIGS["tied_hd20"])
     state, hf_config = hf_state_dict(hf_model), hf_model.config.to_dict()
     del state["model.layers.1.mlp.up_proj.weight"]
-    with pytest.raises(ValueError, match="layers.1.mlp.up"):
+    with pytest.raises(ValueError, match="missing HF tensors .*model.layers.1.mlp.up_proj.weight"):
+        from_hf(state, hf_config)
+    state = hf_state_dict(hf_model)
+    state["model.layers.0.self_attn.q_proj.bias"] = np.zeros(40, np.float32)
+    with pytest.raises(ValueError, match="unexpected HF tensors .*q_proj.bias"):
+        from_hf(state, hf_config)
+    del state["model.layers.0.self_attn.q_proj.bias"]
+    state["lm_head.weight"] = state["model.embed_tokens.weight"] + 1.0
+    with pytest.raises(ValueError, match="tie_word_embeddings"):
         from_hf(state, hf_config)
     with pytest.raises(FileNotFoundError, match="config.json"):
         load_hf(tmp_path)
