@@ -88,10 +88,19 @@ class RobotsFilter(PrepStep):
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         snapshot = robots.RobotsSnapshot(self.snapshot_path)
+        by_host = {}  # domain mode: one verdict per host
         for doc in data:
             with self.track_time():
                 url = doc.metadata.get(self.url_key)
-                blocked = robots.check_document(url, snapshot, self.mode, self.agents) if url else []
+                if not url:
+                    blocked = []
+                elif self.mode == "domain":
+                    host = robots.host_of(url)
+                    if host not in by_host:
+                        by_host[host] = robots.check_document(url, snapshot, self.mode, self.agents)
+                    blocked = by_host[host]
+                else:
+                    blocked = robots.check_document(url, snapshot, self.mode, self.agents)
                 if not url:
                     self.stat_update("no_url")
                 for agent in blocked:

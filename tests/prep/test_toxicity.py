@@ -42,3 +42,18 @@ def test_small_languages_and_unscored_languages_keep_everything():
     assert thresholds["rm"] == float("inf") and not is_toxic(0.99, "rm", thresholds)
     assert not is_toxic(1.0, "gsw", thresholds)  # no classifier for this language
     assert removal_count(10) == 1 and removal_count(30) == 2 and removal_count(29) == 1
+
+
+def test_real_head_scores_with_a_shifted_group(small_inputs):
+    """Scores of a trained toxicity head on real text: profane web sentences score higher than quotes and
+    poems; each group, treated as its own language, still loses 5% (+-1 document)."""
+    from apertus_jax.prep.classifier import Classifier
+    from apertus_jax.prep.demo import TOXIC_LEXICON, load_de_corpus_extract
+
+    head = Classifier.load(small_inputs["heads"]["toxicity"])
+    profane = [s["text"] for s in load_de_corpus_extract() if TOXIC_LEXICON.search(s["text"].lower())][:300]
+    quotes = [d["text"] for d in small_inputs["docs"] if d["source"] == "german_prose"][:300]
+    scores = {"profane": head.score(profane), "quotes": head.score(quotes)}
+    assert np.median(scores["profane"]) > np.quantile(scores["quotes"], 0.9)  # shifted distribution
+    removed = _removed(scores, language_thresholds(scores))
+    assert abs(removed["profane"] - 15) <= 1 and abs(removed["quotes"] - 15) <= 1
