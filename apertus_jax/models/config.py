@@ -74,6 +74,9 @@ class ModelConfig:
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is not one of {valid}")
+        if self.attention_impl == "cudnn" and self.dtype == "float32":
+            raise ValueError("ModelConfig.attention_impl='cudnn' needs dtype 'bfloat16' or 'float16' (cuDNN flash "
+                             "attention has no float32 kernel); use 'jax_nn' or 'xla' for float32")
         if self.rope_theta <= 0 or self.rms_norm_eps <= 0 or self.init_std <= 0:
             raise ValueError("ModelConfig.rope_theta, rms_norm_eps and init_std must be > 0")
         if self.rope_scaling == "llama3" and not (

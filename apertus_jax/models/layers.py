@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from apertus_jax.models.config import ModelConfig
+from apertus_jax.models.partitioning import constrain
 
 XIELU_BETA = 0.5
 XIELU_EPS = -1e-6
@@ -101,4 +102,5 @@ class MLP(nnx.Module):
             h_BxTxF = jax.nn.silu(gate_BxTxF) * up_BxTxF
         else:
             h_BxTxF = self.act(up_BxTxF)
+        h_BxTxF = constrain(h_BxTxF, ("batch", "length", "mlp"))
         return jnp.einsum("btf,fd->btd", h_BxTxF, self.down[...].astype(self.dtype))

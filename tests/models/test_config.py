@@ -24,6 +24,7 @@ def test_defaults_follow_apertus():
     (dict(rope_scaling="yarn"), "rope_scaling"),
     (dict(dtype="int8"), "dtype"),
     (dict(d_model=0), "d_model must be a positive integer"),
+    (dict(attention_impl="cudnn"), "needs dtype 'bfloat16' or 'float16'"),
     (dict(rope_low_freq_factor=4.0, rope_high_freq_factor=1.0), "low_freq_factor < high_freq_factor"),
 ])
 def test_invalid_fields_raise_one_line_errors(override, message):
