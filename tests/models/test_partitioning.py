@@ -65,8 +65,8 @@ def test_sharded_forward_equals_unsharded():
     shardings = state_shardings(nnx.state(model), mesh)
     assert shardings["layers"][0]["attn"]["q_proj"].get_value().spec == P("fsdp", "tensor", None)
     assert shardings["embed"].get_value() == NamedSharding(mesh, P("tensor", "fsdp"))
-    sharded = create_model(cfg, mesh=mesh)
-    assert sharded.layers[0].mlp.up[...].sharding.spec == P("fsdp", "tensor")
+    sharded = create_model(cfg.replace(scan_layers=True), mesh=mesh)  # scanned layout, sharded at creation
+    assert sharded.layers.mlp.up[...].sharding.spec == P(None, "fsdp", "tensor")
     batch_sharding = NamedSharding(mesh, P(("data", "fsdp")))
     with jax.set_mesh(mesh):
         logits = forward(sharded, *(jax.device_put(x, batch_sharding) for x in (tokens, positions, segments)))
