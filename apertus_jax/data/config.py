@@ -7,7 +7,8 @@ A plain dict (or `ml_collections.ConfigDict`)::
         "web": {
           "kind": "arrayrecord",            # "arrayrecord" (shard sets from experiments.tokenize_data),
                                             # "jsonl" | "parquet" | "text" (raw, tokenized on the fly),
-                                            # "demo" (apertus_jax.data.demo_corpus)
+                                            # "demo" (apertus_jax.data.demo_corpus),
+                                            # "seqio" (a registered seqio Task or Mixture; extra "seqio")
           "paths": ["/data/web"],           # shard set directories / raw files or directories (not demo)
           "weight": 1.0,                    # token share when no stage sets weights
           "epochs": None,                   # None: repeat forever; N: at most N passes (then the stage
@@ -18,6 +19,7 @@ A plain dict (or `ml_collections.ConfigDict`)::
                                             #   the same in every stage and epoch)
           "text_field": "text", "id_field": "id", "score_field": None,   # raw kinds
           "split": "train", "sources": None,                             # demo kind
+          "task": None, "feature": "targets",   # seqio kind (and "split"): see data.seqio_interop
         },
       },
       "stages": [                           # optional; default one endless stage with component weights
@@ -40,7 +42,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-COMPONENT_KINDS = ("arrayrecord", "jsonl", "parquet", "text", "demo")
+COMPONENT_KINDS = ("arrayrecord", "jsonl", "parquet", "text", "demo", "seqio")
 ORDERS = ("shuffle", "sorted", "sequential")
 _COMPONENT_DEFAULTS = {
     "kind": None,
@@ -54,6 +56,8 @@ _COMPONENT_DEFAULTS = {
     "score_field": None,
     "split": "train",
     "sources": None,
+    "task": None,
+    "feature": "targets",
 }
 _STAGE_DEFAULTS = {"name": None, "until_tokens": None, "weights": None, "seed": None}
 _GOLDFISH_DEFAULTS = {"k": 50, "h": 50, "hash": "apertus"}
@@ -97,7 +101,9 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
         component = _with_defaults(where, dict(component), _COMPONENT_DEFAULTS)
         if component["kind"] not in COMPONENT_KINDS:
             raise ValueError(f"{where}['kind'] = {component['kind']!r}; use one of {COMPONENT_KINDS}")
-        if component["kind"] != "demo":
+        if component["kind"] == "seqio" and not (isinstance(component["task"], str) and component["task"]):
+            raise ValueError(f"{where}['task'] must name a registered seqio Task or Mixture")
+        if component["kind"] not in ("demo", "seqio"):
             paths = component["paths"]
             if isinstance(paths, str):
                 paths = [paths]
@@ -106,7 +112,7 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
             component["paths"] = [str(p) for p in paths]
         if component["order"] not in ORDERS:
             raise ValueError(f"{where}['order'] = {component['order']!r}; use one of {ORDERS}")
-        if component["order"] == "sorted" and component["kind"] in ("jsonl", "parquet", "text") \
+        if component["order"] == "sorted" and component["kind"] in ("jsonl", "parquet", "text", "seqio") \
                 and not component["score_field"]:
             raise ValueError(f"{where}: order 'sorted' needs a 'score_field' for raw documents")
         _positive_int(f"{where}['epochs']", component["epochs"])

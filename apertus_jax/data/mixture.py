@@ -58,7 +58,7 @@ def _tokenize(name: str, texts: Sequence[str], scores: list[float | None], token
 
 
 def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
-    """Opens (shard sets) or reads and tokenizes (raw, demo; cached per process) a component.
+    """Opens (shard sets) or reads and tokenizes (raw, demo, seqio; cached per process) a component.
 
     Raises:
       ValueError: an empty source, a shard set from another tokenizer, bad raw records.
@@ -76,6 +76,10 @@ def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
         return Component(name, documents, tokens / count, scores)
 
     key = json.dumps([name, spec, tokenizer.checksum], sort_keys=True)
+    if key not in _RAW_CACHE and kind == "seqio":
+        from apertus_jax.data import seqio_interop  # the optional extra "seqio" (pulls TensorFlow)
+
+        _RAW_CACHE[key] = seqio_interop.load_component(name, spec, tokenizer)
     if key not in _RAW_CACHE:
         if kind == "demo":
             from apertus_jax.data.demo_corpus import load_demo_documents
