@@ -44,6 +44,8 @@ def _step_report(stat) -> dict:
         "docs_removed": int(values.get("docs_removed", 0)),
         "tokens_in": int(values.get("tokens_in", 0)),
         "tokens_removed": int(values.get("tokens_removed", 0)),
+        "docs_kept": int(docs_in - values.get("docs_removed", 0)),
+        "tokens_kept": int(values.get("tokens_in", 0) - values.get("tokens_removed", 0)),
         "seconds": seconds,
         "docs_per_second_per_worker": docs_in / seconds if seconds > 0 else None,
         "removed_by_reason": {}, "by_language": {}, "counters": {},

@@ -26,6 +26,7 @@ def test_report_sums_tasks(tmp_path):
     report = build_report(str(tmp_path))
     step = report["stages"]["filter"][0]
     assert (step["docs_in"], step["docs_removed"], step["tokens_removed"]) == (150, 15, 150)
+    assert (step["docs_kept"], step["tokens_kept"]) == (135, 1350)
     assert step["seconds"] == 5.0 and step["docs_per_second_per_worker"] == 30.0
     assert step["removed_by_reason"] == {"robots_opt_out": {"docs": 15, "tokens": 150}}
     assert step["by_language"]["de"] == {"docs_in": 150, "docs_removed": 15}
