@@ -177,8 +177,8 @@ class Classifier:
           ValueError: the file's embedder differs from `embedder` (see `embedder_from_config`).
         """
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"classifier head {path!r} not found; train one with "
-                                    "`python -m experiments.prepare_data --train_heads` or Classifier.train")
+            raise FileNotFoundError(f"classifier head {path!r} not found; set the head's `labels` in the prep "
+                                    "config (prepare_data trains missing heads) or use Classifier.train(...).save")
         from safetensors import safe_open
 
         with safe_open(path, framework="numpy") as f:
