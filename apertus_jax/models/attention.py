@@ -16,10 +16,11 @@ Kernels behind `ModelConfig.attention_impl` (all take q `[B, T, N, H]`, k/v `[B,
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.sharding import PartitionSpec as P
 
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.layers import RMSNorm, normal_param
-from apertus_jax.models.partitioning import constrain
+from apertus_jax.models.partitioning import constrain, logical_to_spec
 from apertus_jax.models.rope import apply_rope, rope_inv_freq
 
 MASK_VALUE = float(jnp.finfo(jnp.float32).min)
@@ -56,7 +57,10 @@ def splash_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: fl
                      interpret: bool = False) -> jax.Array:
     """TPU splash attention (Pallas) with a causal mask and segment ids; `T` a multiple of 128.
 
-    `interpret=True` runs the kernel in the Pallas interpreter (any backend, slow; for tests).
+    Under a mesh (`jax.set_mesh`) the kernel runs per shard through `jax.shard_map`: batch split as the
+    "batch" rule says, query and kv heads split over "tensor" only when both head counts divide (else both
+    replicated, so every shard keeps whole GQA groups). `interpret=True` runs the kernel in the Pallas
+    interpreter (any backend, slow; for tests).
 
     Raises:
       NotImplementedError: not on a TPU backend (and not `interpret`), or the kernel is not importable.
@@ -68,17 +72,34 @@ def splash_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: fl
         from jax.experimental.pallas.ops.tpu import splash_attention as splash
     except ImportError as err:
         raise NotImplementedError(f"splash attention kernel not importable: {err}") from err
-    b, t, n, h = q_BxTxNxH.shape
-    mask = splash.MultiHeadMask([splash.CausalMask((t, t))] * n)
-    kernel = splash.make_splash_mha(mask, head_shards=1, q_seq_shards=1, interpret=interpret)
 
-    def one_row(q_NxTxH, k_KxTxH, v_KxTxH, seg_T):
-        return kernel(q_NxTxH, k_KxTxH, v_KxTxH, segment_ids=splash.SegmentIds(q=seg_T, kv=seg_T))
+    def local_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT):
+        t, n = q_BxTxNxH.shape[1], q_BxTxNxH.shape[2]
+        mask = splash.MultiHeadMask([splash.CausalMask((t, t))] * n)
+        kernel = splash.make_splash_mha(mask, head_shards=1, q_seq_shards=1, interpret=interpret)
 
-    heads_first = lambda x: jnp.swapaxes(x, 1, 2)  # noqa: E731  [B, T, N, H] <-> [B, N, T, H]
-    out_BxNxTxH = jax.vmap(one_row)(heads_first(q_BxTxNxH * scale), heads_first(k_BxSxKxH),
-                                    heads_first(v_BxSxKxH), segment_ids_BxT.astype(jnp.int32))
-    return heads_first(out_BxNxTxH).astype(q_BxTxNxH.dtype)
+        def one_row(q_NxTxH, k_KxTxH, v_KxTxH, seg_T):
+            return kernel(q_NxTxH, k_KxTxH, v_KxTxH, segment_ids=splash.SegmentIds(q=seg_T, kv=seg_T))
+
+        heads_first = lambda x: jnp.swapaxes(x, 1, 2)  # noqa: E731  [B, T, N, H] <-> [B, N, T, H]
+        out_BxNxTxH = jax.vmap(one_row)(heads_first(q_BxTxNxH * scale), heads_first(k_BxSxKxH),
+                                        heads_first(v_BxSxKxH), segment_ids_BxT.astype(jnp.int32))
+        return heads_first(out_BxNxTxH).astype(q_BxTxNxH.dtype)
+
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+        return local_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT)
+    mesh_shape = dict(mesh.shape)
+    b, _, n, _ = q_BxTxNxH.shape
+    batch = logical_to_spec(("batch",), (b,), mesh_shape)[0]
+    kv_heads = logical_to_spec(("kv_heads",), (k_BxSxKxH.shape[2],), mesh_shape)[0]
+    q_heads = logical_to_spec(("heads",), (n,), mesh_shape)[0]
+    if kv_heads != q_heads:
+        kv_heads = q_heads = None
+    q_spec, kv_spec = P(batch, None, q_heads, None), P(batch, None, kv_heads, None)
+    sharded = jax.shard_map(local_attention, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec, P(batch, None)),
+                            out_specs=q_spec, check_vma=False)
+    return sharded(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT)
 
 
 def dot_product_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, impl: str) -> jax.Array:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from apertus_jax.models.attention import attention_mask, dot_product_attention, splash_attention
+from apertus_jax.models.partitioning import make_mesh
 
 
 def _naive_attention(q, k, v, segment_ids):
@@ -60,6 +61,17 @@ def test_splash_kernel_matches_xla_in_pallas_interpreter():
     q, k, v, seg = (jnp.asarray(a) for a in _inputs(128, h=64))
     reference = dot_product_attention(q, k, v, seg, impl="xla")
     out = splash_attention(q, k, v, seg, scale=64 ** -0.5, interpret=True)
+    out = jnp.where((seg != 0)[:, :, None, None], out, 0.0)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(reference), atol=2e-6)
+
+
+def test_splash_kernel_under_a_mesh_runs_per_shard():
+    q, k, v, seg = (jnp.asarray(np.concatenate([a, a[::-1]])) for a in _inputs(128, h=64))  # batch 4
+    reference = dot_product_attention(q, k, v, seg, impl="xla")
+    mesh = make_mesh(data=2, fsdp=2, tensor=2)
+    with jax.set_mesh(mesh):
+        out = jax.jit(functools.partial(splash_attention, scale=64 ** -0.5, interpret=True))(q, k, v, seg)
+    assert tuple(out.sharding.spec)[:3] == (("data", "fsdp"), None, "tensor")  # 4 batch x 2 head shards
     out = jnp.where((seg != 0)[:, :, None, None], out, 0.0)
     np.testing.assert_allclose(np.asarray(out), np.asarray(reference), atol=2e-6)
 
