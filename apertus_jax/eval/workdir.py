@@ -9,6 +9,7 @@ and then dropped).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 
@@ -17,7 +18,8 @@ import ml_collections
 from flax import nnx
 
 from apertus_jax.models import partitioning
-from apertus_jax.models.transformer import Apertus, create_model
+from apertus_jax.models.config import ModelConfig
+from apertus_jax.models.transformer import Apertus
 from apertus_jax.optim import BatchSizePlan
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.train import config as config_lib
@@ -39,12 +41,15 @@ class TrainedModel:
 def load_workdir(workdir: str) -> TrainedModel:
     """The newest checkpoint of `workdir` as a model on the default device.
 
+    A checkpoint that fails to restore is moved aside by the trainer's `Checkpointer` (as a resumed run
+    would do) and the previous one is used.
+
     Raises:
-      FileNotFoundError: no `config.json` or no readable checkpoint (the message says how to make one).
+      FileNotFoundError: no `config.json`, no `checkpoints/` or no readable checkpoint.
     """
     config_path = os.path.join(workdir, "config.json")
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(f"{config_path} not found: --workdir must be a directory written by "
+    if not os.path.exists(config_path) or not os.path.isdir(os.path.join(workdir, "checkpoints")):
+        raise FileNotFoundError(f"{workdir} has no config.json or checkpoints/: --workdir must be a directory written by "
                                 "`python -m experiments.pretrain --workdir=...`")
     with open(config_path) as f:
         config = ml_collections.ConfigDict(json.load(f))
@@ -63,8 +68,19 @@ def load_workdir(workdir: str) -> TrainedModel:
         raise FileNotFoundError(f"no readable checkpoint under {workdir}/checkpoints; train first "
                                 f"(`python -m experiments.pretrain --workdir={workdir}`)")
     state, meta = restored
-    model = create_model(model_config)
-    params = nnx.state(model, nnx.Param)
-    nnx.replace_by_pure_dict(params, state["params"])
-    nnx.update(model, params)
-    return TrainedModel(model=model, tokenizer=tokenizer, config=config, step=int(meta["progress"]["step"]))
+    return TrainedModel(model=model_from_params(model_config, state["params"]), tokenizer=tokenizer,
+                        config=config, step=int(meta["progress"]["step"]))
+
+
+def model_from_params(model_config: ModelConfig, params: dict) -> Apertus:
+    """An `Apertus` holding `params`, the trainer's plain nested dict of parameters
+    (`nnx.state(model, nnx.Param).to_pure_dict()` layout); nothing is initialized or compiled."""
+    graphdef, state = _abstract_model(model_config)
+    state = jax.tree.map(lambda x: x, state)  # a fresh copy: the cached abstract state stays untouched
+    nnx.replace_by_pure_dict(state, params)
+    return nnx.merge(graphdef, state)
+
+
+@functools.cache
+def _abstract_model(model_config: ModelConfig):
+    return nnx.split(nnx.eval_shape(lambda: Apertus(model_config, rngs=nnx.Rngs(0))), nnx.Param)

@@ -1,0 +1,109 @@
+"""Memorization metrics: hand-computed values, properties against independent references, probes, generation."""
+
+import collections
+import difflib
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from apertus_jax.eval import memorization as mem
+from apertus_jax.models.generate import generate
+
+sequences = st.lists(st.integers(0, 5), min_size=0, max_size=12)
+nonempty = st.lists(st.integers(0, 5), min_size=1, max_size=12)
+
+
+def _reference_lcs(a, b):
+    """Textbook recursion (independent of the vectorized row update)."""
+    @functools.cache
+    def lcs(i, j):
+        if i == len(a) or j == len(b):
+            return 0
+        if a[i] == b[j]:
+            return 1 + lcs(i + 1, j + 1)
+        return max(lcs(i + 1, j), lcs(i, j + 1))
+    return lcs(0, 0)
+
+
+def _reference_lccs(a, b):
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return matcher.find_longest_match(0, len(a), 0, len(b)).size
+
+
+def test_hand_examples():
+    # LCS(12345, 1357) = 135: P = 3/4, R = 3/5, F = 2PR/(P+R) = 2/3; LCCS = 1.
+    assert mem.lcs_length([1, 2, 3, 4, 5], [1, 3, 5, 7]) == 3
+    assert mem.rouge_l([1, 2, 3, 4, 5], [1, 3, 5, 7]) == pytest.approx(2 / 3)
+    assert mem.lccs_length([1, 2, 3, 4, 5], [1, 3, 5, 7]) == 1
+    # "a b c d e" vs "x b c d y": LCS = LCCS = 3, P = R = 3/5.
+    assert mem.rouge_l([1, 2, 3, 4, 5], [9, 2, 3, 4, 8]) == pytest.approx(0.6)
+    assert mem.lccs_length([1, 2, 3, 4, 5], [9, 2, 3, 4, 8]) == 3
+    # Contiguous vs not: 1 2 9 3 4 5 against 1 2 3 4 5 has LCS 5, LCCS 3.
+    assert (mem.lcs_length([1, 2, 9, 3, 4, 5], [1, 2, 3, 4, 5]), mem.lccs_length([1, 2, 9, 3, 4, 5], [1, 2, 3, 4, 5])) == (5, 3)
+    assert mem.type_token_ratio([7, 7, 8, 8]) == 0.5 and mem.type_token_ratio([1, 2, 3]) == 1.0
+    assert mem.rouge_l([1, 2], [3, 4]) == 0.0 and mem.rouge_l([], [1]) == 0.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(sequences, sequences)
+def test_lcs_and_lccs_match_independent_references(a, b):
+    assert mem.lcs_length(a, b) == _reference_lcs(a, b)
+    assert mem.lccs_length(a, b) == _reference_lccs(a, b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(nonempty, nonempty)
+def test_rouge_l_properties(a, b):
+    score = mem.rouge_l(a, b)
+    assert 0.0 <= score <= 1.0
+    assert score == pytest.approx(mem.rouge_l(b, a))  # the F-measure is symmetric
+    assert mem.rouge_l(a, a) == 1.0
+    assert mem.lccs_length(a, b) <= mem.lcs_length(a, b) <= min(len(a), len(b))
+    assert (score == 1.0) == (a == b)
+
+
+def test_score_generation_and_means():
+    exact = mem.score_generation([5, 6, 7, 8], [5, 6, 7, 8])
+    assert (exact.rouge_l, exact.lccs, exact.lccs_fraction, exact.ttr, exact.exact_match) == (1.0, 4, 1.0, 1.0, True)
+    degenerate = mem.score_generation([5, 6, 7, 8], [5, 5, 5, 5])
+    assert (degenerate.lccs, degenerate.ttr, degenerate.exact_match) == (1, 0.25, False)
+    means = mem.mean_scores([exact, degenerate])
+    assert means["exact_match"] == 0.5 and means["lccs"] == 2.5 and means["rouge_l"] == pytest.approx((1 + 0.25) / 2)
+    with pytest.raises(ValueError, match="no memorization scores"):
+        mem.mean_scores([])
+
+
+def test_probe_plan_covers_every_level_evenly_and_injects_exact_counts():
+    levels = (1, 2, 4, 8, 16, 32, 64, 128)
+    plan = mem.probe_injection_plan(20, levels, seed=3)
+    counts = collections.Counter(plan)
+    assert set(counts) == set(levels) and max(counts.values()) - min(counts.values()) <= 1
+    assert plan != [levels[i % 8] for i in range(20)]  # shuffled, not tied to the probe order
+    probes = [f"probe{i}" for i in range(20)]
+    mixed = mem.inject_probes([f"doc{i}" for i in range(50)], probes, plan, seed=0)
+    seen = collections.Counter(mixed)
+    assert len(mixed) == 50 + sum(plan)
+    assert all(seen[p] == n for p, n in zip(probes, plan)) and all(seen[f"doc{i}"] == 1 for i in range(50))
+    with pytest.raises(ValueError, match="cannot cover"):
+        mem.probe_injection_plan(3, levels)
+
+
+def test_greedy_continuations_of_the_model_score_as_memorized(tiny_model, tokenizer):
+    """Documents whose suffix IS the model's greedy continuation are memorized by construction (ROUGE-L 1);
+    the same prefixes with other suffixes are not."""
+    text = "All human beings are born free and equal in dignity and rights. They are endowed with reason."
+    ids = [tokenizer.bod_id, *tokenizer.encode(text)]
+    prefixes = [ids[:6], ids[2:8], ids[4:10]]
+    suffixes = generate(tiny_model, prefixes, max_new_tokens=8, pad_id=tokenizer.pad_id)
+    documents = [[*p, *s] for p, s in zip(prefixes, suffixes)]
+    scores = mem.memorization_scores(tiny_model, documents, prefix_len=6, suffix_len=8, batch_size=2)
+    assert [s.exact_match for s in scores] == [True] * 3 and all(s.rouge_l == 1.0 for s in scores)
+    others = [[*p, *ids[10:18]] for p in prefixes]
+    scores = mem.memorization_scores(tiny_model, others, prefix_len=6, suffix_len=8, batch_size=2)
+    assert not any(s.exact_match for s in scores)
+    with pytest.raises(ValueError, match="document 0 has 3 tokens"):
+        mem.split_prefix_suffix([[1, 2, 3]], 2, 2)
+    assert np.all([len(s) for s in mem.split_prefix_suffix(documents, 6, 8)[1]] == np.array(8))
