@@ -64,31 +64,29 @@ def cached_forward(model: Apertus, tokens_BxT: jax.Array, positions_BxT: jax.Arr
     causal_TxS = jnp.arange(valid_BxS.shape[1])[None, :] <= query_cols_T[:, None]
     mask_Bx1xTxS = (causal_TxS[None] & valid_BxS[:, None, :])[:, None]
 
-    def block_step(block, x_BxTxD, k_BxSxKxH, v_BxSxKxH):
+    def block_step(block, x_BxTxD, k_LxBxSxKxH, v_LxBxSxKxH, layer):
+        # The whole cache is carried and updated in place at (layer, index): no per-step copy of it.
         q, k, v = block.attn.project(block.attn_norm(x_BxTxD), positions_BxT)
-        k_BxSxKxH = jax.lax.dynamic_update_slice(k_BxSxKxH, k.astype(k_BxSxKxH.dtype), (0, index, 0, 0))
-        v_BxSxKxH = jax.lax.dynamic_update_slice(v_BxSxKxH, v.astype(v_BxSxKxH.dtype), (0, index, 0, 0))
-        out_BxTxNxH = xla_attention(q, k_BxSxKxH, v_BxSxKxH, mask_Bx1xTxS, q.shape[-1] ** -0.5)
+        start = (layer, 0, index, 0, 0)
+        k_LxBxSxKxH = jax.lax.dynamic_update_slice(k_LxBxSxKxH, k[None].astype(k_LxBxSxKxH.dtype), start)
+        v_LxBxSxKxH = jax.lax.dynamic_update_slice(v_LxBxSxKxH, v[None].astype(v_LxBxSxKxH.dtype), start)
+        out_BxTxNxH = xla_attention(q, k_LxBxSxKxH[layer], v_LxBxSxKxH[layer], mask_Bx1xTxS, q.shape[-1] ** -0.5)
         h_BxTxD = x_BxTxD + block.attn.output(out_BxTxNxH)
-        return h_BxTxD + block.mlp(block.mlp_norm(h_BxTxD)), k_BxSxKxH, v_BxSxKxH
+        return h_BxTxD + block.mlp(block.mlp_norm(h_BxTxD)), k_LxBxSxKxH, v_LxBxSxKxH
 
-    x_BxTxD = model.embed_tokens(tokens_BxT)
+    carry = (model.embed_tokens(tokens_BxT), cache.k, cache.v)
     if model.config.scan_layers:
         graphdef, state = nnx.split(model.layers)
 
-        def scan_step(x, layer):
-            state_l, k_l, v_l = layer
-            x, k_l, v_l = block_step(nnx.merge(graphdef, state_l), x, k_l, v_l)
-            return x, (k_l, v_l)
+        def scan_step(carry, layer_and_state):
+            layer, state_l = layer_and_state
+            return block_step(nnx.merge(graphdef, state_l), *carry, layer), None
 
-        x_BxTxD, (k_all, v_all) = jax.lax.scan(scan_step, x_BxTxD, (state, cache.k, cache.v))
+        carry, _ = jax.lax.scan(scan_step, carry, (jnp.arange(model.config.n_layers), state))
     else:
-        ks, vs = [], []
-        for i, block in enumerate(model.layers):
-            x_BxTxD, k_l, v_l = block_step(block, x_BxTxD, cache.k[i], cache.v[i])
-            ks.append(k_l)
-            vs.append(v_l)
-        k_all, v_all = jnp.stack(ks), jnp.stack(vs)
+        for layer, block in enumerate(model.layers):
+            carry = block_step(block, *carry, layer)
+    x_BxTxD, k_all, v_all = carry
     return model.head(x_BxTxD), KVCache(k=k_all, v=v_all, valid=valid_BxS)
 
 
