@@ -28,7 +28,10 @@ def document_masks(
     Args:
       tokens: int array `[..., T]` of input token ids (the row without its last token).
       eod_id: the end-of-document id (tekken: 2).
-      pad_id: the padding id (tekken: 3), or None when rows hold no padding.
+      pad_id: the padding id (tekken: 3), or None when rows hold no padding. A pad id equal to `eod_id`
+        (tokenizers without a pad token, e.g. Llama-3 or Qwen `tokenizer.json` files) cannot be told
+        apart from a real EoD, so it is ignored: trailing padding then follows the EoD rules (each pad
+        its own one-token segment, never a target) and real EoDs stay targets.
       targets: optional int array `[..., T]` of next tokens; a pad target is masked too. Without it a pad
         target can only follow an EoD input (padding trails complete documents), which is masked anyway.
 
@@ -52,7 +55,7 @@ def document_masks(
     positions = index - document_start
 
     loss_mask = ~is_eod
-    if pad_id is not None:
+    if pad_id is not None and pad_id != eod_id:
         is_pad = tokens == pad_id
         segment_ids = np.where(is_pad, 0, segment_ids)
         positions = np.where(is_pad, 0, positions)

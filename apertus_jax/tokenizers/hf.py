@@ -4,8 +4,8 @@ Special ids come from the file's own special added tokens, looked up by the docu
 below (the first one present wins). Chat tokens such as `<|eot_id|>` or `<end_of_turn>` are not document
 boundaries, so `tokenizer_config.json` (whose `eos_token` is often a chat token) is not consulted.
 Fallbacks, for files that lack them: no BoD token -> BoD = EoD (e.g. Qwen frames documents with
-`<|endoftext|>` only); no pad token -> pad = EoD (padding is marked by segment_ids == 0 in the
-pipeline, never by its id); no EoD token -> ValueError. Pass the token strings explicitly to override.
+`<|endoftext|>` only); no pad token -> pad = EoD (`data.masks.document_masks` then treats padding as
+EoD: never a target, real EoDs stay targets); no EoD token -> ValueError. Pass the token strings explicitly to override.
 """
 
 import os

@@ -2,8 +2,8 @@
 
 Special ids come from the model itself: BoD = its `bos_id`, EoD = its `eos_id`, pad = its `pad_id`.
 Models trained by `apertus_jax.tokenizers.train` use the tekken layout: unk 0, BoD 1, EoD 2, pad 3.
-Fallback for foreign models without a pad piece: pad = EoD (padding is marked by segment_ids == 0 in
-the pipeline, never by its id). A model without BoD or EoD is rejected.
+Fallback for foreign models without a pad piece: pad = EoD (`data.masks.document_masks` then treats
+padding as EoD: never a target, real EoDs stay targets). A model without BoD or EoD is rejected.
 """
 
 import os

@@ -39,6 +39,16 @@ def test_padding_attends_nowhere_and_is_never_a_target():
     assert loss_mask.tolist() == [1, 0]
 
 
+def test_pad_equal_to_eod_keeps_eod_targets():
+    """Tokenizers without a pad token pad with EoD: real EoDs must stay targets and keep their segment."""
+    tokens = np.array([BOD, 30, EOD, BOD, 31, EOD, EOD])
+    targets = np.array([30, EOD, BOD, 31, EOD, EOD, EOD])
+    segment_ids, positions, loss_mask = document_masks(tokens, EOD, pad_id=EOD, targets=targets)
+    assert segment_ids.tolist() == [1, 1, 1, 2, 2, 2, 3]
+    assert positions.tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert loss_mask.tolist() == [1, 1, 0, 1, 1, 0, 0]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.integers(4, 9), max_size=6), min_size=1, max_size=6), st.integers(0, 5))
 def test_segments_positions_follow_documents(documents, start):
