@@ -9,7 +9,7 @@ A plain dict (or `ml_collections.ConfigDict`)::
                                             # "jsonl" | "parquet" | "text" (raw, tokenized on the fly),
                                             # "demo" (apertus_jax.data.demo_corpus),
                                             # "seqio" (a registered seqio Task or Mixture; extra "seqio")
-          "paths": ["/data/web"],           # shard set directories / raw files or directories (not demo)
+          "paths": ["/data/web"],           # shard set directories / raw files or directories (not demo, seqio)
           "weight": 1.0,                    # token share when no stage sets weights
           "epochs": None,                   # None: repeat forever; N: at most N passes (then the stage
                                             #   fails loudly if it needs more tokens)
