@@ -126,8 +126,8 @@ def _examples(task_or_mixture_name: str, split: str):
             raise ValueError(f"seqio task {task.name!r} has no split {split!r}; it has {list(task.splits)}")
         dataset = task.get_dataset(sequence_length=None, split=split, shuffle=False, num_epochs=1,
                                    trim_output_features=False)
-        for example in dataset.as_numpy_iterator():
-            yield task, example
+        for index, example in enumerate(dataset.as_numpy_iterator()):
+            yield task, index, example
 
 
 def load_component(name: str, spec: dict[str, Any], tokenizer) -> mixture.Component:
@@ -148,7 +148,7 @@ def load_component(name: str, spec: dict[str, Any], tokenizer) -> mixture.Compon
     task_name, feature = spec["task"], spec["feature"]
     stats = sources.RawStats()
     texts, documents, scores = [], [], []
-    for index, (task, example) in enumerate(_examples(task_name, spec["split"])):
+    for task, index, example in _examples(task_name, spec["split"]):
         if feature not in example:
             raise ValueError(f"component {name!r}: seqio task {task.name!r} has no feature {feature!r}; "
                              f"it has {sorted(example)} (set 'feature')")
