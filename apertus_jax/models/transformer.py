@@ -99,12 +99,15 @@ class Apertus(nnx.Module):
         return constrain(logits_BxTxV, ("batch", "length", "vocab"))
 
     def _run_layers(self, x_BxTxD, positions_BxT, segment_ids_BxT):
+        """All blocks, each under `jax.checkpoint` with the remat policy; scanned or as a Python loop."""
         def layer_fn(x, graphdef, state):
             return nnx.merge(graphdef, state)(x, positions_BxT, segment_ids_BxT)
 
         policy = self.config.remat_policy
         if policy != "none":
-            layer_fn = jax.checkpoint(layer_fn, policy=REMAT_POLICIES[policy], static_argnums=(1,))
+            # CSE prevention is only needed outside scan (JAX docs of jax.checkpoint).
+            layer_fn = jax.checkpoint(layer_fn, policy=REMAT_POLICIES[policy], static_argnums=(1,),
+                                      prevent_cse=not self.config.scan_layers)
         if self.config.scan_layers:
             graphdef, state = nnx.split(self.layers)
             x_BxTxD, _ = jax.lax.scan(lambda x, s: (layer_fn(x, graphdef, s), None), x_BxTxD, state)
