@@ -89,18 +89,17 @@ def state_logical_axes(state: nnx.State) -> nnx.State:
 
 def state_shardings(state: nnx.State, mesh: Mesh,
                     rules: dict[str, tuple[str, ...]] = LOGICAL_AXIS_RULES) -> nnx.State:
-    """`NamedSharding` of every variable in `state` (e.g. `nnx.state(model)` or its `nnx.eval_shape` twin).
+    """`NamedSharding` of every variable in `state` (e.g. `nnx.state(model)`, its `nnx.eval_shape` twin, or
+    an `nnx.Optimizer`'s state, whose moments inherit the parameters' metadata).
 
     Returns the same tree with each variable's value replaced by its sharding, usable as `out_shardings`
-    of `jax.jit` or with `jax.device_put(state, shardings)`.
-
-    Raises:
-      KeyError: a variable without `logical_axes` metadata.
+    of `jax.jit` or with `jax.device_put(state, shardings)`. Variables without `logical_axes` metadata
+    (e.g. the optimizer step counter) are replicated.
     """
     mesh_shape = dict(mesh.shape)
 
     def sharding(v: nnx.Variable):
-        axes = v.get_metadata()["logical_axes"]
+        axes = v.get_metadata().get("logical_axes", (None,) * len(v.shape))
         return v.replace(NamedSharding(mesh, logical_to_spec(axes, v.shape, mesh_shape, rules)))
 
     return jax.tree.map(sharding, state, is_leaf=_is_variable)

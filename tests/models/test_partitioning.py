@@ -1,6 +1,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
@@ -43,6 +44,15 @@ def test_every_parameter_has_logical_axes():
         assert (axes[0] == "layers") == (path[0] == "layers"), path
     logical = state_logical_axes(params)
     assert logical["layers"]["mlp"]["down"].get_value() == ("layers", "mlp", "embed")
+
+
+def test_optimizer_state_follows_parameter_shardings():
+    model = nnx.eval_shape(lambda: Apertus(get_config("tiny", vocab_size=512), rngs=nnx.Rngs(0)))
+    opt = nnx.eval_shape(lambda: nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param))
+    shardings = state_shardings(nnx.state(opt), make_mesh(data=2, fsdp=2, tensor=2))
+    assert shardings["opt_state"][0]["mu"]["embed"].get_value().spec == P("tensor", "fsdp")
+    assert shardings["opt_state"][0]["nu"]["layers"][1]["mlp"]["down"].get_value().spec == P("tensor", "fsdp")
+    assert shardings["step"].get_value().spec == P()  # no logical axes: replicated
 
 
 def test_constrain_is_noop_without_mesh():
