@@ -33,6 +33,14 @@ def test_iban_with_one_digit_changed_is_kept():
         assert anonymize_pii(text) == (text, {"email": 0, "ip": 0, "iban": 0})
 
 
+def test_only_the_published_check_digits_pass():
+    """Mod 97 must equal 1: of the 100 check-digit pairs of a BBAN exactly one passes (remainder 0 fails)."""
+    for iban in VALID_IBANS:
+        compact = iban.replace(" ", "")
+        passing = [f"{cd:02d}" for cd in range(100) if iban_is_valid(f"{compact[:2]}{cd:02d}{compact[4:]}")]
+        assert passing == [compact[2:4]], iban
+
+
 def test_iban_followed_by_code_word_is_cut_at_country_length():
     assert anonymize_pii("IBAN: DE89 3704 0044 0532 0130 00 BLZ 37040044")[0] == "IBAN: <iban-pii> BLZ 37040044"
 
