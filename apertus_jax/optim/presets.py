@@ -39,6 +39,7 @@ class OptimPreset:
 
     @property
     def batch_plan(self) -> BatchSizePlan:
+        """The batch-size plan of `batch_phases`, boundaries snapped up to batch edges."""
         return BatchSizePlan(self.batch_phases, snap=True)
 
     def token_schedule(self) -> Schedule:
@@ -58,6 +59,7 @@ class OptimPreset:
         return schedule_in_steps(self.token_schedule(), self.batch_plan)
 
     def total_steps(self) -> int:
+        """Optimizer updates needed to consume `total_tokens` under the batch plan."""
         return self.batch_plan.step_at_tokens(self.total_tokens)
 
     def optimizer(self) -> optax.GradientTransformation:

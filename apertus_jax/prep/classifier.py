@@ -145,6 +145,18 @@ class Classifier:
     @classmethod
     def train(cls, texts: Sequence[str], labels: np.ndarray, embedder=None, objective: str | None = None,
               config: HeadConfig = HeadConfig()) -> "Classifier":
+        """Embeds `texts` and trains a head on float `labels` [N] (see `train_head`).
+
+        Args:
+          texts: documents.
+          labels: one number per document; {0, 1} only -> "binary", otherwise "regression".
+          embedder: default `HashedCharNgramEmbedder()`.
+          objective: "binary" or "regression"; None infers it from the labels.
+          config: head training settings.
+
+        Raises:
+          ValueError: as `train_head` (unknown objective, mismatched lengths, < 2 training examples).
+        """
         embedder = embedder or HashedCharNgramEmbedder()
         labels = np.asarray(labels, np.float64)
         objective = objective or ("binary" if set(np.unique(labels)) <= {0.0, 1.0} else "regression")

@@ -42,6 +42,7 @@ class HashedCharNgramEmbedder:
         self.name = f"hashed-char-ngrams(dim={dim},n={min_n}-{max_n},max_chars={max_chars})"
 
     def config(self) -> dict:
+        """JSON-serializable settings saved with a head; `embedder_from_config` rebuilds the embedder."""
         return {"kind": "hashed_char_ngrams", "dim": self.dim, "min_n": self.min_n, "max_n": self.max_n,
                 "max_chars": self.max_chars}
 
@@ -78,6 +79,7 @@ class CallableEmbedder:
         self.fn, self.dim, self.name = fn, dim, name
 
     def config(self) -> dict:
+        """Name and dim saved with a head; loading checks the user's embedder against them."""
         return {"kind": "callable", "dim": self.dim, "name": self.name}
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
