@@ -44,7 +44,7 @@ def load_labeled_jsonl(path: str) -> tuple[list[str], np.ndarray]:
 
     Raises:
       FileNotFoundError: no such file.
-      ValueError: a line without a string `text` and a numeric `label`, or no examples.
+      ValueError: a line that is not JSON or lacks a string `text` and a numeric `label`, or no examples.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"labeled JSONL {path!r} not found; one {{\"text\", \"label\"}} object per line")
@@ -53,8 +53,11 @@ def load_labeled_jsonl(path: str) -> tuple[list[str], np.ndarray]:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
-            if not isinstance(row.get("text"), str) or isinstance(row.get("label"), bool) or \
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{line_no}: not JSON ({error.msg})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("text"), str) or isinstance(row.get("label"), bool) or \
                     not isinstance(row.get("label"), (int, float)):
                 raise ValueError(f"{path}:{line_no}: expected {{\"text\": str, \"label\": number}}")
             texts.append(row["text"])

@@ -106,7 +106,7 @@ class RobotsSnapshot(Mapping):
 
     Raises:
       FileNotFoundError: the path does not exist.
-      ValueError: a JSONL line is not an object with a string `domain`.
+      ValueError: a JSONL line is not JSON, or not an object with a string `domain`.
     """
 
     def __init__(self, path: str):
@@ -138,7 +138,10 @@ class RobotsSnapshot(Mapping):
             for line_no, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                entry = json.loads(line)
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{path}:{line_no}: not JSON ({error.msg})") from None
                 if not isinstance(entry, dict) or not isinstance(entry.get("domain"), str):
                     raise ValueError(f"{path}:{line_no}: expected {{\"domain\": str, \"robots_txt\": str|null}}")
                 if isinstance(entry.get("robots_txt"), str):

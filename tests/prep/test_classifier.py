@@ -85,6 +85,10 @@ def test_bad_inputs(tmp_path):
     bad.write_text(json.dumps({"text": "ok", "label": "high"}) + "\n")
     with pytest.raises(ValueError, match="bad.jsonl:1"):
         load_labeled_jsonl(str(bad))
+    for line in ('["ok", 1]', '{"text": "ok", '):
+        bad.write_text(line + "\n")
+        with pytest.raises(ValueError, match="bad.jsonl:1"):
+            load_labeled_jsonl(str(bad))
     with pytest.raises(FileNotFoundError, match="classifier head"):
         Classifier.load(str(tmp_path / "none.safetensors"))
     with pytest.raises(ValueError, match="dim"):

@@ -97,5 +97,8 @@ def test_snapshot_errors(tmp_path):
     bad.write_text('["not", "an", "object"]\n')
     with pytest.raises(ValueError, match="bad.jsonl:1"):
         RobotsSnapshot(str(bad))
+    bad.write_text('{"domain": "a.example", "robots_txt": null}\n{"domain": \n')
+    with pytest.raises(ValueError, match="bad.jsonl:2: not JSON"):
+        RobotsSnapshot(str(bad))
     with pytest.raises(ValueError, match="mode"):
         check_document("https://h/", {}, "host")
