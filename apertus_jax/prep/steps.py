@@ -150,16 +150,12 @@ class Decontaminate(PrepStep):
     def __init__(self, benchmarks: str, report_dir: str, prompt_key: str = "prompt", id_key: str = "id",
                  n: int = 8, min_block: int = 5, threshold: float = 0.5, lang_key: str = "lang"):
         super().__init__(lang_key)
-        if not os.path.isfile(benchmarks):
-            raise FileNotFoundError(f"benchmark prompts {benchmarks!r} not found (JSONL with {prompt_key!r})")
-        self.benchmarks, self.report_dir, self.prompt_key, self.id_key = benchmarks, report_dir, prompt_key, id_key
+        self.prompts = _load_prompts(benchmarks, prompt_key, id_key)
+        self.report_dir = report_dir
         self.n, self.min_block, self.threshold = n, min_block, threshold
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        with open(self.benchmarks, encoding="utf-8") as f:
-            items = [json.loads(line) for line in f if line.strip()]
-        prompts = {str(item.get(self.id_key, i)): item[self.prompt_key] for i, item in enumerate(items)}
-        decon = decontam.Decontaminator(prompts, self.n, self.min_block, self.threshold)
+        decon = decontam.Decontaminator(self.prompts, self.n, self.min_block, self.threshold)
         os.makedirs(self.report_dir, exist_ok=True)
         path = os.path.join(self.report_dir, f"{rank:05d}.jsonl")
         with open(f"{path}.tmp", "w", encoding="utf-8") as report:
@@ -174,6 +170,28 @@ class Decontaminate(PrepStep):
                 if not flags:
                     yield doc
         os.replace(f"{path}.tmp", path)
+
+
+def _load_prompts(path: str, prompt_key: str, id_key: str) -> dict[str, str]:
+    """`{id: prompt}` from a benchmark JSONL (the line index when an item has no `id_key`).
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: a line that is not a JSON object with a string `prompt_key`.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"benchmark prompts {path!r} not found (JSONL with {prompt_key!r})")
+    prompts = {}
+    with open(path, encoding="utf-8") as f:
+        for index, line in enumerate(line for line in f if line.strip()):
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}: item {index}: not JSON ({error.msg})") from None
+            if not isinstance(item, dict) or not isinstance(item.get(prompt_key), str):
+                raise ValueError(f"{path}: item {index} has no string {prompt_key!r}; set decontam.prompt_key")
+            prompts[str(item.get(id_key, index))] = item[prompt_key]
+    return prompts
 
 
 class ScoreDocuments(PrepStep):

@@ -58,6 +58,11 @@ def test_decontaminate_step_writes_flagged_pairs(tmp_path):
     pairs = [json.loads(line) for line in (tmp_path / "report" / "00000.jsonl").read_text().splitlines()]
     assert [(p["doc_id"], p["prompt_id"]) for p in pairs] == [("d0", "q1")]
     assert pairs[0]["overlap"] == pairs[0]["prompt_tokens"]
+    bench.write_text(json.dumps({"id": "q1", "question": prompt}) + "\n")
+    with pytest.raises(ValueError, match="item 0 has no string 'prompt'; set decontam.prompt_key"):
+        steps.Decontaminate(str(bench), str(tmp_path / "report"))
+    with pytest.raises(FileNotFoundError, match="benchmark prompts"):
+        steps.Decontaminate(str(tmp_path / "none.jsonl"), str(tmp_path / "report"))
 
 
 def test_toxicity_and_tier_steps(tmp_path):
