@@ -42,6 +42,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from apertus_jax.data.goldfish import HASHES
+
 COMPONENT_KINDS = ("arrayrecord", "jsonl", "parquet", "text", "demo", "seqio")
 ORDERS = ("shuffle", "sorted", "sequential")
 _COMPONENT_DEFAULTS = {
@@ -154,8 +156,8 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
 
     goldfish = _with_defaults("data_config['goldfish']", dict(data_config.get("goldfish") or {}),
                               _GOLDFISH_DEFAULTS)
-    if goldfish["hash"] not in ("apertus", "mixed"):
-        raise ValueError(f"data_config['goldfish']['hash'] = {goldfish['hash']!r}; use 'apertus' or 'mixed'")
+    if goldfish["hash"] not in HASHES:
+        raise ValueError(f"data_config['goldfish']['hash'] = {goldfish['hash']!r}; use one of {HASHES}")
     if not isinstance(goldfish["k"], int) or goldfish["k"] < 0:
         raise ValueError(f"data_config['goldfish']['k'] must be an integer >= 0 (0 disables), got {goldfish['k']!r}")
     _positive_int("data_config['goldfish']['h']", goldfish["h"], False)
