@@ -205,3 +205,29 @@ def test_global_batch_from_process_local_pieces(tekken, german_jsonl):
     batch = {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local.items()}
     assert batch["tokens"].shape == (8, SEQ_LEN) and len(batch["tokens"].sharding.device_set) == 8
     np.testing.assert_array_equal(np.asarray(batch["loss_mask"]), local["loss_mask"])
+
+
+def test_tokenizer_without_pad_token_keeps_eod_targets(german_jsonl, tmp_path):
+    """HF tokenizers without a pad token fall back to pad = EoD; real EoDs must stay targets."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from apertus_jax.tokenizers.hf import HFTokenizer
+
+    texts = [json.loads(line)["text"] for line in german_jsonl.read_text(encoding="utf-8").splitlines()[:50]]
+    hf = Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf.save(str(tmp_path / "tokenizer.json"))
+    tokenizer = HFTokenizer(str(tmp_path / "tokenizer.json"))
+    assert tokenizer.pad_id == tokenizer.eod_id
+    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)]}}, "goldfish": {"k": 0}}
+    batches = take(build_train_pipeline(config, tokenizer, SEQ_LEN, 4), 6)
+    eod_targets = 0
+    for batch in batches:
+        assert (batch["segment_ids"] > 0).all()  # an endless stream has no padding
+        last_of_document = (batch["targets"] == tokenizer.eod_id) & (batch["tokens"] != tokenizer.eod_id)
+        assert (batch["loss_mask"][last_of_document] == 1).all()
+        eod_targets += int(last_of_document.sum())
+    assert eod_targets > 0
