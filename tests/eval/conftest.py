@@ -1,6 +1,9 @@
 """Fixtures of the evaluation tests: a tiny random model, its log-prob function and the 1,024-id demo BPE."""
 
+import jax
+import numpy as np
 import pytest
+from flax import nnx
 
 from apertus_jax.eval.scoring import make_token_logprobs_fn
 from apertus_jax.models import create_model, get_config
@@ -17,6 +20,14 @@ def tiny_model():
 @pytest.fixture(scope="session")
 def token_logprobs(tiny_model):
     return make_token_logprobs_fn(tiny_model)
+
+
+@pytest.fixture(scope="session")
+def forward(tiny_model):
+    """The tiny model's plain forward, jitted (reference logits for the scoring tests)."""
+    graphdef, state = nnx.split(tiny_model)
+    jitted = jax.jit(lambda state, *args: nnx.merge(graphdef, state)(*args))
+    return lambda tokens, positions, segment_ids: np.asarray(jitted(state, tokens, positions, segment_ids), np.float64)
 
 
 @pytest.fixture(scope="session")

@@ -32,19 +32,21 @@ def test_uniform_model_has_perplexity_equal_to_vocab_size(documents, tokenizer):
     assert result.bits_per_byte == pytest.approx(result.num_tokens * 10 / num_bytes, rel=1e-5)  # log2(1024) = 10
 
 
-def test_packed_perplexity_equals_per_document_forwards(tiny_model, token_logprobs, documents, tokenizer):
+def test_packed_perplexity_equals_per_document_forwards(forward, token_logprobs, documents, tokenizer):
     """With one row long enough for all documents (none is split), packing them into that row (EoD masking,
     positions restarting) gives exactly the per-document log-likelihoods."""
     docs = [tokenizer.encode_document(t[:60]) for t in documents[0]]
     result = perplexity(token_logprobs, docs, seq_len=384, batch_size=2, eod_id=tokenizer.eod_id,
                         pad_id=tokenizer.pad_id)
     assert len(packed_rows(docs, 384, tokenizer.pad_id)) == 1
-    nll = 0.0
-    for doc in docs:
-        logits = np.asarray(tiny_model(doc[None], np.arange(len(doc), dtype=np.int32)[None], np.ones((1, len(doc)),
-                                                                                                  np.int32)), np.float64)
-        log_z = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
-        nll += float(np.sum(log_z[0, :-1] - logits[0, np.arange(len(doc) - 1), doc[1:]]))
+    # Reference: one document per row, right-padded (segment 0), float64 log-softmax in numpy.
+    width = max(len(d) for d in docs)
+    tokens = np.stack([np.pad(d, (0, width - len(d)), constant_values=tokenizer.pad_id) for d in docs])
+    segment_ids = np.stack([np.arange(width) < len(d) for d in docs]).astype(np.int32)
+    logits = forward(tokens, np.broadcast_to(np.arange(width, dtype=np.int32), tokens.shape), segment_ids)
+    log_z = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+    nll = sum(float(np.sum(log_z[i, :len(d) - 1] - logits[i, np.arange(len(d) - 1), d[1:]]))
+              for i, d in enumerate(docs))
     assert result.num_tokens == sum(len(d) - 1 for d in docs)
     assert result.nll == pytest.approx(nll, rel=1e-5)
     assert result.nll_per_token == pytest.approx(nll / result.num_tokens, rel=1e-5)

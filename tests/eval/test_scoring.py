@@ -15,21 +15,21 @@ def ids(tokenizer):
     return tokenizer.encode(TEXT)
 
 
-def _direct(model, context, continuation):
+def _direct(forward, context, continuation):
     """log p(continuation | context) from one unpacked forward and a float64 numpy log-softmax."""
     seq = np.asarray([*context, *continuation], np.int32)[None]
-    logits = np.asarray(model(seq, np.arange(seq.shape[1], dtype=np.int32)[None], np.ones_like(seq)), np.float64)
+    logits = forward(seq, np.arange(seq.shape[1], dtype=np.int32)[None], np.ones_like(seq))
     logprobs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
         - logits.max(-1, keepdims=True)
     n = len(context)
     return np.asarray([logprobs[0, n - 1 + j, t] for j, t in enumerate(continuation)])
 
 
-def test_matches_direct_log_softmax(tiny_model, token_logprobs, tokenizer, ids):
+def test_matches_direct_log_softmax(forward, token_logprobs, tokenizer, ids):
     context, continuation = [tokenizer.bod_id, *ids[:10]], ids[10:17]
     [got] = continuation_logprobs(token_logprobs, [(context, continuation)], seq_len=SEQ_LEN, batch_size=1,
                                   pad_id=tokenizer.pad_id)
-    expected = _direct(tiny_model, context, continuation)
+    expected = _direct(forward, context, continuation)
     assert got.shape == (7,)
     np.testing.assert_allclose(got, expected, atol=1e-4)
     assert np.all(got < 0) and np.ptp(got) > 0.1  # real, varying log-probabilities
