@@ -87,7 +87,10 @@ class Apertus(nnx.Module):
 
     def embed_tokens(self, tokens: jax.Array) -> jax.Array:
         """Token ids `[B, T]` int32 -> residual stream `[B, T, d_model]` in compute dtype."""
-        x_BxTxD = jnp.take(self.embed[...], tokens, axis=0).astype(jnp.dtype(self.config.dtype))
+        # Gather from a table whole along "embed" (FSDP all-gathers weights before use anyway): a gather from
+        # an fsdp-sharded embed dim into batch-sharded rows forces XLA to replicate the whole output.
+        table_VxD = constrain(self.embed[...], ("vocab", None))
+        x_BxTxD = jnp.take(table_VxD, tokens, axis=0).astype(jnp.dtype(self.config.dtype))
         return constrain(x_BxTxD, ("batch", "length", "embed"))
 
     def head(self, x_BxTxD: jax.Array) -> jax.Array:
