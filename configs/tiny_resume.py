@@ -25,6 +25,5 @@ def get_config():
   config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 1, 2, -1
   config.checkpoint.every_steps = 2
   config.checkpoint.keep = 50
-  config.checkpoint.async_save = False
   config.lock()
   return config

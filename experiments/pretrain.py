@@ -45,9 +45,20 @@ def _quiet_library_logs() -> None:
   logging.get_absl_handler().addFilter(keep)
 
 
+def _enable_compilation_cache() -> None:
+  """Persistent XLA compilation cache (default ~/.cache/apertus_jax/xla; JAX_COMPILATION_CACHE_DIR
+  overrides): a restarted or resumed run skips recompiling its train step."""
+  import jax
+  from apertus_jax.train.inputs import cache_dir
+  if not jax.config.jax_compilation_cache_dir:
+    jax.config.update("jax_compilation_cache_dir", os.path.join(cache_dir(), "xla"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
 def main(argv) -> None:
   del argv
   _quiet_library_logs()
+  _enable_compilation_cache()
   _initialize_distributed()
   from apertus_jax.train.checkpoint import WorkdirLockedError
   from apertus_jax.train.loop import train

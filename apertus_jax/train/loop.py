@@ -134,16 +134,20 @@ def _run(config, workdir, spec, tx, mesh, data_iter, checkpointer, state, progre
           donate_argnums=(0, 1))
     return steps_by_rows[rows]
 
+  saved_step = progress.step if checkpointer.all_steps() else -1
+
   def save():
+    nonlocal saved_step
     meta = {"progress": dataclasses.asdict(progress), "param_shapes": shapes, "seed": config.seed}
     checkpointer.save(progress.step, state, data_iter, meta)
+    saved_step = progress.step
 
   try:
     last_time = time.time()
     while progress.step < total_steps:
       if preemption.should_stop():
         logging.warning("SIGTERM: saving a checkpoint at step %d and exiting", progress.step)
-        if progress.step not in checkpointer.all_steps():
+        if saved_step != progress.step:
           save()
         checkpointer.wait()
         return "preempted"

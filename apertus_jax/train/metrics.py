@@ -84,8 +84,13 @@ class MetricsWriter:
   def _truncate_after(self, step: int) -> None:
     if not os.path.exists(self.path):
       return
+    kept = []
     with open(self.path) as f:
-      kept = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
+      for line in f:
+        if not line.endswith("\n"):
+          break  # a line cut short by a crash
+        if json.loads(line)["step"] <= step:
+          kept.append(line)
     tmp = self.path + ".tmp"
     with open(tmp, "w") as f:
       f.writelines(kept)

@@ -45,6 +45,17 @@ def _demo_iterator(seq_len: int = 32, rows: int = 8):
                               demo_tokenizer(1024), seq_len=seq_len, batch_size=rows)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compilation_cache(tmp_path_factory):
+  """A persistent XLA cache shared by this session's in-process runs and subprocesses: each train step
+  compiles once (a restarted run reuses it, as a resumed job does with the CLI's cache)."""
+  import jax
+  path = str(tmp_path_factory.mktemp("xla_cache"))
+  jax.config.update("jax_compilation_cache_dir", path)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  return path
+
+
 @pytest.fixture(scope="session")
 def text_batch():
   return _text_batch
@@ -58,3 +69,27 @@ def tiny_model():
 @pytest.fixture(scope="session")
 def demo_iterator():
   return _demo_iterator
+
+
+def _read_metrics(workdir: str) -> list[dict]:
+  """The records of WORKDIR/metrics.jsonl."""
+  import json
+  import os
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="session")
+def losses_of():
+  """workdir -> [(step, loss), ...] from its metrics.jsonl."""
+  return lambda workdir: [(r["step"], r["loss"]) for r in _read_metrics(workdir)]
+
+
+@pytest.fixture(scope="session")
+def uninterrupted(tmp_path_factory):
+  """An uninterrupted in-process run of configs/tiny_resume.py: the reference for every resume test."""
+  from apertus_jax.train.loop import train
+  from configs import tiny_resume
+  workdir = str(tmp_path_factory.mktemp("uninterrupted"))
+  assert train(tiny_resume.get_config(), workdir) == "done"
+  return workdir

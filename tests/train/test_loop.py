@@ -3,7 +3,6 @@
 import json
 import os
 
-import ml_collections
 import numpy as np
 import pytest
 
@@ -21,25 +20,13 @@ class Crash(Exception):
   """Stands in for kill -9: raised after a step's metrics line, before that step's checkpoint."""
 
 
-def _losses(workdir):
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    return [(r["step"], r["loss"]) for r in map(json.loads, f)]
-
-
 def _tree_snapshot(directory):
   return sorted((root, tuple(sorted(files)), tuple(os.path.getmtime(os.path.join(root, f)) for f in sorted(files)))
                 for root, _, files in os.walk(directory))
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-  workdir = str(tmp_path_factory.mktemp("uninterrupted"))
-  assert train(tiny_resume.get_config(), workdir) == "done"
-  return workdir
-
-
-def test_uninterrupted_run_writes_everything(uninterrupted):
-  losses = _losses(uninterrupted)
+def test_uninterrupted_run_writes_everything(uninterrupted, losses_of):
+  losses = losses_of(uninterrupted)
   assert [s for s, _ in losses] == list(range(1, 13))
   for name in ("config.json", "loss.png", "checkpoints/12", "tensorboard"):
     assert os.path.exists(os.path.join(uninterrupted, name)), name
@@ -49,7 +36,7 @@ def test_uninterrupted_run_writes_everything(uninterrupted):
                          "goldfish_dropped_fraction", "skipped_steps"}
 
 
-def test_resume_after_crashes_is_bitwise_identical(uninterrupted, tmp_path, monkeypatch):
+def test_resume_after_crashes_is_bitwise_identical(uninterrupted, tmp_path, monkeypatch, losses_of):
   workdir = str(tmp_path)
   write = metrics_lib.MetricsWriter.write
   pending = list(CRASH_STEPS)
@@ -69,7 +56,7 @@ def test_resume_after_crashes_is_bitwise_identical(uninterrupted, tmp_path, monk
     except Crash:
       crashes += 1
   assert crashes == len(CRASH_STEPS) >= 5
-  assert _losses(workdir) == _losses(uninterrupted)  # float equality of every step's loss: bitwise
+  assert losses_of(workdir) == losses_of(uninterrupted)  # float equality of every step's loss: bitwise
 
 
 def _bad(**changes):

@@ -1,0 +1,110 @@
+"""The CLI in subprocesses: kill -9 and SIGTERM then resume (issue 5, Done 2), one-line errors (Done 5), and
+two processes on localhost (gloo) matching the single-process run."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COMMAND = [sys.executable, "-m", "experiments.pretrain", "--config=configs/tiny_resume.py"]
+
+
+def _env(compilation_cache, **extra):
+  env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=compilation_cache, **extra)
+  env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+  return env
+
+
+def _last_step(workdir):
+  try:
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+      lines = f.read().splitlines()
+  except FileNotFoundError:
+    return 0
+  return json.loads(lines[-1])["step"] if lines else 0
+
+
+def _start(workdir, env):
+  return subprocess.Popen(COMMAND + [f"--workdir={workdir}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def _inode(workdir):
+  try:
+    return os.stat(os.path.join(workdir, "metrics.jsonl")).st_ino
+  except FileNotFoundError:
+    return None
+
+
+def _signal_after_step(process, workdir, step, signum):
+  """Sends `signum` once this process has rewritten metrics.jsonl (a resumed run first drops the lines after
+  its checkpoint, replacing the file) and logged a step > `step`, or the run ended."""
+  old_inode = _inode(workdir)
+  while process.poll() is None and (_inode(workdir) == old_inode or _last_step(workdir) <= step):
+    time.sleep(0.02)
+  process.send_signal(signum)
+  return process.wait(timeout=300)
+
+
+def test_kill9_and_sigterm_then_resume_match_uninterrupted(uninterrupted, losses_of, compilation_cache, tmp_path):
+  workdir, env = str(tmp_path), _env(compilation_cache)
+  _signal_after_step(_start(workdir, env), workdir, 4, signal.SIGKILL)
+  killed_at = _last_step(workdir)
+  assert killed_at < 12
+
+  process = _start(workdir, env)
+  resumed_from = max(s for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
+  assert _signal_after_step(process, workdir, int(resumed_from), signal.SIGTERM) == 0, process.stderr.read()
+  stopped_at = _last_step(workdir)
+  steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
+  assert steps[-1] == stopped_at  # SIGTERM: a checkpoint at the current step
+
+  final = subprocess.run(COMMAND + [f"--workdir={workdir}"], cwd=ROOT, env=env, capture_output=True, text=True)
+  assert final.returncode == 0, final.stderr[-2000:]
+  if losses_of(workdir) != losses_of(uninterrupted):
+    import shutil
+    shutil.copytree(workdir, "/tmp/trainer/failcase", dirs_exist_ok=True)
+    shutil.copytree(uninterrupted, "/tmp/trainer/failcase_ref", dirs_exist_ok=True)
+    print("DEBUG", killed_at, resumed_from, stopped_at, steps)
+  assert losses_of(workdir) == losses_of(uninterrupted)
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--config.train.bogus=1", "bogus"),
+    ("--config.model.vocab_size=512", "error: tokenizer sentencepiece:demo_bpe1024"),
+])
+def test_cli_errors_are_one_line(flag, message, compilation_cache, tmp_path):
+  result = subprocess.run(COMMAND + [f"--workdir={tmp_path}/w", flag], cwd=ROOT, env=_env(compilation_cache),
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode != 0
+  errors = [line for line in result.stderr.splitlines() if message in line]
+  assert len(errors) == 1, result.stderr[-2000:]
+  assert not os.path.exists(f"{tmp_path}/w/checkpoints")
+
+
+def test_two_processes_match_single_process(uninterrupted, losses_of, compilation_cache, tmp_path):
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  workdir = str(tmp_path)
+  processes = [
+      subprocess.Popen(
+          COMMAND + [f"--workdir={workdir}", "--config.train.steps=4"], cwd=ROOT, stdout=subprocess.DEVNULL,
+          stderr=subprocess.PIPE, text=True,
+          env=_env(compilation_cache, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+                   JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)))
+      for i in range(2)]
+  for process in processes:
+    assert process.wait(timeout=600) == 0, process.stderr.read()[-3000:]
+  two = losses_of(workdir)
+  one = losses_of(uninterrupted)[:4]
+  assert [s for s, _ in two] == [1, 2, 3, 4]
+  # Same global batches and program; only the cross-process all-reduce order may differ.
+  np.testing.assert_allclose([l for _, l in two], [l for _, l in one], rtol=1e-6)
