@@ -10,7 +10,7 @@ Tasks:
   and unnormalised, and the chance level.
 - `perplexity`: the demo corpus's held-out split, packed and masked as in training (EoD rules); perplexity,
   nats per token and bits per byte.
-- `memorization`: prefix -> greedy suffix on documents of the demo corpus's training split vs held-out ones
+- `memorization`: prefix -> greedy (or `--temperature=1 --top_p=0.9` nucleus-sampled) suffix on documents of the demo corpus's training split vs held-out ones
   (the baseline of unseen text); ROUGE-L, LCCS, exact match and TTR.
 
 The result is printed and written as JSON to `--output` (default WORKDIR/eval/TASK.json, atomically). A bad
@@ -31,6 +31,8 @@ _SEQ_LEN = flags.DEFINE_integer("seq_len", 0, "Row length for scoring (0 = the r
                                 "512 for exams_qa, whose longest options exceed 100 tokens with small BPEs).")
 _PREFIX_LEN = flags.DEFINE_integer("prefix_len", 32, "Memorization: prompt tokens (with <s>).")
 _SUFFIX_LEN = flags.DEFINE_integer("suffix_len", 32, "Memorization: generated and scored tokens.")
+_TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "Memorization: 0 = greedy; SPEC.md 9 also uses 1.0 ...")
+_TOP_P = flags.DEFINE_float("top_p", 1.0, "Memorization: ... with nucleus top-p 0.9.")
 _OUTPUT = flags.DEFINE_string("output", None, "JSON result path (default WORKDIR/eval/TASK.json).")
 
 EXAMS_QA_SUFFIX = "_exams_qa"
@@ -41,7 +43,7 @@ def _limited(items: list, limit: int) -> list:
 
 
 def run(workdir: str, task: str, *, limit: int = 0, batch_size: int = 16, seq_len: int = 0, prefix_len: int = 32,
-        suffix_len: int = 32) -> dict:
+        suffix_len: int = 32, temperature: float = 0.0, top_p: float = 1.0) -> dict:
     """Evaluates the newest checkpoint of `workdir` on `task`; returns the JSON-ready result.
 
     Raises:
@@ -83,9 +85,11 @@ def run(workdir: str, task: str, *, limit: int = 0, batch_size: int = 16, seq_le
         documents = [tokenizer.encode_document(d["text"]) for d in demo_corpus.load_demo_documents(split)]
         documents = _limited([d for d in documents if len(d) >= need], limit or 64)
         scores = memorization_scores(trained.model, documents, prefix_len=prefix_len, suffix_len=suffix_len,
-                                     batch_size=batch_size, pad_id=tokenizer.pad_id)
+                                     batch_size=batch_size, temperature=temperature, top_p=top_p,
+                                     pad_id=tokenizer.pad_id)
         result[split] = {"num_documents": len(documents), **mean_scores(scores)}
-    return {**result, "prefix_len": prefix_len, "suffix_len": suffix_len}
+    return {**result, "prefix_len": prefix_len, "suffix_len": suffix_len, "temperature": temperature,
+            "top_p": top_p}
 
 
 def main(argv) -> None:
@@ -95,7 +99,8 @@ def main(argv) -> None:
         sys.exit(2)
     try:
         result = run(_WORKDIR.value, _TASK.value, limit=_LIMIT.value, batch_size=_BATCH_SIZE.value,
-                     seq_len=_SEQ_LEN.value, prefix_len=_PREFIX_LEN.value, suffix_len=_SUFFIX_LEN.value)
+                     seq_len=_SEQ_LEN.value, prefix_len=_PREFIX_LEN.value, suffix_len=_SUFFIX_LEN.value,
+                     temperature=_TEMPERATURE.value, top_p=_TOP_P.value)
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
