@@ -33,6 +33,37 @@ def test_mask_decays_matrices_and_embeddings_only():
     }
 
 
+def test_scanned_layers_keep_norms_and_xielu_scalars_undecayed():
+    """With a leading layer axis, norm weights are 2-D and xIELU scalars [L, 1]: still never decayed."""
+    stacked = {
+        "embed": jnp.zeros((16, 8)),
+        "final_norm": {"weight": jnp.zeros((8,))},
+        "layers": {
+            "attn": {"q_proj": jnp.zeros((2, 8, 2, 4)), "q_norm": {"weight": jnp.zeros((2, 4))}},
+            "attn_norm": {"weight": jnp.zeros((2, 8))},
+            "mlp": {"act": {"a_p": jnp.zeros((2, 1)), "a_n": jnp.zeros((2, 1))}, "up": jnp.zeros((2, 8, 12))},
+        },
+        "lm_head": jnp.zeros((8, 16)),
+    }
+    assert default_weight_decay_mask(stacked) == {
+        "embed": True,
+        "final_norm": {"weight": False},
+        "layers": {
+            "attn": {"q_proj": True, "q_norm": {"weight": False}},
+            "attn_norm": {"weight": False},
+            "mlp": {"act": {"a_p": False, "a_n": False}, "up": True},
+        },
+        "lm_head": True,
+    }
+    # HF names (SPEC.md 1) stacked the same way.
+    hf = {"feedforward_layernorm": {"weight": jnp.zeros((2, 8))},
+          "act_fn": {"alpha_p": jnp.zeros((2, 1)), "alpha_n": jnp.zeros((2, 1))},
+          "up_proj": {"weight": jnp.zeros((2, 12, 8))}}
+    assert default_weight_decay_mask(hf) == {"feedforward_layernorm": {"weight": False},
+                                             "act_fn": {"alpha_p": False, "alpha_n": False},
+                                             "up_proj": {"weight": True}}
+
+
 def test_mask_works_on_abstract_shapes():
     abstract = {"w": jax.ShapeDtypeStruct((3, 4), jnp.float32), "b": jax.ShapeDtypeStruct((4,), jnp.float32)}
     assert default_weight_decay_mask(abstract) == {"w": True, "b": False}
