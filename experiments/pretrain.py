@@ -21,8 +21,9 @@ _WORKDIR = flags.DEFINE_string("workdir", "workdir/tiny_demo", "Run directory: c
 def _initialize_distributed() -> None:
   """`jax.distributed.initialize()` on multi-process launches (TPU pod slices, SLURM, or explicit env).
 
-  JAX detects TPU pods and SLURM from their environment; an explicit launch sets
-  JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID. Single-process runs skip it.
+  JAX detects TPU pods and SLURM from their environment (launch/tpu_pod.sh sets APERTUS_DISTRIBUTED=1); an
+  explicit launch sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID (e.g. several CPU
+  processes on one machine, which then use gloo collectives). Single-process runs skip it.
   """
   import jax
   if os.environ.get("JAX_PLATFORMS", "") == "cpu" and int(os.environ.get("JAX_NUM_PROCESSES", "1")) > 1:
@@ -32,8 +33,8 @@ def _initialize_distributed() -> None:
                                int(os.environ["JAX_PROCESS_ID"]))
   elif "SLURM_JOB_ID" in os.environ and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
     jax.distributed.initialize()
-  elif os.environ.get("TPU_WORKER_HOSTNAMES", "").count(",") > 0:
-    jax.distributed.initialize()
+  elif os.environ.get("APERTUS_DISTRIBUTED") == "1" or os.environ.get("TPU_WORKER_HOSTNAMES", "").count(","):
+    jax.distributed.initialize()  # TPU pod slices: coordinator and process id from the TPU metadata
 
 
 def _quiet_library_logs() -> None:
