@@ -18,7 +18,7 @@ import numpy as np
 
 from apertus_jax.data.masks import document_masks
 from apertus_jax.data.packing import PackedRows
-from apertus_jax.eval.scoring import TokenLogprobsFn
+from apertus_jax.eval.scoring import TokenLogprobsFn, batched_token_logprobs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +51,7 @@ def perplexity(token_logprobs: TokenLogprobsFn, documents: Sequence[np.ndarray],
       token_logprobs: from `apertus_jax.eval.scoring.make_token_logprobs_fn(model)`.
       documents: int token arrays, each starting with BoD and ending with EoD.
       seq_len: inputs per row (the training `data.seq_len`).
-      batch_size: rows per forward pass (the last batch is padded with padding rows).
+      batch_size: rows per forward pass.
       eod_id, pad_id: the tokenizer's ids.
       num_bytes: total UTF-8 bytes of the texts, for bits per byte.
 
@@ -64,18 +64,14 @@ def perplexity(token_logprobs: TokenLogprobsFn, documents: Sequence[np.ndarray],
         if len(doc) < 2 or doc[-1] != eod_id:
             raise ValueError(f"document {i} must be [bod, ..., eod] (use tokenizer.encode_document)")
     rows = packed_rows(documents, seq_len, pad_id)
-    padded = -(-len(rows) // batch_size) * batch_size
-    rows = np.concatenate([rows, np.full((padded - len(rows), seq_len + 1), pad_id, np.int32)])
     # Masks of the T + 1 tokens equal the training masks on the first T (document_masks is causal).
     segment_ids, positions, _ = document_masks(rows, eod_id, pad_id)
     _, _, loss_mask = document_masks(rows[:, :-1], eod_id, pad_id, targets=rows[:, 1:])
-    nll, count = 0.0, 0
-    for b in range(0, padded, batch_size):
-        batch = slice(b, b + batch_size)
-        logprobs = token_logprobs(rows[batch], positions[batch], segment_ids[batch])
-        mask = loss_mask[batch].astype(bool)
-        nll -= float(np.sum(logprobs[mask], dtype=np.float64))
-        count += int(mask.sum())
+    logprobs = batched_token_logprobs(token_logprobs, {"tokens": rows, "positions": positions,
+                                                       "segment_ids": segment_ids},
+                                      batch_size=batch_size, pad_id=pad_id)
+    mask = loss_mask.astype(bool)
+    nll, count = -float(np.sum(logprobs[mask], dtype=np.float64)), int(mask.sum())
     return PerplexityResult(
         num_documents=len(documents), num_tokens=count, nll=nll, perplexity=math.exp(nll / count),
         bits_per_byte=None if num_bytes is None else nll / math.log(2) / num_bytes)

@@ -109,14 +109,26 @@ def continuation_logprobs(token_logprobs: TokenLogprobsFn, requests: Sequence[Re
     Returns:
       One float32 array `[len(continuation_ids)]` (natural log) per request.
     """
+    rows, spans = pack_requests(requests, seq_len, pad_id)
+    logprobs = batched_token_logprobs(token_logprobs, rows, batch_size=batch_size, pad_id=pad_id)
+    return [logprobs[row, start:stop] for row, start, stop in spans]
+
+
+def batched_token_logprobs(token_logprobs: TokenLogprobsFn, rows: dict[str, np.ndarray], *, batch_size: int,
+                           pad_id: int) -> np.ndarray:
+    """`token_logprobs` over rows `{"tokens", "positions", "segment_ids"}` (int32 `[R, T]`) in batches of
+    `batch_size` rows, the last one filled up with padding rows so every call has the same shape (one
+    compilation). Returns float32 `[R, T - 1]`.
+
+    Raises:
+      ValueError: batch_size < 1.
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1")
-    rows, spans = pack_requests(requests, seq_len, pad_id)
-    num_rows = len(rows["tokens"])
+    num_rows, length = rows["tokens"].shape
     padded = -(-num_rows // batch_size) * batch_size
-    rows = {k: np.pad(v, ((0, padded - num_rows), (0, 0)), constant_values=pad_id if k == "tokens" else 0)
-            for k, v in rows.items()}
-    logprobs = np.concatenate([
-        token_logprobs(*(rows[k][b:b + batch_size] for k in ("tokens", "positions", "segment_ids")))
-        for b in range(0, padded, batch_size)]) if padded else np.zeros((0, seq_len - 1), np.float32)
-    return [logprobs[row, start:stop] for row, start, stop in spans]
+    rows = {k: np.pad(rows[k], ((0, padded - num_rows), (0, 0)), constant_values=pad_id if k == "tokens" else 0)
+            for k in ("tokens", "positions", "segment_ids")}
+    batches = [token_logprobs(*(rows[k][b:b + batch_size] for k in ("tokens", "positions", "segment_ids")))
+               for b in range(0, padded, batch_size)]
+    return np.concatenate(batches)[:num_rows] if batches else np.zeros((0, length - 1), np.float32)

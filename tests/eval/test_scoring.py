@@ -83,3 +83,8 @@ def test_bad_requests_raise(request_, message):
     with pytest.raises(ValueError, match=message):
         pack_requests([request_], 8, pad_id=3)
 
+
+
+def test_batch_size_must_be_positive(token_logprobs):
+    with pytest.raises(ValueError, match="batch_size=0"):
+        continuation_logprobs(token_logprobs, [([1, 5], [6])], seq_len=SEQ_LEN, batch_size=0, pad_id=3)
