@@ -80,6 +80,12 @@ def _read_metrics(workdir: str) -> list[dict]:
 
 
 @pytest.fixture(scope="session")
+def read_records():
+  """workdir -> the records of its metrics.jsonl."""
+  return _read_metrics
+
+
+@pytest.fixture(scope="session")
 def losses_of():
   """workdir -> [(step, loss), ...] from its metrics.jsonl."""
   return lambda workdir: [(r["step"], r["loss"]) for r in _read_metrics(workdir)]
