@@ -7,7 +7,7 @@ from its environment, first match wins:
 | --- | --- | --- |
 | explicit | JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID | as given |
 | slurm | inside `srun` (SLURM_JOB_ID, SLURM_STEP_NODELIST, SLURM_NTASKS > 1, SLURM_PROCID, SLURM_LOCALID) | JAX's SLURM detection: first host of the step's node list, port from the job id; SLURM_NTASKS; SLURM_PROCID; one GPU per task (SLURM_LOCALID) |
-| tpu | GKE (TPU_WORKER_HOSTNAMES or TPU_PROCESS_ADDRESSES with > 1 host) or APERTUS_JAX_DISTRIBUTED=auto (launch/tpu_pod.sh sets it on GCE TPU VMs, whose worker list lives in the metadata server) | JAX's TPU detection |
+| tpu | GKE (TPU_WORKER_HOSTNAMES or TPU_PROCESS_ADDRESSES with > 1 host) or APERTUS_DISTRIBUTED=1 (launch/tpu_pod.sh sets it on GCE TPU VMs, whose worker list lives in the metadata server) | JAX's TPU detection |
 | single | anything else | no-op (one process) |
 
 With several processes the CPU backend's collectives use gloo (`jax_cpu_collectives_implementation`),
@@ -42,7 +42,7 @@ def detect(environ: Mapping[str, str]) -> str:
   if all(name in environ for name in _SLURM_STEP) and int(environ["SLURM_NTASKS"]) > 1:
     return "slurm"
   hosts = next((environ[name] for name in _TPU_HOSTS if name in environ), "")
-  if len([h for h in hosts.split(",") if h]) > 1 or environ.get("APERTUS_JAX_DISTRIBUTED") == "auto":
+  if len([h for h in hosts.split(",") if h]) > 1 or environ.get("APERTUS_DISTRIBUTED") == "1":
     return "tpu"
   return "single"
 
