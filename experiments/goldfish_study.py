@@ -13,7 +13,12 @@ against the true continuation (ROUGE-L, LCCS, exact match, TTR; `apertus_jax.eva
 
 Reuses the trainer's state/step (`apertus_jax.train`), the optimizer and WSD schedule (`apertus_jax.optim`),
 the EoD/padding masks and the Goldfish mask (`apertus_jax.data`) and KV-cache generation. Writes
-`goldfish_study.json` and `goldfish_study.png` into `--out`. Default settings: about 5-10 minutes on 2 CPU cores.
+`goldfish_study.json` and `goldfish_study.png` into `--out`. Default settings: 500 steps per run, 322 s
+measured on 2 CPU cores shared with other jobs.
+
+Result with the defaults (docs/figures/goldfish_study.png): standard loss memorizes all 100 sonnets (mean
+ROUGE-L 1.000, 100/100 exact 64-token suffixes), Goldfish k = 4 none (ROUGE-L 0.339, 0 exact; LCCS 6.3
+tokens vs 64), close to the 0.24-0.25 of the 54 unseen sonnets.
 """
 
 import json
@@ -24,7 +29,7 @@ import time
 from absl import app, flags
 
 _OUT = flags.DEFINE_string("out", "workdir/goldfish_study", "Output directory (JSON + PNG).")
-_EPOCHS = flags.DEFINE_integer("epochs", 60, "Passes over the training documents.")
+_EPOCHS = flags.DEFINE_integer("epochs", 50, "Passes over the training documents (Hans et al.: 50).")
 _NUM_DOCUMENTS = flags.DEFINE_integer("num_documents", 100, "Training documents (sonnets 1..N, N <= 130).")
 _PREFIX_LEN = flags.DEFINE_integer("prefix_len", 32, "Prompt tokens (including <s>).")
 _SUFFIX_LEN = flags.DEFINE_integer("suffix_len", 64, "Generated and scored tokens.")
@@ -36,7 +41,7 @@ _LR = flags.DEFINE_float("lr", 3e-3, "Peak learning rate (AdamW, WSD schedule)."
 _D_MODEL = flags.DEFINE_integer("d_model", 128, "Width of the tiny model.")
 _LAYERS = flags.DEFINE_integer("layers", 2, "Layers of the tiny model.")
 _VOCAB = flags.DEFINE_integer("vocab", 1024, "Vocabulary of the demo SentencePiece BPE.")
-_EVAL_EVERY = flags.DEFINE_integer("eval_every", 20, "Epochs between memorization evaluations (curve).")
+_EVAL_EVERY = flags.DEFINE_integer("eval_every", 10, "Epochs between memorization evaluations (curve).")
 _SEED = flags.DEFINE_integer("seed", 0, "Initialization and document order.")
 
 
