@@ -14,27 +14,10 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from apertus_jax.train import distributed
+
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny_demo.py", "Run config (a Python file).")
 _WORKDIR = flags.DEFINE_string("workdir", "workdir/tiny_demo", "Run directory: checkpoints, metrics, logs.")
-
-
-def _initialize_distributed() -> None:
-  """`jax.distributed.initialize()` on multi-process launches (TPU pod slices, SLURM, or explicit env).
-
-  JAX detects TPU pods and SLURM from their environment (launch/tpu_pod.sh sets APERTUS_DISTRIBUTED=1); an
-  explicit launch sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID (e.g. several CPU
-  processes on one machine, which then use gloo collectives). Single-process runs skip it.
-  """
-  import jax
-  if os.environ.get("JAX_PLATFORMS", "") == "cpu" and int(os.environ.get("JAX_NUM_PROCESSES", "1")) > 1:
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  if "JAX_COORDINATOR_ADDRESS" in os.environ:
-    jax.distributed.initialize(os.environ["JAX_COORDINATOR_ADDRESS"], int(os.environ["JAX_NUM_PROCESSES"]),
-                               int(os.environ["JAX_PROCESS_ID"]))
-  elif "SLURM_JOB_ID" in os.environ and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
-    jax.distributed.initialize()
-  elif os.environ.get("APERTUS_DISTRIBUTED") == "1" or os.environ.get("TPU_WORKER_HOSTNAMES", "").count(","):
-    jax.distributed.initialize()  # TPU pod slices: coordinator and process id from the TPU metadata
 
 
 def _quiet_library_logs() -> None:
@@ -60,10 +43,10 @@ def main(argv) -> None:
   del argv
   _quiet_library_logs()
   _enable_compilation_cache()
-  _initialize_distributed()
   from apertus_jax.train.checkpoint import WorkdirLockedError
   from apertus_jax.train.loop import train
   try:
+    distributed.initialize_from_env()  # TPU pods, SLURM, explicit JAX_* variables; no-op for one process
     outcome = train(_CONFIG.value, _WORKDIR.value)
   except (ValueError, FileNotFoundError, WorkdirLockedError) as error:
     print(f"error: {error}", file=sys.stderr)
