@@ -3,10 +3,19 @@
     python -m experiments.memory_plan --config=configs/apertus_8b.py
     python -m experiments.memory_plan --config=configs/apertus_70b.py --meshes=1x256x1,1x64x4
 
-Nothing is allocated: the state is `jax.eval_shape`d, the step is lowered on `jax.ShapeDtypeStruct`s with the
-config's shardings over up to 256 virtual CPU devices (XLA_FLAGS, set before jax is imported), and compiled.
-Per device: parameters and optimizer state from their shardings (exact), activations and temporaries
-(gradients included) from the compiled executable's memory analysis, and the total the executable needs.
+Nothing is allocated: the state is `jax.eval_shape`d, the trainer's step (`make_train_step`, jitted with the
+loop's shardings and donation, traced under `jax.set_mesh` so the model's activation constraints apply) is
+lowered on `jax.ShapeDtypeStruct`s over up to 256 virtual CPU devices (XLA_FLAGS, set before jax is
+imported) and compiled. Per device:
+
+  params       float32 parameters, from their shardings (exact)
+  optimizer    optimizer state (AdEMAMix: 3 float32 moments per parameter, counters), from the shardings
+  activations  the compiled executable's temporaries: activations kept for the backward pass, gradients,
+               collective and matmul workspace (`memory_analysis().temp_size_in_bytes`)
+  total        everything the executable needs: arguments + outputs - donated aliases + temporaries
+
+A microbatch is `--rows_per_device` sequences per batch-sharded (data x fsdp) device; gradient accumulation
+over more microbatches adds no activation memory (they run one after another under `lax.scan`).
 
 Caveats: the CPU compiler's buffer assignment approximates a GPU/TPU one; attention is lowered with the plain
 XLA implementation (it materializes the [heads, T, T] scores that cuDNN/splash kernels avoid), so activation
@@ -32,7 +41,7 @@ from apertus_jax.train import config as config_lib  # noqa: E402
 from apertus_jax.train.loop import make_lr_schedule, make_tx  # noqa: E402
 from apertus_jax.train.sharding import batch_sharding  # noqa: E402
 from apertus_jax.train.step import make_train_step  # noqa: E402
-from apertus_jax.train.train_state import make_train_state_spec  # noqa: E402
+from apertus_jax.train.train_state import TrainStateSpec, make_train_state_spec  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/apertus_8b.py", "Run config to plan.")
 _MESHES = flags.DEFINE_list("meshes", [], "Meshes as DATAxFSDPxTENSOR (default: two per model size).")
@@ -44,6 +53,7 @@ DEFAULT_MESHES = {  # by d_model: 8B on 64 devices, 70B on 256
     4096: ["1x64x1", "1x16x4"],
     8192: ["1x256x1", "1x64x4"],
 }
+BATCH_KEYS = ("tokens", "targets", "positions", "segment_ids", "loss_mask")
 
 
 def shard_bytes(tree) -> int:
@@ -51,30 +61,53 @@ def shard_bytes(tree) -> int:
   return sum(int(np.prod(x.sharding.shard_shape(x.shape))) * x.dtype.itemsize for x in jax.tree.leaves(tree))
 
 
+def state_spec(config, mesh_shape: tuple[int, int, int]) -> tuple[TrainStateSpec, object, jax.sharding.Mesh]:
+  """(train-state spec, optax transformation, mesh) of `config` on the first devices; nothing allocated.
+
+  Raises:
+    ValueError: a mesh with more devices than exist.
+  """
+  if np.prod(mesh_shape) > jax.device_count():
+    raise ValueError(f"mesh {'x'.join(map(str, mesh_shape))} needs {np.prod(mesh_shape)} devices, "
+                     f"{jax.device_count()} exist")
+  mesh = partitioning.make_mesh(*mesh_shape, devices=jax.devices()[:int(np.prod(mesh_shape))])
+  # The CPU compiler has no flash attention; the einsum kernel is the (upper-bound) stand-in.
+  model_config = config_lib.model_config(config).replace(attention_impl="xla")
+  tx = make_tx(config.optim, make_lr_schedule(config.optim, BatchSizePlan(config.train.batch_plan)))
+  return make_train_state_spec(model_config, tx, mesh, config.seed), tx, mesh
+
+
 def plan_one(config, mesh_shape: tuple[int, int, int], rows_per_device: int) -> dict:
   """Compiles the train step for `mesh_shape` and returns per-device bytes (see the module docstring)."""
-  model_config = config_lib.model_config(config).replace(attention_impl="xla")
-  plan = BatchSizePlan(config.train.batch_plan)
-  tx = make_tx(config.optim, make_lr_schedule(config.optim, plan))
-  devices = jax.devices()[:int(np.prod(mesh_shape))]
-  mesh = partitioning.make_mesh(*mesh_shape, devices=devices)
-  spec = make_train_state_spec(model_config, tx, mesh, config.seed)
+  spec, tx, mesh = state_spec(config, mesh_shape)
   rows = mesh_shape[0] * mesh_shape[1] * rows_per_device
   batch = {k: jax.ShapeDtypeStruct((rows, config.data.seq_len), np.int32, sharding=batch_sharding(mesh))
-           for k in ("tokens", "targets", "positions", "segment_ids", "loss_mask")}
+           for k in BATCH_KEYS}
   step = jax.jit(make_train_step(spec.apply_fn, tx, 1),
                  in_shardings=(spec.shardings["params"], spec.shardings["opt_state"], batch_sharding(mesh)),
                  out_shardings=(spec.shardings["params"], spec.shardings["opt_state"], None),
                  donate_argnums=(0, 1))
   start = time.time()
-  compiled = step.lower(spec.abstract["params"], spec.abstract["opt_state"], batch).compile()
+  with jax.set_mesh(mesh):
+    compiled = step.lower(spec.abstract["params"], spec.abstract["opt_state"], batch).compile()
   memory = compiled.memory_analysis()
-  params, opt_state = shard_bytes(spec.abstract["params"]), shard_bytes(spec.abstract["opt_state"])
   total = (memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes
            + memory.temp_size_in_bytes)
-  return {"mesh": "x".join(map(str, mesh_shape)), "devices": len(devices), "rows": rows,
-          "params": params, "opt_state": opt_state, "activations": memory.temp_size_in_bytes, "total": total,
-          "compile_s": time.time() - start}
+  return {"mesh": "x".join(map(str, mesh_shape)), "devices": int(np.prod(mesh_shape)), "rows": rows,
+          "params": shard_bytes(spec.abstract["params"]), "opt_state": shard_bytes(spec.abstract["opt_state"]),
+          "activations": memory.temp_size_in_bytes, "total": total, "compile_s": time.time() - start}
+
+
+def parse_mesh(text: str) -> tuple[int, int, int]:
+  """"1x64x1" -> (1, 64, 1) (data, fsdp, tensor).
+
+  Raises:
+    ValueError: not three positive integers joined by "x".
+  """
+  parts = text.split("x")
+  if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+    raise ValueError(f"mesh {text!r}: use DATAxFSDPxTENSOR with positive sizes, e.g. 1x64x1")
+  return tuple(int(p) for p in parts)
 
 
 def main(argv) -> None:
@@ -83,19 +116,23 @@ def main(argv) -> None:
   meshes = _MESHES.value or DEFAULT_MESHES.get(config.model.d_model)
   if not meshes:
     raise app.UsageError("no default meshes for this model size; pass --meshes=DATAxFSDPxTENSOR,...")
+  try:
+    shapes = [parse_mesh(m) for m in meshes]
+  except ValueError as error:
+    raise app.UsageError(str(error)) from None
   name = config.model.preset
   print(f"{name}: seq_len {config.data.seq_len}, {_ROWS.value} row(s) per batch-sharded device, "
-        f"compute {config.model.dtype}, remat {config.model.remat_policy}; GB = 1e9 bytes per device")
+        f"compute {config.model.dtype}, remat {config.model.remat_policy}, XLA einsum attention; "
+        f"GB = 1e9 bytes per device")
   header = ["mesh (data x fsdp x tensor)", "params", "optimizer", "activations+temps", "total",
             *(f"fits {k}" for k in DEVICE_MEMORY_GB)]
   print("| " + " | ".join(header) + " |")
   print("|" + "---|" * len(header))
-  for mesh in meshes:
-    shape = tuple(int(size) for size in mesh.split("x"))
-    if len(shape) != 3 or min(shape) < 1 or np.prod(shape) > jax.device_count():
-      raise app.UsageError(f"mesh {mesh!r}: use DATAxFSDPxTENSOR with positive sizes and at most "
-                           f"{jax.device_count()} devices")
-    r = plan_one(config, shape, _ROWS.value)
+  for shape in shapes:
+    try:
+      r = plan_one(config, shape, _ROWS.value)
+    except ValueError as error:
+      raise app.UsageError(str(error)) from None
     fits = ["yes" if r["total"] <= gb * GB else "no" for gb in DEVICE_MEMORY_GB.values()]
     print(f"| {r['mesh']} ({r['devices']} dev, {r['rows']} rows) | {r['params'] / GB:.2f} | "
           f"{r['opt_state'] / GB:.2f} | {r['activations'] / GB:.2f} | {r['total'] / GB:.2f} | "
