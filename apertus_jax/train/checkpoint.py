@@ -19,6 +19,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
+from jax.experimental import multihost_utils
 
 
 class WorkdirLockedError(RuntimeError):
@@ -142,6 +143,8 @@ class Checkpointer:
     if jax.process_index() == 0:
       os.makedirs(os.path.dirname(target), exist_ok=True)
       shutil.move(os.path.join(self.directory, str(step)), target)
+    if jax.process_count() > 1:
+      multihost_utils.sync_global_devices(f"set_aside_checkpoint_{step}")
     self.manager.reload()
 
   def close(self) -> None:

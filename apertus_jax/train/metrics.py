@@ -124,15 +124,22 @@ class MetricsWriter:
 
 
 def plot_loss(metrics_path: str, png_path: str) -> None:
-  """Draws loss vs step from metrics.jsonl into a PNG (written to a temp name, then renamed)."""
+  """Draws loss vs step from metrics.jsonl, raw and as a trailing mean over 5% of the run, into a PNG
+  (written to a temp name, then renamed)."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
   with open(metrics_path) as f:
     records = [json.loads(line) for line in f if line.strip()]
+  steps, losses = [r["step"] for r in records], [r["loss"] for r in records]
+  window = max(1, len(losses) // 20)
+  smoothed = [sum(losses[max(0, i - window + 1):i + 1]) / len(losses[max(0, i - window + 1):i + 1])
+              for i in range(len(losses))]
   fig, ax = plt.subplots(figsize=(7, 4))
-  ax.plot([r["step"] for r in records], [r["loss"] for r in records])
+  ax.plot(steps, losses, alpha=0.35, label="per step")
+  ax.plot(steps, smoothed, label=f"mean of the last {window} steps")
+  ax.legend()
   ax.set_xlabel("step")
   ax.set_ylabel("training loss (nats/token)")
   ax.grid(alpha=0.3)
