@@ -137,6 +137,9 @@ def main(argv) -> None:
     print(f"| {r['mesh']} ({r['devices']} dev, {r['rows']} rows) | {r['params'] / GB:.2f} | "
           f"{r['opt_state'] / GB:.2f} | {r['activations'] / GB:.2f} | {r['total'] / GB:.2f} | "
           + " | ".join(fits) + f" |  (compiled in {r['compile_s']:.0f} s)", flush=True)
+  largest = max(tokens for _, tokens in config.train.batch_plan) // config.data.seq_len
+  print(f"Microbatches of the 'rows' column: train with --config.train.microbatch_size=ROWS (this config has "
+        f"{config.train.microbatch_size}, 0 = its whole batch of up to {largest} rows in one pass).")
 
 
 if __name__ == "__main__":
