@@ -24,7 +24,7 @@ STEPS = 4
 
 def _command(workdir):
   return [sys.executable, "-m", "experiments.pretrain", "--config=configs/tiny_resume.py",
-          f"--config.train.steps={STEPS}", f"--workdir={workdir}"]
+          f"--config.train.steps={STEPS}", f"--config.checkpoint.every_steps={STEPS}", f"--workdir={workdir}"]
 
 
 def _env(compilation_cache, devices, **extra):
@@ -78,3 +78,5 @@ def test_two_processes_match_one_process_bitwise(compilation_cache, tmp_path):
   # in floating point, so gloo and the in-process CPU collectives give identical results.
   assert two == one
   assert len({loss for _, loss, _ in one}) == STEPS  # the runs trained (a different loss every step)
+  # Both processes wrote one checkpoint together into the shared workdir.
+  assert os.listdir(os.path.join(two_dir, "checkpoints")) == [str(STEPS)]
