@@ -44,5 +44,5 @@ fi
 "${GCLOUD[@]}" ssh "$TPU_NAME" "${TARGET[@]}" --command "set -euo pipefail
   cd ~/apertus_jax && source .venv/bin/activate
   export APERTUS_DISTRIBUTED=1 JAX_COMPILATION_CACHE_DIR=$WORKDIR/xla_cache
-  nohup python -m experiments.pretrain --config=$CONFIG --workdir=$WORKDIR $* > pretrain.log 2>&1 &"
+  nohup python -m experiments.pretrain --config=$CONFIG --workdir=$WORKDIR $* < /dev/null > pretrain.log 2>&1 &"
 echo "started on every worker of $TPU_NAME; logs in ~/apertus_jax/pretrain.log on each worker"
