@@ -74,6 +74,39 @@ class XIELU(nnx.Module):
         return xielu(x, self.a_p[...], self.a_n[...])
 
 
+@jax.custom_vjp
+def _dense_cpu(x, w):
+    return jnp.einsum("...d,df->...f", x, w)
+
+
+def _dense_cpu_fwd(x, w):
+    return _dense_cpu(x, w), (x, w)
+
+
+def _dense_cpu_bwd(residuals, g):
+    # XLA:CPU lowers the weight gradient x^T @ g by writing g transposed, recomputing the whole elementwise
+    # backward of the activation (xIELU / SwiGLU) a second time in a cache-hostile column order; a
+    # materialized x^T (the barrier keeps XLA from folding the transpose back into the dot) avoids it.
+    # Same products and sums: identical gradients, ~half the MLP backward time on CPU (BENCHMARKS.md).
+    x, w = residuals
+    x_DxN = jax.lax.optimization_barrier(jnp.transpose(x.reshape(-1, x.shape[-1])))
+    return jnp.einsum("...f,df->...d", g, w), (x_DxN @ g.reshape(-1, g.shape[-1])).astype(w.dtype)
+
+
+_dense_cpu.defvjp(_dense_cpu_fwd, _dense_cpu_bwd)
+
+
+def dense(x: jax.Array, w: jax.Array) -> jax.Array:
+    """`x @ w` over the last axis of x: `[..., in]` x `[in, out]` -> `[..., out]` (dtype of the inputs).
+
+    On the CPU backend the gradient is a custom VJP with the same math (see `_dense_cpu_bwd`); elsewhere
+    a plain einsum, so GPU/TPU fusion and remat policies see an ordinary dot.
+    """
+    if jax.default_backend() == "cpu":
+        return _dense_cpu(x, w)
+    return jnp.einsum("...d,df->...f", x, w)
+
+
 class MLP(nnx.Module):
     """Feed-forward block: ungated `down(xIELU(up(x)))` or gated SwiGLU `down(silu(gate(x)) * up(x))`.
 
@@ -96,11 +129,11 @@ class MLP(nnx.Module):
     def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
         """x: `[B, T, d_model]` in compute dtype -> `[B, T, d_model]` in compute dtype."""
         x_BxTxD = x_BxTxD.astype(self.dtype)
-        up_BxTxF = jnp.einsum("btd,df->btf", x_BxTxD, self.up[...].astype(self.dtype))
+        up_BxTxF = dense(x_BxTxD, self.up[...].astype(self.dtype))
         if self.gate is not None:
-            gate_BxTxF = jnp.einsum("btd,df->btf", x_BxTxD, self.gate[...].astype(self.dtype))
+            gate_BxTxF = dense(x_BxTxD, self.gate[...].astype(self.dtype))
             h_BxTxF = jax.nn.silu(gate_BxTxF) * up_BxTxF
         else:
             h_BxTxF = self.act(up_BxTxF)
         h_BxTxF = constrain(h_BxTxF, ("batch", "length", "mlp"))
-        return jnp.einsum("btf,fd->btd", h_BxTxF, self.down[...].astype(self.dtype))
+        return dense(h_BxTxF, self.down[...].astype(self.dtype))
