@@ -5,6 +5,8 @@ Every parameter is an `nnx.Param` whose metadata `logical_axes` names its dimens
 the model constructible without any mesh.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -74,37 +76,41 @@ class XIELU(nnx.Module):
         return xielu(x, self.a_p[...], self.a_n[...])
 
 
-@jax.custom_vjp
-def _dense_cpu(x, w):
-    return jnp.einsum("...d,df->...f", x, w)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _dense_cpu(x, w, preferred_element_type):
+    return jnp.einsum("...d,df->...f", x, w, preferred_element_type=preferred_element_type)
 
 
-def _dense_cpu_fwd(x, w):
-    return _dense_cpu(x, w), (x, w)
+def _dense_cpu_fwd(x, w, preferred_element_type):
+    return _dense_cpu(x, w, preferred_element_type), (x, w)
 
 
-def _dense_cpu_bwd(residuals, g):
-    # XLA:CPU lowers the weight gradient x^T @ g by writing g transposed, recomputing the whole elementwise
-    # backward of the activation (xIELU / SwiGLU) a second time in a cache-hostile column order; a
-    # materialized x^T (the barrier keeps XLA from folding the transpose back into the dot) avoids it.
-    # Same products and sums: identical gradients, ~half the MLP backward time on CPU (BENCHMARKS.md).
+def _dense_cpu_bwd(preferred_element_type, residuals, g):
+    # XLA:CPU lowers the weight gradient x^T @ g by writing g transposed: for the MLP it recomputes the whole
+    # elementwise backward of the activation (xIELU / SwiGLU) a second time in a cache-hostile column order,
+    # for the lm_head it copies the [tokens, vocab] logit gradient. A materialized x^T (the barrier keeps XLA
+    # from folding the transpose back into the dot) avoids both. Same products and sums: identical
+    # gradients, a ~30% faster bench-18m train step on CPU (BENCHMARKS.md).
+    del preferred_element_type
     x, w = residuals
     x_DxN = jax.lax.optimization_barrier(jnp.transpose(x.reshape(-1, x.shape[-1])))
-    return jnp.einsum("...f,df->...d", g, w), (x_DxN @ g.reshape(-1, g.shape[-1])).astype(w.dtype)
+    dx = jnp.einsum("...f,df->...d", g, w).astype(x.dtype)
+    return dx, (x_DxN @ g.reshape(-1, g.shape[-1])).astype(w.dtype)
 
 
 _dense_cpu.defvjp(_dense_cpu_fwd, _dense_cpu_bwd)
 
 
-def dense(x: jax.Array, w: jax.Array) -> jax.Array:
-    """`x @ w` over the last axis of x: `[..., in]` x `[in, out]` -> `[..., out]` (dtype of the inputs).
+def dense(x: jax.Array, w: jax.Array, preferred_element_type=None) -> jax.Array:
+    """`x @ w` over the last axis of x: `[..., in]` x `[in, out]` -> `[..., out]`.
 
-    On the CPU backend the gradient is a custom VJP with the same math (see `_dense_cpu_bwd`); elsewhere
-    a plain einsum, so GPU/TPU fusion and remat policies see an ordinary dot.
+    Result dtype: that of the inputs, or `preferred_element_type` (e.g. float32 logits from bf16 inputs).
+    On the CPU backend the gradient is a custom VJP with the same math (see `_dense_cpu_bwd`); elsewhere a
+    plain einsum, so GPU/TPU fusion and remat policies see an ordinary dot.
     """
     if jax.default_backend() == "cpu":
-        return _dense_cpu(x, w)
-    return jnp.einsum("...d,df->...f", x, w)
+        return _dense_cpu(x, w, preferred_element_type)
+    return jnp.einsum("...d,df->...f", x, w, preferred_element_type=preferred_element_type)
 
 
 class MLP(nnx.Module):

@@ -19,7 +19,7 @@ from jax.sharding import Mesh
 
 from apertus_jax.models.attention import Attention
 from apertus_jax.models.config import ModelConfig
-from apertus_jax.models.layers import MLP, RMSNorm, normal_param
+from apertus_jax.models.layers import MLP, RMSNorm, dense, normal_param
 from apertus_jax.models.partitioning import constrain, state_shardings
 
 REMAT_POLICIES = {
@@ -98,7 +98,7 @@ class Apertus(nnx.Module):
         dtype = jnp.dtype(self.config.dtype)
         x_BxTxD = self.final_norm(x_BxTxD)
         w_DxV = self.embed[...].T if self.lm_head is None else self.lm_head[...]
-        logits_BxTxV = jnp.einsum("btd,dv->btv", x_BxTxD, w_DxV.astype(dtype), preferred_element_type=jnp.float32)
+        logits_BxTxV = dense(x_BxTxD, w_DxV.astype(dtype), preferred_element_type=jnp.float32)
         return constrain(logits_BxTxV, ("batch", "length", "vocab"))
 
     def _run_layers(self, x_BxTxD, positions_BxT, segment_ids_BxT):
