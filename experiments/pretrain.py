@@ -54,5 +54,19 @@ def main(argv) -> None:
   logging.info("run %s: %s", outcome, _WORKDIR.value)
 
 
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl flag parsing with a one-line error for an override of a key the config does not have."""
+  try:
+    return flags.FLAGS(argv)
+  except (AttributeError, KeyError) as error:
+    overrides = [a for a in argv[1:] if a.startswith("--config.")]
+    key = str(error).strip("\"'")
+    print(f"error: unknown config key {key!r} in {' '.join(overrides)}; the schema is in "
+          "apertus_jax/train/config.py", file=sys.stderr)
+  except flags.Error as error:
+    print(f"error: {error}", file=sys.stderr)
+  sys.exit(2)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)
