@@ -1,0 +1,23 @@
+"""The comparison table: medians per runner, our MFU from the model's FLOPs, ratios against the right peer."""
+
+from apertus_jax.models import flops
+from apertus_jax.models.presets import get_config
+from benchmarks import compare
+
+
+def test_table_ratios_pair_each_variant_with_its_peer():
+    results = {"ours-apertus": [1500.0, 1700.0, 1600.0], "transformers": [1000.0, 1200.0],
+               "ours-llama": [1800.0], "maxtext": [1200.0]}
+    table = compare.format_table(results, peak_gflops=200.0)
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
+    assert "| 1600 | 1500, 1700, 1600 |" in rows["ours-apertus"]
+    assert "1.45x vs transformers" in rows["ours-apertus"]  # 1600 / median(1000, 1200) = 1600 / 1100
+    assert "1.50x vs maxtext" in rows["ours-llama"]
+    mfu = 100 * 1600 * flops.train_flops_per_token(get_config("bench-18m-apertus"), 256) / 200e9
+    assert f"{mfu:.1f}%" in rows["ours-apertus"]
+    assert rows["maxtext"].rstrip().endswith("|  |  |")  # peers get no MFU and no ratio
+
+
+def test_missing_peer_gives_no_ratio():
+    table = compare.format_table({"ours-llama": [900.0]}, peak_gflops=200.0)
+    assert len(table.splitlines()) == 3 and "x vs" not in table.splitlines()[2]
