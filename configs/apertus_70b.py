@@ -13,6 +13,9 @@ def get_config():
   config.data.seq_len = 4096
   config.data.pipeline = apertus_stages(stage_bounds=(5e12, 9e12, 12e12, 13.5e12))
   apply_optim_preset(config, "apertus-70b")
+  # One 4,096-token row per batch-sharded device per microbatch on 1,024 GPUs (fsdp 256 x tensor 4);
+  # set it to your data x fsdp device count x rows per device (`python -m experiments.memory_plan`).
+  config.train.microbatch_size = 256
   config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 1, -1, 4
   config.checkpoint.every_steps = 500
   config.lock()

@@ -17,7 +17,10 @@ def get_config():
   config.data.seq_len = 4096
   config.data.pipeline = apertus_stages(stage_bounds=(7e12, 9e12, 12e12, 13.5e12))
   apply_optim_preset(config, "apertus-8b")
-  config.train.microbatch_size = 0
+  # Gradient accumulation: 256 rows of 4,096 tokens per microbatch, i.e. one row per device on 256
+  # batch-sharded (data x fsdp) devices. Set it to your batch-sharded device count x rows per device
+  # (`python -m experiments.memory_plan` shows what fits).
+  config.train.microbatch_size = 256
   config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 1, -1, 1
   config.checkpoint.every_steps = 1000
   config.lock()

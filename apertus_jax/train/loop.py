@@ -108,8 +108,12 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
     if jax.process_index() == 0:
       _write_json_atomic(os.path.join(workdir, "config.json"), config.to_dict())
     try:
-      return _run(config, workdir, spec, tx, mesh, data_iter, checkpointer, state, progress, lr_schedule,
-                  model_config, tokenizer.eod_id)
+      # Under the mesh, the model's activation constraints (partitioning.constrain) take effect; without it
+      # XLA picks activation shardings itself and may replicate the batch (the memory plan measured 280 GB
+      # instead of 17 GB per device for apertus_8b on 1x64x1).
+      with jax.set_mesh(mesh):
+        return _run(config, workdir, spec, tx, mesh, data_iter, checkpointer, state, progress, lr_schedule,
+                    model_config, tokenizer.eod_id)
     finally:
       checkpointer.close()
 
