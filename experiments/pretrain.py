@@ -9,6 +9,7 @@ saves a checkpoint at the current step and exits 0.
 """
 
 import os
+import re
 import sys
 
 from absl import app, flags, logging
@@ -40,16 +41,18 @@ def _enable_compilation_cache() -> None:
 
 
 def main(argv) -> None:
-  del argv
+  del argv  # the flags are parsed; the preset override reads sys.argv to see which fields were given
   _quiet_library_logs()
   _enable_compilation_cache()
   from apertus_jax.train.checkpoint import WorkdirLockedError
+  from apertus_jax.train.config import apply_preset_override
   from apertus_jax.train.loop import train
   try:
+    apply_preset_override(_CONFIG.value, sys.argv)
     distributed.initialize_from_env()  # TPU pods, SLURM, explicit JAX_* variables; no-op for one process
     outcome = train(_CONFIG.value, _WORKDIR.value)
-  except (ValueError, FileNotFoundError, WorkdirLockedError) as error:
-    print(f"error: {error}", file=sys.stderr)
+  except (ValueError, OSError, WorkdirLockedError) as error:
+    print("error: " + " ".join(str(error).split()), file=sys.stderr)
     sys.exit(2)
   logging.info("run %s: %s", outcome, _WORKDIR.value)
 
@@ -59,12 +62,12 @@ def parse_flags(argv: list[str]) -> list[str]:
   try:
     return flags.FLAGS(argv)
   except (AttributeError, KeyError) as error:
-    overrides = [a for a in argv[1:] if a.startswith("--config.")]
-    key = str(error).strip("\"'")
-    print(f"error: unknown config key {key!r} in {' '.join(overrides)}; the schema is in "
-          "apertus_jax/train/config.py", file=sys.stderr)
-  except flags.Error as error:
-    print(f"error: {error}", file=sys.stderr)
+    # ml_collections nests reprs ('\\'stpes\\'\\nDid you mean ...'): keep the words only.
+    detail = re.sub(r"[\\'\"]+", "", re.sub(r"(\\+n)+", " ", str(error))).strip()
+    print(f"error: unknown config key: {detail}; the schema is in apertus_jax/train/config.py "
+          "(data.pipeline: apertus_jax/data/config.py)", file=sys.stderr)
+  except (flags.Error, OSError) as error:
+    print("error: " + " ".join(str(error).split()), file=sys.stderr)
   sys.exit(2)
 
 

@@ -25,6 +25,22 @@ def model_section(preset: str, **overrides) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict({"preset": preset, **fields})
 
 
+def apply_preset_override(config: ml_collections.ConfigDict, argv: list[str]) -> None:
+  """Gives `--config.model.preset=NAME` its meaning: the model section becomes preset NAME's fields, with the
+  other `--config.model.*` overrides in `argv` applied on top (the config file's own model fields are
+  dropped). Without a preset override, nothing changes.
+
+  Raises:
+    ValueError: NAME is not a model preset (one line listing the valid names).
+  """
+  names = {a[len("--config.model."):].split("=")[0] for a in argv if a.startswith("--config.model.")}
+  if "preset" not in names:
+    return
+  overrides = {name: config.model[name] for name in names - {"preset"}}
+  with config.unlocked():
+    config.model = model_section(config.model.preset, **overrides)
+
+
 def apply_optim_preset(config: ml_collections.ConfigDict, name: str) -> None:
   """Copies optimizer preset `name` ("apertus-8b" | "apertus-70b") into `config.optim` and its (snapped)
   batch-size plan into `config.train.batch_plan`; train.steps becomes the preset's token budget in steps."""

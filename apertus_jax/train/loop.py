@@ -87,6 +87,11 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
     raise ValueError(f"tokenizer {tokenizer.name} has {tokenizer.vocab_size} ids but model.vocab_size is "
                      f"{model_config.vocab_size}; set --config.model.vocab_size >= {tokenizer.vocab_size}")
   plan = BatchSizePlan(config.train.batch_plan)
+  end_tokens = plan.tokens_at_step(config.train.steps)
+  if end_tokens < config.optim.total_tokens:
+    logging.warning("train.steps=%d ends at %d tokens but the LR schedule runs to optim.total_tokens=%d: the "
+                    "run stops before the cooldown; set --config.optim.total_tokens (and decay_tokens) to match",
+                    config.train.steps, end_tokens, config.optim.total_tokens)
   lr_schedule = make_lr_schedule(config.optim, plan)
   tx = make_tx(config.optim, lr_schedule)
   data_iter = inputs.make_train_iterator(config, tokenizer, plan)
