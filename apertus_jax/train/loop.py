@@ -72,6 +72,24 @@ def _write_json_atomic(path: str, obj) -> None:
   os.replace(tmp, path)
 
 
+def record_config(workdir: str, config_dict: dict, resumed_step: int | None) -> str:
+  """Writes the run config; returns the path written.
+
+  `config.json` describes the run that wrote the checkpoints (evaluation reads it): a fresh run writes it; a
+  run resumed at step N with the same values leaves it; one resumed with other values (e.g. more
+  `train.steps`) writes `config.stepN.json` beside it instead of rewriting the original.
+  """
+  path = os.path.join(workdir, "config.json")
+  if resumed_step is not None and os.path.exists(path):
+    with open(path) as f:
+      if json.load(f) == json.loads(json.dumps(config_dict)):
+        return path
+    path = os.path.join(workdir, f"config.step{resumed_step}.json")
+    logging.warning("resumed with a config that differs from config.json; recorded it in %s", path)
+  _write_json_atomic(path, config_dict)
+  return path
+
+
 def train(config: ml_collections.ConfigDict, workdir: str) -> str:
   """Runs (or resumes) training in `workdir`; returns "done" or "preempted".
 
@@ -111,7 +129,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
     else:
       state, progress = spec.init(), Progress()
     if jax.process_index() == 0:
-      _write_json_atomic(os.path.join(workdir, "config.json"), config.to_dict())
+      record_config(workdir, config.to_dict(), progress.step if restored else None)
     try:
       # Under the mesh, the model's activation constraints (partitioning.constrain) take effect; without it
       # XLA picks activation shardings itself and may replicate the batch (the memory plan measured 280 GB

@@ -86,3 +86,18 @@ def test_bad_inputs_fail_in_one_line_and_write_nothing(uninterrupted, changes, m
     train(_bad(**changes), uninterrupted)
   assert "\n" not in str(error.value)
   assert _tree_snapshot(uninterrupted) == before
+
+
+def test_config_json_keeps_the_original_run_config(tmp_path):
+  from apertus_jax.train.loop import record_config
+  workdir = str(tmp_path)
+  original = {"train": {"steps": 12, "batch_plan": ((0, 256),)}}
+  assert record_config(workdir, original, None).endswith("config.json")
+  assert record_config(workdir, original, 12).endswith("config.json")  # same values (tuples as JSON lists)
+  changed = {"train": {"steps": 20, "batch_plan": ((0, 256),)}}
+  assert record_config(workdir, changed, 12).endswith("config.step12.json")
+  with open(tmp_path / "config.json") as f:
+    assert json.load(f)["train"]["steps"] == 12
+  with open(tmp_path / "config.step12.json") as f:
+    assert json.load(f)["train"]["steps"] == 20
+  assert record_config(workdir, changed, None).endswith("config.json")  # no checkpoint: a new run
