@@ -6,22 +6,10 @@ clipping 0.1, weight decay 0.1, Goldfish k=50 h=50. Point `data.pipeline` at you
     python -m experiments.pretrain --config=configs/apertus_8b.py --workdir=gs://... (or a shared FS path)
 """
 
-from apertus_jax.train.config import apertus_stages, apply_optim_preset, base_config, model_section
+from apertus_jax.train.config import apertus_recipe
 
 
 def get_config():
-  config = base_config()
-  config.model = model_section("apertus-8b", dtype="bfloat16", scan_layers=True, remat_policy="full",
-                               attention_impl="cudnn")
-  config.data.tokenizer = "tekken"
-  config.data.seq_len = 4096
-  config.data.pipeline = apertus_stages(stage_bounds=(7e12, 9e12, 12e12, 13.5e12))
-  apply_optim_preset(config, "apertus-8b")
-  # Gradient accumulation: 256 rows of 4,096 tokens per microbatch, i.e. one row per device on 256
-  # batch-sharded (data x fsdp) devices. Set it to your batch-sharded device count x rows per device
-  # (`python -m experiments.memory_plan` shows what fits).
-  config.train.microbatch_size = 256
-  config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 1, -1, 1
-  config.checkpoint.every_steps = 1000
+  config = apertus_recipe("apertus-8b", stage_bounds=(7e12, 9e12, 12e12, 13.5e12), tensor=1, every_steps=1000)
   config.lock()
   return config

@@ -58,6 +58,29 @@ APERTUS_COMPONENTS = ("fineweb_edu", "fineweb_edu_3", "fineweb_hq", "fineweb2_hq
                       "megamath_web", "dclm_edu", "stack_v2_edu", "wikipedia", "parallel", "instruct")
 
 
+def apertus_recipe(preset: str, stage_bounds: tuple[float, ...], tensor: int,
+                   every_steps: int) -> ml_collections.ConfigDict:
+  """The Apertus pretraining recipe for model preset `preset` ("apertus-8b" | "apertus-70b"), unlocked.
+
+  bf16 compute, scanned layers with full remat, cuDNN attention, tekken at 4,096 tokens, the five
+  curriculum stages ending at `stage_bounds` (tokens), the optimizer preset of the same name (AdEMAMix,
+  WSD 1-sqrt, batch doubling; SPEC.md 4-6), mesh fsdp=-1 x `tensor`. Gradient accumulation over 256-row
+  microbatches: one 4,096-token row per batch-sharded device on 256 such devices; set
+  `train.microbatch_size` to your data x fsdp device count x rows per device (`experiments.memory_plan`).
+  """
+  config = base_config()
+  config.model = model_section(preset, dtype="bfloat16", scan_layers=True, remat_policy="full",
+                               attention_impl="cudnn")
+  config.data.tokenizer = "tekken"
+  config.data.seq_len = 4096
+  config.data.pipeline = apertus_stages(stage_bounds=stage_bounds)
+  apply_optim_preset(config, preset)
+  config.train.microbatch_size = 256
+  config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 1, -1, tensor
+  config.checkpoint.every_steps = every_steps
+  return config
+
+
 def apertus_stages(stage_bounds: tuple[float, float, float, float], root: str = "/data/apertus") -> dict:
   """The 5-stage Apertus curriculum (SPEC.md 6) as a `data.pipeline` dict over ArrayRecord shard sets
   `root/<component>`, each stage with its own seed. The stage composition follows SPEC.md 6; the exact
