@@ -25,8 +25,16 @@ from benchmarks.configs import ACCELERATOR_CONFIGS, DRY_RUN
 ATTENTION_BY_BACKEND = {"gpu": "cudnn", "tpu": "splash"}
 
 
-def run(config: str, dry_run: bool = False, steps: int = 10, warmup: int = 3, batch_per_device: int = 0,
-        seq: int = 0, remat: str = "dots_with_no_batch_dims_saveable", optimizer: str = "ademamix") -> dict:
+def run(
+    config: str,
+    dry_run: bool = False,
+    steps: int = 10,
+    warmup: int = 3,
+    batch_per_device: int = 0,
+    seq: int = 0,
+    remat: str = "dots_with_no_batch_dims_saveable",
+    optimizer: str = "ademamix",
+) -> dict:
     """Measures config `config` of `ACCELERATOR_CONFIGS`; returns `benchmarks.train_step.measure`'s dict plus
     tokens_per_s_per_device, peak_tflops_per_device and attention_impl.
 
@@ -45,22 +53,39 @@ def run(config: str, dry_run: bool = False, steps: int = 10, warmup: int = 3, ba
     batch = (batch_per_device or spec["batch_per_device"]) * devices
     attention_impl = ATTENTION_BY_BACKEND.get(jax.default_backend(), "xla")
     peak_per_device = peak_flops_per_device()
-    result = train_step.measure(spec["preset"], steps=steps, warmup=warmup, batch=batch, seq=seq or spec["seq"],
-                                dtype="bfloat16", optimizer=optimizer, peak_gflops=peak_per_device * devices / 1e9,
-                                attention_impl=attention_impl, scan_layers=True, remat_policy=remat, **overrides)
-    return {**result, "tokens_per_s_per_device": result["tokens_per_s"] / devices,
-            "peak_tflops_per_device": peak_per_device / 1e12, "attention_impl": attention_impl,
-            "device_kind": jax.devices()[0].device_kind}
+    result = train_step.measure(
+        spec["preset"],
+        steps=steps,
+        warmup=warmup,
+        batch=batch,
+        seq=seq or spec["seq"],
+        dtype="bfloat16",
+        optimizer=optimizer,
+        peak_gflops=peak_per_device * devices / 1e9,
+        attention_impl=attention_impl,
+        scan_layers=True,
+        remat_policy=remat,
+        **overrides,
+    )
+    return {
+        **result,
+        "tokens_per_s_per_device": result["tokens_per_s"] / devices,
+        "peak_tflops_per_device": peak_per_device / 1e12,
+        "attention_impl": attention_impl,
+        "device_kind": jax.devices()[0].device_kind,
+    }
 
 
 def format_result(config: str, dry_run: bool, r: dict) -> str:
     """One human-readable line of `run`'s result."""
-    return (f"{config}{' (dry run)' if dry_run else ''} on {r['devices']} x {r['device_kind']} "
-            f"attention={r['attention_impl']} bf16 {r['optimizer']} batch={r['batch']} seq={r['seq']}: "
-            f"tokens_per_s_per_device={r['tokens_per_s_per_device']:.0f} step_ms={r['step_ms']:.1f} "
-            f"mfu={100 * r['mfu']:.1f}% (peak {r['peak_tflops_per_device']:.4g} TFLOP/s/device, "
-            f"{r['train_flops_per_token'] / 1e9:.3g} GFLOP/token) first_step={r['first_step_s']:.1f}s "
-            f"loss={r['loss']:.3f}")
+    return (
+        f"{config}{' (dry run)' if dry_run else ''} on {r['devices']} x {r['device_kind']} "
+        f"attention={r['attention_impl']} bf16 {r['optimizer']} batch={r['batch']} seq={r['seq']}: "
+        f"tokens_per_s_per_device={r['tokens_per_s_per_device']:.0f} step_ms={r['step_ms']:.1f} "
+        f"mfu={100 * r['mfu']:.1f}% (peak {r['peak_tflops_per_device']:.4g} TFLOP/s/device, "
+        f"{r['train_flops_per_token'] / 1e9:.3g} GFLOP/token) first_step={r['first_step_s']:.1f}s "
+        f"loss={r['loss']:.3f}"
+    )
 
 
 def main(argv=None) -> None:
@@ -71,13 +96,24 @@ def main(argv=None) -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch_per_device", type=int, default=0, help="0: the config's default")
     parser.add_argument("--seq", type=int, default=0, help="0: the config's default")
-    parser.add_argument("--remat", default="dots_with_no_batch_dims_saveable",
-                        choices=("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable"))
+    parser.add_argument(
+        "--remat",
+        default="dots_with_no_batch_dims_saveable",
+        choices=("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable"),
+    )
     parser.add_argument("--optimizer", default="ademamix", choices=("ademamix", "adamw"))
     args = parser.parse_args(argv)
     try:
-        r = run(args.config, args.dry_run, args.steps, args.warmup, args.batch_per_device, args.seq, args.remat,
-                args.optimizer)
+        r = run(
+            args.config,
+            args.dry_run,
+            args.steps,
+            args.warmup,
+            args.batch_per_device,
+            args.seq,
+            args.remat,
+            args.optimizer,
+        )
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err
     print(format_result(args.config, args.dry_run, r))

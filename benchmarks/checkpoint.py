@@ -23,8 +23,8 @@ import time
 import grain
 import jax
 
-from benchmarks.train_step import build
 from apertus_jax.train.checkpoint import Checkpointer, param_shapes
+from benchmarks.train_step import build
 
 
 def state_bytes(state) -> int:
@@ -38,8 +38,12 @@ def _timed(fn):
     return time.perf_counter() - start, out
 
 
-def measure(config_name: str = "bench-18m-apertus", optimizer: str = "ademamix", directory: str | None = None,
-            repeats: int = 3) -> dict:
+def measure(
+    config_name: str = "bench-18m-apertus",
+    optimizer: str = "ademamix",
+    directory: str | None = None,
+    repeats: int = 3,
+) -> dict:
     """Runs the measurements described in the module docstring; returns a dict of medians (seconds, GB/s)."""
     _, step, state, batch = build(config_name, 4, 256, "float32", optimizer)
     params, opt_state = state["params"], state["opt_state"]
@@ -51,8 +55,10 @@ def measure(config_name: str = "bench-18m-apertus", optimizer: str = "ademamix",
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state)
     data_iter = iter(grain.MapDataset.range(8).to_iter_dataset())
     meta = {"progress": {"step": 0}, "param_shapes": param_shapes(state["params"]), "seed": 0}
-    results = {k: [] for k in ("sync_save", "async_block", "async_total", "step_during_async", "step_alone",
-                               "restore")}
+    results = {
+        k: []
+        for k in ("sync_save", "async_block", "async_total", "step_during_async", "step_alone", "restore")
+    }
     with tempfile.TemporaryDirectory(dir=directory) as root:
         sync = Checkpointer(os.path.join(root, "sync"), keep=1, async_save=False)
         background = Checkpointer(os.path.join(root, "async"), keep=1, async_save=True)
@@ -74,10 +80,15 @@ def measure(config_name: str = "bench-18m-apertus", optimizer: str = "ademamix",
         sync.close()
         background.close()
     medians = {k: statistics.median(v) for k, v in results.items()}
-    return {"config": config_name, "optimizer": optimizer, "state_gb": nbytes / 1e9, **medians,
-            "sync_save_gb_s": nbytes / 1e9 / medians["sync_save"],
-            "async_total_gb_s": nbytes / 1e9 / medians["async_total"],
-            "restore_gb_s": nbytes / 1e9 / medians["restore"]}
+    return {
+        "config": config_name,
+        "optimizer": optimizer,
+        "state_gb": nbytes / 1e9,
+        **medians,
+        "sync_save_gb_s": nbytes / 1e9 / medians["sync_save"],
+        "async_total_gb_s": nbytes / 1e9 / medians["async_total"],
+        "restore_gb_s": nbytes / 1e9 / medians["restore"],
+    }
 
 
 def _copy(state):
@@ -93,12 +104,14 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     r = measure(args.config, args.optimizer, args.dir, args.repeats)
-    print(f"checkpoint {r['config']} {r['optimizer']} state={r['state_gb']:.3f} GB (median of {args.repeats}): "
-          f"sync save {r['sync_save']:.2f}s = {r['sync_save_gb_s']:.2f} GB/s; async save blocks "
-          f"{1e3 * r['async_block']:.0f} ms, committed after {r['async_total']:.2f}s = "
-          f"{r['async_total_gb_s']:.2f} GB/s; train step {1e3 * r['step_alone']:.0f} ms alone vs "
-          f"{1e3 * r['step_during_async']:.0f} ms during the async write; restore {r['restore']:.2f}s = "
-          f"{r['restore_gb_s']:.2f} GB/s (page cache)")
+    print(
+        f"checkpoint {r['config']} {r['optimizer']} state={r['state_gb']:.3f} GB (median of {args.repeats}): "
+        f"sync save {r['sync_save']:.2f}s = {r['sync_save_gb_s']:.2f} GB/s; async save blocks "
+        f"{1e3 * r['async_block']:.0f} ms, committed after {r['async_total']:.2f}s = "
+        f"{r['async_total_gb_s']:.2f} GB/s; train step {1e3 * r['step_alone']:.0f} ms alone vs "
+        f"{1e3 * r['step_during_async']:.0f} ms during the async write; restore {r['restore']:.2f}s = "
+        f"{r['restore_gb_s']:.2f} GB/s (page cache)"
+    )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,12 @@ from benchmarks import peak
 
 DEFAULT_PEERS_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench", "peers.sh")
 # (runner name, how to run it); ours are model presets, peers are peers.sh arguments.
-RUNNERS = (("ours-apertus", "bench-18m-apertus"), ("transformers", "hf"), ("ours-llama", "bench-18m-llama"),
-           ("maxtext", "maxtext"))
+RUNNERS = (
+    ("ours-apertus", "bench-18m-apertus"),
+    ("transformers", "hf"),
+    ("ours-llama", "bench-18m-llama"),
+    ("maxtext", "maxtext"),
+)
 RATIOS = (("ours-apertus", "transformers"), ("ours-llama", "maxtext"))
 
 
@@ -35,8 +39,16 @@ def run_ours(preset: str, steps: int, peak_gflops: float, extra_args: list[str])
     Raises:
       RuntimeError: the subprocess failed (its stderr tail is in the message).
     """
-    cmd = [sys.executable, "-m", "benchmarks.train_step", f"--config={preset}", f"--steps={steps}",
-           f"--peak_gflops={peak_gflops}", "--json", *extra_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.train_step",
+        f"--config={preset}",
+        f"--steps={steps}",
+        f"--peak_gflops={peak_gflops}",
+        "--json",
+        *extra_args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
@@ -52,15 +64,19 @@ def run_peer(peer: str, peers_script: str) -> float:
     proc = subprocess.run(["bash", peers_script, peer], capture_output=True, text=True)
     match = re.search(r"tokens_per_s=([0-9.]+)", proc.stdout)
     if proc.returncode or not match:
-        raise RuntimeError(f"peers.sh {peer} failed (rc {proc.returncode}): {proc.stdout[-500:]} "
-                           f"{proc.stderr[-1500:]}")
+        raise RuntimeError(
+            f"peers.sh {peer} failed (rc {proc.returncode}): {proc.stdout[-500:]} {proc.stderr[-1500:]}"
+        )
     return float(match.group(1))
 
 
 def format_table(results: dict[str, list[float]], peak_gflops: float) -> str:
     """Markdown table: runner, median tokens/s, per-round values, MFU (ours), ratio vs its peer."""
     ratio_of = dict(RATIOS)
-    lines = ["| runner | tokens/s (median) | rounds | MFU vs f32 peak | ratio |", "| --- | ---: | --- | ---: | ---: |"]
+    lines = [
+        "| runner | tokens/s (median) | rounds | MFU vs f32 peak | ratio |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
     for name, spec in RUNNERS:
         values = results.get(name)
         if not values:

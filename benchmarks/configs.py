@@ -13,5 +13,10 @@ ACCELERATOR_CONFIGS = {
 }
 
 # --dry_run: the same code path with tiny widths, on any backend (CPU CI), in seconds.
-DRY_RUN = dict(overrides=dict(vocab_size=512, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
-                              mlp_hidden=192), batch_per_device=1, seq=128)
+DRY_RUN = dict(
+    overrides=dict(
+        vocab_size=512, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, mlp_hidden=192
+    ),
+    batch_per_device=1,
+    seq=128,
+)

@@ -41,8 +41,9 @@ def reference_goldfish(labels: np.ndarray, k: int, h: int) -> np.ndarray:
 def write_demo_shards(directory: str, tokenizer) -> str:
     texts = [d["text"] for d in load_demo_documents("train")]
     out = os.path.join(directory, "demo")
-    with shards.ShardWriter(out, tokenizer, source="apertus_jax demo corpus", licence="see DATA_CARD.md",
-                            shard_tokens=1 << 20) as writer:
+    with shards.ShardWriter(
+        out, tokenizer, source="apertus_jax demo corpus", licence="see DATA_CARD.md", shard_tokens=1 << 20
+    ) as writer:
         for ids in tokenizer.encode_batch(texts):
             writer.write(np.array([tokenizer.bod_id, *ids, tokenizer.eod_id], np.int32))
     return out
@@ -69,8 +70,10 @@ def main(argv: list[str] | None = None) -> None:
         manifest = shards.load_manifest(shard_set)
 
         def pipeline(k: int, hash_name: str = "apertus"):
-            config = {"components": {"demo": {"kind": "arrayrecord", "paths": [shard_set]}},
-                      "goldfish": {"k": k, "h": 50, "hash": hash_name}}
+            config = {
+                "components": {"demo": {"kind": "arrayrecord", "paths": [shard_set]}},
+                "goldfish": {"k": k, "h": 50, "hash": hash_name},
+            }
             return build_train_pipeline(config, tokenizer, args.seq_len, args.batch_size)
 
         def run(iterator, count, reference=False):
@@ -87,11 +90,22 @@ def main(argv: list[str] | None = None) -> None:
         rows = []
         results = {}
         for name, k, hash_name, count, reference in [
-            ("shards -> packing -> masks -> Goldfish apertus (vectorized)", 50, "apertus", args.batches, False),
+            (
+                "shards -> packing -> masks -> Goldfish apertus (vectorized)",
+                50,
+                "apertus",
+                args.batches,
+                False,
+            ),
             ("shards -> packing -> masks -> Goldfish mixed (vectorized)", 50, "mixed", args.batches, False),
             ("shards -> packing -> masks, no Goldfish", 0, "apertus", args.batches, False),
-            ("shards -> packing -> masks -> Goldfish apertus (per-window reference)", 0, "apertus",
-             args.reference_batches, True),
+            (
+                "shards -> packing -> masks -> Goldfish apertus (per-window reference)",
+                0,
+                "apertus",
+                args.reference_batches,
+                True,
+            ),
         ]:
             wall, cpu, batches = timed(run, pipeline(k, hash_name), count, reference)
             results[name] = batches
@@ -111,17 +125,25 @@ def main(argv: list[str] | None = None) -> None:
         zero_products = (goldfish._window_products(labels.astype(np.int64), 50) == 0).mean()
 
     reference_speed = rows[3][3]
-    print(f"# Data pipeline throughput ({datetime.date.today()}, {platform.node()}, {os.cpu_count()} CPUs, "
-          f"{platform.processor() or platform.machine()})")
-    print(f"demo corpus as ArrayRecord shards: {manifest['documents']:,} documents, {manifest['tokens']:,} "
-          f"tokens; seq_len {args.seq_len}, batch {args.batch_size} rows, single thread\n")
+    print(
+        f"# Data pipeline throughput ({datetime.date.today()}, {platform.node()}, {os.cpu_count()} CPUs, "
+        f"{platform.processor() or platform.machine()})"
+    )
+    print(
+        f"demo corpus as ArrayRecord shards: {manifest['documents']:,} documents, {manifest['tokens']:,} "
+        f"tokens; seq_len {args.seq_len}, batch {args.batch_size} rows, single thread\n"
+    )
     print("| pipeline | tokens | tokens/s (wall) | tokens/s per core (CPU time) | vs reference |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, tokens, wall_speed, cpu_speed in rows:
-        print(f"| {name} | {tokens:,} | {wall_speed:,.0f} | {cpu_speed:,.0f} | {cpu_speed / reference_speed:,.1f}x |")
-    print(f"\nGoldfish k=50, h=50 on this real text (tekken), fraction of targets dropped (positions >= h-1):")
-    print(f"- Apertus rule: {rates['apertus']:.4f} (1/k = 0.0200); windows with a zero int64 product: "
-          f"{zero_products:.3f}")
+        print(
+            f"| {name} | {tokens:,} | {wall_speed:,.0f} | {cpu_speed:,.0f} | {cpu_speed / reference_speed:,.1f}x |"
+        )
+    print("\nGoldfish k=50, h=50 on this real text (tekken), fraction of targets dropped (positions >= h-1):")
+    print(
+        f"- Apertus rule: {rates['apertus']:.4f} (1/k = 0.0200); windows with a zero int64 product: "
+        f"{zero_products:.3f}"
+    )
     print(f"- mixed hash:   {rates['mixed']:.4f}")
 
 

@@ -60,8 +60,14 @@ def _operand_shapes(hlo_text: str) -> str:
     return re.sub(r"%([\w.\-]+)(?=[,)])", lambda m: f"%{m.group(1)}{shapes.get(m.group(1), '')}", hlo_text)
 
 
-def profile(config_name: str, steps: int = 3, batch: int = 4, seq: int = 256, dtype: str = "float32",
-            optimizer: str = "adamw") -> tuple[dict[str, float], list[tuple[str, str, float]]]:
+def profile(
+    config_name: str,
+    steps: int = 3,
+    batch: int = 4,
+    seq: int = 256,
+    dtype: str = "float32",
+    optimizer: str = "adamw",
+) -> tuple[dict[str, float], list[tuple[str, str, float]]]:
     """Runs `steps` traced steps after 2 untimed ones.
 
     Returns ({part: ms of thread time per step}, [(op, part, ms per step)] sorted by time, descending).
@@ -78,7 +84,9 @@ def profile(config_name: str, steps: int = 3, batch: int = 4, seq: int = 256, dt
             for _ in range(steps):
                 params, opt_state, metrics = step(params, opt_state, device_batch)
                 jax.block_until_ready((params, opt_state, metrics))
-        trace = jax.profiler.ProfileData.from_file(glob.glob(f"{trace_dir}/**/*.xplane.pb", recursive=True)[0])
+        trace = jax.profiler.ProfileData.from_file(
+            glob.glob(f"{trace_dir}/**/*.xplane.pb", recursive=True)[0]
+        )
         per_op = collections.Counter()
         for plane in trace.planes:
             for line in plane.lines:
@@ -107,7 +115,7 @@ def main(argv=None) -> None:
     for part, ms in sorted(per_part.items(), key=lambda kv: -kv[1]):
         print(f"  {part:<14} {ms:8.1f} ms  {100 * ms / total:5.1f}%")
     print(f"top {args.top} ops:")
-    for op, part, ms in per_op[:args.top]:
+    for op, part, ms in per_op[: args.top]:
         print(f"  {op:<40} {part:<14} {ms:8.1f} ms  {100 * ms / total:5.1f}%")
 
 

@@ -42,8 +42,13 @@ def synthetic_batch(batch: int, seq: int, vocab_size: int, seed: int = 0) -> dic
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, vocab_size, (batch, seq + 1), dtype=np.int32)
     ones = np.ones((batch, seq), np.int32)
-    return {"tokens": ids[:, :-1], "targets": ids[:, 1:], "positions": np.broadcast_to(np.arange(seq, dtype=np.int32),
-            (batch, seq)).copy(), "segment_ids": ones, "loss_mask": ones}
+    return {
+        "tokens": ids[:, :-1],
+        "targets": ids[:, 1:],
+        "positions": np.broadcast_to(np.arange(seq, dtype=np.int32), (batch, seq)).copy(),
+        "segment_ids": ones,
+        "loss_mask": ones,
+    }
 
 
 def build(config_name: str, batch: int, seq: int, dtype: str, optimizer: str, **model_overrides):
@@ -60,17 +65,27 @@ def build(config_name: str, batch: int, seq: int, dtype: str, optimizer: str, **
     mesh = partitioning.make_mesh(data=-1, fsdp=1)
     tx = make_optimizer(optimizer, 1e-4, weight_decay=0.1, clip_norm=1.0, **OPTIMIZER_KWARGS[optimizer])
     spec = make_train_state_spec(model_config, tx, mesh, seed=0)
-    step = jax.jit(make_train_step(spec.apply_fn, tx, num_microbatches=1),
-                   in_shardings=(spec.shardings["params"], spec.shardings["opt_state"], batch_sharding(mesh)),
-                   donate_argnums=(0, 1))
+    step = jax.jit(
+        make_train_step(spec.apply_fn, tx, num_microbatches=1),
+        in_shardings=(spec.shardings["params"], spec.shardings["opt_state"], batch_sharding(mesh)),
+        donate_argnums=(0, 1),
+    )
     state = spec.init()
     device_batch = jax.device_put(synthetic_batch(batch, seq, model_config.vocab_size), batch_sharding(mesh))
     return model_config, step, state, device_batch
 
 
-def measure(config_name: str, steps: int = 15, warmup: int = 3, batch: int = 4, seq: int = 256,
-            dtype: str = "float32", optimizer: str = "adamw", peak_gflops: float = 0.0,
-            **model_overrides) -> dict:
+def measure(
+    config_name: str,
+    steps: int = 15,
+    warmup: int = 3,
+    batch: int = 4,
+    seq: int = 256,
+    dtype: str = "float32",
+    optimizer: str = "adamw",
+    peak_gflops: float = 0.0,
+    **model_overrides,
+) -> dict:
     """Runs the benchmark; returns a dict with tokens_per_s (median), step_ms, mfu, peak_gflops, loss, ...
 
     Raises:
@@ -78,7 +93,9 @@ def measure(config_name: str, steps: int = 15, warmup: int = 3, batch: int = 4, 
     """
     if steps < 1 or warmup < 1:
         raise ValueError(f"--steps={steps} and --warmup={warmup} must both be >= 1")
-    model_config, step, state, device_batch = build(config_name, batch, seq, dtype, optimizer, **model_overrides)
+    model_config, step, state, device_batch = build(
+        config_name, batch, seq, dtype, optimizer, **model_overrides
+    )
     params, opt_state = state["params"], state["opt_state"]
     compile_start = time.perf_counter()
     times, cpu_times = [], []
@@ -96,39 +113,66 @@ def measure(config_name: str, steps: int = 15, warmup: int = 3, batch: int = 4, 
     tokens_per_s = batch * seq / step_s
     flops_per_token = flops.train_flops_per_token(model_config, seq)
     peak_gflops = peak_gflops or peak.matmul_gflops("float32")
-    return {"config": config_name, "dtype": dtype, "optimizer": optimizer, "batch": batch, "seq": seq,
-            "devices": jax.device_count(), "tokens_per_s": tokens_per_s, "step_ms": 1e3 * step_s,
-            "step_ms_min": 1e3 * min(times), "cpu_ms": 1e3 * statistics.median(cpu_times), "steps": steps, "first_step_s": compile_s,
-            "train_flops_per_token": flops_per_token, "achieved_gflops": tokens_per_s * flops_per_token / 1e9,
-            "peak_gflops": peak_gflops, "mfu": tokens_per_s * flops_per_token / (peak_gflops * 1e9),
-            "loss": float(metrics["loss"])}
+    return {
+        "config": config_name,
+        "dtype": dtype,
+        "optimizer": optimizer,
+        "batch": batch,
+        "seq": seq,
+        "devices": jax.device_count(),
+        "tokens_per_s": tokens_per_s,
+        "step_ms": 1e3 * step_s,
+        "step_ms_min": 1e3 * min(times),
+        "cpu_ms": 1e3 * statistics.median(cpu_times),
+        "steps": steps,
+        "first_step_s": compile_s,
+        "train_flops_per_token": flops_per_token,
+        "achieved_gflops": tokens_per_s * flops_per_token / 1e9,
+        "peak_gflops": peak_gflops,
+        "mfu": tokens_per_s * flops_per_token / (peak_gflops * 1e9),
+        "loss": float(metrics["loss"]),
+    }
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="bench-18m-apertus", help="model preset (apertus_jax.models.presets)")
+    parser.add_argument(
+        "--config", default="bench-18m-apertus", help="model preset (apertus_jax.models.presets)"
+    )
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZER_KWARGS))
-    parser.add_argument("--peak_gflops", type=float, default=0.0, help="0: measure the float32 matmul peak now")
+    parser.add_argument(
+        "--peak_gflops", type=float, default=0.0, help="0: measure the float32 matmul peak now"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of text")
     args = parser.parse_args(argv)
     try:
-        result = measure(args.config, args.steps, args.warmup, args.batch, args.seq, args.dtype, args.optimizer,
-                         args.peak_gflops)
+        result = measure(
+            args.config,
+            args.steps,
+            args.warmup,
+            args.batch,
+            args.seq,
+            args.dtype,
+            args.optimizer,
+            args.peak_gflops,
+        )
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err
     if args.json:
         print(json.dumps(result))
         return
-    print(f"ours {result['config']} {result['dtype']} {result['optimizer']} B={args.batch} T={args.seq}: "
-          f"tokens_per_s={result['tokens_per_s']:.0f} step_ms={result['step_ms']:.1f} "
-          f"(median of {args.steps}) cpu_ms={result['cpu_ms']:.1f} achieved={result['achieved_gflops']:.1f} GFLOP/s "
-          f"peak={result['peak_gflops']:.1f} GFLOP/s mfu={100 * result['mfu']:.1f}% "
-          f"first_step={result['first_step_s']:.1f}s loss={result['loss']:.3f}")
+    print(
+        f"ours {result['config']} {result['dtype']} {result['optimizer']} B={args.batch} T={args.seq}: "
+        f"tokens_per_s={result['tokens_per_s']:.0f} step_ms={result['step_ms']:.1f} "
+        f"(median of {args.steps}) cpu_ms={result['cpu_ms']:.1f} achieved={result['achieved_gflops']:.1f} GFLOP/s "
+        f"peak={result['peak_gflops']:.1f} GFLOP/s mfu={100 * result['mfu']:.1f}% "
+        f"first_step={result['first_step_s']:.1f}s loss={result['loss']:.3f}"
+    )
 
 
 if __name__ == "__main__":

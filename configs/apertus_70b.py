@@ -6,6 +6,8 @@ from apertus_jax.train.config import apertus_recipe
 
 
 def get_config():
-  config = apertus_recipe("apertus-70b", stage_bounds=(5e12, 9e12, 12e12, 13.5e12), tensor=4, every_steps=500)
-  config.lock()
-  return config
+    config = apertus_recipe(
+        "apertus-70b", stage_bounds=(5e12, 9e12, 12e12, 13.5e12), tensor=4, every_steps=500
+    )
+    config.lock()
+    return config

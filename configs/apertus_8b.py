@@ -10,6 +10,8 @@ from apertus_jax.train.config import apertus_recipe
 
 
 def get_config():
-  config = apertus_recipe("apertus-8b", stage_bounds=(7e12, 9e12, 12e12, 13.5e12), tensor=1, every_steps=1000)
-  config.lock()
-  return config
+    config = apertus_recipe(
+        "apertus-8b", stage_bounds=(7e12, 9e12, 12e12, 13.5e12), tensor=1, every_steps=1000
+    )
+    config.lock()
+    return config

@@ -6,24 +6,34 @@ from apertus_jax.train.config import base_config, model_section
 
 
 def get_config():
-  config = base_config()
-  config.model = model_section("tiny", vocab_size=1024, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16,
-                               mlp_hidden=64, max_seq_len=64)
-  config.data.demo_tokenizer_vocab = 1024
-  config.data.pipeline.components.demo.sources = ["udhr"]
-  config.data.seq_len = 64
-  config.data.num_shards = 2  # the same batches on 1 or 2 processes (multi-process test)
-  config.data.pipeline.stages = [dict(name="stage1", until_tokens=6 * 256 + 2 * 512, weights=dict(demo=1.0), seed=0),
-                                 dict(name="stage2", until_tokens=None, weights=dict(demo=1.0), seed=1)]
-  config.train.steps = 12
-  config.train.batch_plan = ((0, 4 * 64), (6 * 4 * 64, 8 * 64))
-  config.optim.peak_lr = 1e-2
-  config.optim.warmup_tokens = 2 * 256
-  config.optim.decay_tokens = 3 * 512
-  config.optim.total_tokens = 6 * 256 + 6 * 512
-  config.optim.clip_norm = 1.0
-  config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 1, 2, -1
-  config.checkpoint.every_steps = 2
-  config.checkpoint.keep = 50
-  config.lock()
-  return config
+    config = base_config()
+    config.model = model_section(
+        "tiny",
+        vocab_size=1024,
+        d_model=32,
+        n_heads=2,
+        n_kv_heads=1,
+        head_dim=16,
+        mlp_hidden=64,
+        max_seq_len=64,
+    )
+    config.data.demo_tokenizer_vocab = 1024
+    config.data.pipeline.components.demo.sources = ["udhr"]
+    config.data.seq_len = 64
+    config.data.num_shards = 2  # the same batches on 1 or 2 processes (multi-process test)
+    config.data.pipeline.stages = [
+        dict(name="stage1", until_tokens=6 * 256 + 2 * 512, weights=dict(demo=1.0), seed=0),
+        dict(name="stage2", until_tokens=None, weights=dict(demo=1.0), seed=1),
+    ]
+    config.train.steps = 12
+    config.train.batch_plan = ((0, 4 * 64), (6 * 4 * 64, 8 * 64))
+    config.optim.peak_lr = 1e-2
+    config.optim.warmup_tokens = 2 * 256
+    config.optim.decay_tokens = 3 * 512
+    config.optim.total_tokens = 6 * 256 + 6 * 512
+    config.optim.clip_norm = 1.0
+    config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 1, 2, -1
+    config.checkpoint.every_steps = 2
+    config.checkpoint.keep = 50
+    config.lock()
+    return config

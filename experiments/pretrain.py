@@ -22,54 +22,61 @@ _WORKDIR = flags.DEFINE_string("workdir", "workdir/tiny_demo", "Run directory: c
 
 
 def _quiet_library_logs() -> None:
-  """Keeps Orbax's per-save INFO chatter out of the log (its warnings and errors still show)."""
-  import logging as std_logging
+    """Keeps Orbax's per-save INFO chatter out of the log (its warnings and errors still show)."""
+    import logging as std_logging
 
-  def keep(record):
-    return record.levelno >= std_logging.WARNING or "/orbax/" not in record.pathname
-  logging.get_absl_handler().addFilter(keep)
+    def keep(record):
+        return record.levelno >= std_logging.WARNING or "/orbax/" not in record.pathname
+
+    logging.get_absl_handler().addFilter(keep)
 
 
 def _enable_compilation_cache() -> None:
-  """Persistent XLA compilation cache (default ~/.cache/apertus_jax/xla; JAX_COMPILATION_CACHE_DIR
-  overrides): a restarted or resumed run skips recompiling its train step."""
-  import jax
-  from apertus_jax.train.inputs import cache_dir
-  if not jax.config.jax_compilation_cache_dir:
-    jax.config.update("jax_compilation_cache_dir", os.path.join(cache_dir(), "xla"))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    """Persistent XLA compilation cache (default ~/.cache/apertus_jax/xla; JAX_COMPILATION_CACHE_DIR
+    overrides): a restarted or resumed run skips recompiling its train step."""
+    import jax
+
+    from apertus_jax.train.inputs import cache_dir
+
+    if not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", os.path.join(cache_dir(), "xla"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 def main(argv) -> None:
-  del argv  # the flags are parsed; the preset override reads sys.argv to see which fields were given
-  _quiet_library_logs()
-  _enable_compilation_cache()
-  from apertus_jax.train.checkpoint import WorkdirLockedError
-  from apertus_jax.train.config import apply_preset_override
-  from apertus_jax.train.loop import train
-  try:
-    apply_preset_override(_CONFIG.value, sys.argv)
-    distributed.initialize_from_env()  # TPU pods, SLURM, explicit JAX_* variables; no-op for one process
-    outcome = train(_CONFIG.value, _WORKDIR.value)
-  except (ValueError, OSError, WorkdirLockedError) as error:
-    print("error: " + " ".join(str(error).split()), file=sys.stderr)
-    sys.exit(2)
-  logging.info("run %s: %s", outcome, _WORKDIR.value)
+    del argv  # the flags are parsed; the preset override reads sys.argv to see which fields were given
+    _quiet_library_logs()
+    _enable_compilation_cache()
+    from apertus_jax.train.checkpoint import WorkdirLockedError
+    from apertus_jax.train.config import apply_preset_override
+    from apertus_jax.train.loop import train
+
+    try:
+        apply_preset_override(_CONFIG.value, sys.argv)
+        distributed.initialize_from_env()  # TPU pods, SLURM, explicit JAX_* variables; no-op for one process
+        outcome = train(_CONFIG.value, _WORKDIR.value)
+    except (ValueError, OSError, WorkdirLockedError) as error:
+        print("error: " + " ".join(str(error).split()), file=sys.stderr)
+        sys.exit(2)
+    logging.info("run %s: %s", outcome, _WORKDIR.value)
 
 
 def parse_flags(argv: list[str]) -> list[str]:
-  """absl flag parsing with a one-line error for an override of a key the config does not have."""
-  try:
-    return flags.FLAGS(argv)
-  except (AttributeError, KeyError) as error:
-    # ml_collections nests reprs ('\\'stpes\\'\\nDid you mean ...'): keep the words only.
-    detail = re.sub(r"[\\'\"]+", "", re.sub(r"(\\+n)+", " ", str(error))).strip()
-    print(f"error: unknown config key: {detail}; the schema is in apertus_jax/train/config.py "
-          "(data.pipeline: apertus_jax/data/config.py)", file=sys.stderr)
-  except (flags.Error, OSError) as error:
-    print("error: " + " ".join(str(error).split()), file=sys.stderr)
-  sys.exit(2)
+    """absl flag parsing with a one-line error for an override of a key the config does not have."""
+    try:
+        return flags.FLAGS(argv)
+    except (AttributeError, KeyError) as error:
+        # ml_collections nests reprs ('\\'stpes\\'\\nDid you mean ...'): keep the words only.
+        detail = re.sub(r"[\\'\"]+", "", re.sub(r"(\\+n)+", " ", str(error))).strip()
+        print(
+            f"error: unknown config key: {detail}; the schema is in apertus_jax/train/config.py "
+            "(data.pipeline: apertus_jax/data/config.py)",
+            file=sys.stderr,
+        )
+    except (flags.Error, OSError) as error:
+        print("error: " + " ".join(str(error).split()), file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags)
+    app.run(main, flags_parser=parse_flags)

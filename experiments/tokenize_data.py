@@ -42,20 +42,38 @@ def tokenize(args: argparse.Namespace) -> dict:
     tokenizer = load_tokenizer(args.tokenizer)
     stats = sources.RawStats()
     documents = sources.iter_raw_documents(
-        args.input, args.kind, stats, text_field=args.text_field, id_field=args.id_field,
-        score_field=args.score_field)
+        args.input,
+        args.kind,
+        stats,
+        text_field=args.text_field,
+        id_field=args.id_field,
+        score_field=args.score_field,
+    )
     extra = {"inputs": list(args.input), "kind": args.kind}
     start = time.perf_counter()
-    with shards.ShardWriter(args.out, tokenizer, source=args.source, licence=args.licence,
-                            shard_tokens=args.shard_tokens, overwrite=args.overwrite, extra=extra) as writer:
+    with shards.ShardWriter(
+        args.out,
+        tokenizer,
+        source=args.source,
+        licence=args.licence,
+        shard_tokens=args.shard_tokens,
+        overwrite=args.overwrite,
+        extra=extra,
+    ) as writer:
         while batch := list(itertools.islice(documents, args.batch_documents)):
             for document, ids in zip(batch, tokenizer.encode_batch([d.text for d in batch])):
                 writer.write([tokenizer.bod_id, *ids, tokenizer.eod_id], document.doc_id, document.score)
             manifest = writer.manifest
-            print(f"{manifest['documents']:,} documents, {manifest['tokens']:,} tokens, "
-                  f"{manifest['tokens'] / (time.perf_counter() - start):,.0f} tokens/s", file=sys.stderr)
-        writer.manifest.update(skipped_empty_documents=stats.skipped_empty,
-                               replaced_invalid_utf8=stats.replaced_invalid_utf8, files=stats.files)
+            print(
+                f"{manifest['documents']:,} documents, {manifest['tokens']:,} tokens, "
+                f"{manifest['tokens'] / (time.perf_counter() - start):,.0f} tokens/s",
+                file=sys.stderr,
+            )
+        writer.manifest.update(
+            skipped_empty_documents=stats.skipped_empty,
+            replaced_invalid_utf8=stats.replaced_invalid_utf8,
+            files=stats.files,
+        )
     return writer.manifest
 
 
@@ -66,9 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, FileExistsError) as error:
         print(f"tokenize_data: error: {error}", file=sys.stderr)
         return 1
-    print(f"wrote {args.out}: {manifest['documents']:,} documents, {manifest['tokens']:,} tokens in "
-          f"{len(manifest['shards'])} shards; {manifest['replaced_invalid_utf8']} invalid UTF-8 bytes "
-          f"replaced, {manifest['skipped_empty_documents']} empty documents skipped", file=sys.stderr)
+    print(
+        f"wrote {args.out}: {manifest['documents']:,} documents, {manifest['tokens']:,} tokens in "
+        f"{len(manifest['shards'])} shards; {manifest['replaced_invalid_utf8']} invalid UTF-8 bytes "
+        f"replaced, {manifest['skipped_empty_documents']} empty documents skipped",
+        file=sys.stderr,
+    )
     return 0
 
 

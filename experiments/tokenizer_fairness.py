@@ -30,24 +30,47 @@ from absl import app, flags
 from apertus_jax.data.demo_corpus import load_demo_documents, load_udhr, udhr_languages
 from apertus_jax.tokenizers import fairness, load_tokenizer
 from apertus_jax.tokenizers.hf import HFTokenizer
+from apertus_jax.tokenizers.report import (
+    LANGUAGE_COLUMNS,
+    TokenizerReport,
+    csv_table,
+    evaluate,
+    markdown_table,
+    plot_costs,
+    write_text,
+)
 from apertus_jax.tokenizers.scripts import dominant_script
-from apertus_jax.tokenizers.report import LANGUAGE_COLUMNS, TokenizerReport, csv_table, evaluate, \
-    markdown_table, plot_costs, write_text
 from apertus_jax.tokenizers.train import BPEConfig, train_sentencepiece
 
 OUT = flags.DEFINE_string("out", None, "output folder", required=True)
 HF_TOKENIZERS = flags.DEFINE_multi_string(
-    "hf_tokenizer", [], "HF tokenizer.json to compare, as PATH or NAME=PATH (repeatable)")
+    "hf_tokenizer", [], "HF tokenizer.json to compare, as PATH or NAME=PATH (repeatable)"
+)
 BPE_VOCAB_SIZE = flags.DEFINE_integer(
-    "bpe_vocab_size", 32_000, "vocabulary of the SentencePiece BPE trained on the demo corpus "
-    "(Boldt's 32k); 0 skips it")
+    "bpe_vocab_size",
+    32_000,
+    "vocabulary of the SentencePiece BPE trained on the demo corpus (Boldt's 32k); 0 skips it",
+)
 REFERENCE = flags.DEFINE_string("reference_lang", "eng", "UDHR code whose cost is parity 1.0")
 LANGUAGES = flags.DEFINE_list("languages", None, "UDHR codes to evaluate (default: all)")
 
-SUMMARY_COLUMNS = ("tokenizer", "vocab_size", "translations", "gini", "gini_one_per_language",
-                   "gini_heldout", "gini_latin", "gini_non_latin", "fertility",
-                   "bytes_per_token", "chars_per_token", "vocabulary_utilization", "median_parity",
-                   "max_parity", "max_parity_lang")
+SUMMARY_COLUMNS = (
+    "tokenizer",
+    "vocab_size",
+    "translations",
+    "gini",
+    "gini_one_per_language",
+    "gini_heldout",
+    "gini_latin",
+    "gini_non_latin",
+    "fertility",
+    "bytes_per_token",
+    "chars_per_token",
+    "vocabulary_utilization",
+    "median_parity",
+    "max_parity",
+    "max_parity_lang",
+)
 
 
 def _log(message: str) -> None:
@@ -82,26 +105,33 @@ def _one_per_language(codes: set[str]) -> list[str]:
 
 def _summary_row(report: TokenizerReport, subsets: dict[str, list[str]]) -> dict:
     worst = report.rows[-1]
-    return {"tokenizer": report.name, "vocab_size": report.vocab_size,
-            "translations": len(report.rows), "gini": report.gini,
-            **{f"gini_{name}": report.subset_gini(codes) if codes else ""
-               for name, codes in subsets.items()},
-            "fertility": report.fertility, "bytes_per_token": report.bytes_per_token,
-            "chars_per_token": report.chars_per_token,
-            "vocabulary_utilization": report.vocabulary_utilization,
-            "median_parity": statistics.median(row["parity"] for row in report.rows),
-            "max_parity": worst["parity"], "max_parity_lang": worst["lang"]}
+    return {
+        "tokenizer": report.name,
+        "vocab_size": report.vocab_size,
+        "translations": len(report.rows),
+        "gini": report.gini,
+        **{f"gini_{name}": report.subset_gini(codes) if codes else "" for name, codes in subsets.items()},
+        "fertility": report.fertility,
+        "bytes_per_token": report.bytes_per_token,
+        "chars_per_token": report.chars_per_token,
+        "vocabulary_utilization": report.vocabulary_utilization,
+        "median_parity": statistics.median(row["parity"] for row in report.rows),
+        "max_parity": worst["parity"],
+        "max_parity_lang": worst["lang"],
+    }
 
 
 def _by_script_rows(reports: list[TokenizerReport], script_of: dict[str, str]) -> list[dict]:
     """Per dominant script: number of translations and each tokenizer's median parity."""
     rows = []
-    for script, count in sorted(collections.Counter(script_of.values()).items(),
-                                key=lambda item: (-item[1], item[0])):
+    for script, count in sorted(
+        collections.Counter(script_of.values()).items(), key=lambda item: (-item[1], item[0])
+    ):
         row = {"script": script, "translations": count}
         for report in reports:
             row[report.name] = statistics.median(
-                r["parity"] for r in report.rows if script_of[r["lang"]] == script)
+                r["parity"] for r in report.rows if script_of[r["lang"]] == script
+            )
         rows.append(row)
     return rows
 
@@ -121,14 +151,15 @@ def main(argv):
     script_of = {code: dominant_script(text) for code, text in texts.items()}
     subsets = {
         "one_per_language": _one_per_language(set(texts)),
-        "heldout": sorted({doc["code"] for doc in load_demo_documents("heldout", ["udhr"])}
-                          & set(texts)),
+        "heldout": sorted({doc["code"] for doc in load_demo_documents("heldout", ["udhr"])} & set(texts)),
         "latin": sorted(code for code, script in script_of.items() if script == "Latin"),
         "non_latin": sorted(code for code, script in script_of.items() if script != "Latin"),
     }
-    _log(f"UDHR: {len(texts)} translations of {len(subsets['one_per_language'])} identified "
-         f"languages in {len(set(script_of.values()))} scripts, {len(subsets['heldout'])} held out "
-         "from the demo training split")
+    _log(
+        f"UDHR: {len(texts)} translations of {len(subsets['one_per_language'])} identified "
+        f"languages in {len(set(script_of.values()))} scripts, {len(subsets['heldout'])} held out "
+        "from the demo training split"
+    )
 
     reports = []
     for tokenizer in _tokenizers(out):
@@ -138,28 +169,38 @@ def main(argv):
         write_text(os.path.join(out, f"{slug}.csv"), csv_table(LANGUAGE_COLUMNS, report.rows))
         write_text(os.path.join(out, f"{slug}.md"), markdown_table(LANGUAGE_COLUMNS, report.rows))
         reports.append(report)
-        _log(f"{report.name}: Gini {report.gini:.4f}, fertility {report.fertility:.3f}, "
-             f"{time.time() - tick:.1f} s")
+        _log(
+            f"{report.name}: Gini {report.gini:.4f}, fertility {report.fertility:.3f}, "
+            f"{time.time() - tick:.1f} s"
+        )
 
     rows = sorted((_summary_row(r, subsets) for r in reports), key=lambda row: row["gini"])
     write_text(os.path.join(out, "summary.csv"), csv_table(SUMMARY_COLUMNS, rows))
     # Reference points without a tokenizer: the spread of the translations' lengths themselves.
     baselines = ", ".join(
         f"{unit} {fairness.gini(row[unit] for row in reports[0].rows):.4f}"
-        for unit in ("bytes", "chars", "words"))
-    summary = (markdown_table(SUMMARY_COLUMNS, rows)
-               + f"\nGini of the texts' lengths in UTF-8 bytes, characters, words: {baselines}\n")
+        for unit in ("bytes", "chars", "words")
+    )
+    summary = (
+        markdown_table(SUMMARY_COLUMNS, rows)
+        + f"\nGini of the texts' lengths in UTF-8 bytes, characters, words: {baselines}\n"
+    )
     write_text(os.path.join(out, "summary.md"), summary)
     by_script = _by_script_rows(reports, script_of)
     script_columns = ("script", "translations", *(r.name for r in reports))
     write_text(os.path.join(out, "by_script.csv"), csv_table(script_columns, by_script))
     write_text(os.path.join(out, "by_script.md"), markdown_table(script_columns, by_script))
-    plot_costs(reports, os.path.join(out, "tokenizer_fairness.png"),
-               f"Tokenization cost on {len(texts)} UDHR translations")
+    plot_costs(
+        reports,
+        os.path.join(out, "tokenizer_fairness.png"),
+        f"Tokenization cost on {len(texts)} UDHR translations",
+    )
     _log(summary)
     ranking = [row["tokenizer"] for row in rows]
-    _log(f"lowest Gini: {ranking[0]} ({rows[0]['gini']:.4f}); tekken ranks "
-         f"{ranking.index('tekken') + 1} of {len(rows)}; {time.time() - start:.0f} s; outputs in {out}")
+    _log(
+        f"lowest Gini: {ranking[0]} ({rows[0]['gini']:.4f}); tekken ranks "
+        f"{ranking.index('tekken') + 1} of {len(rows)}; {time.time() - start:.0f} s; outputs in {out}"
+    )
 
 
 if __name__ == "__main__":

@@ -21,14 +21,15 @@ from absl import app, flags
 from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.tokenizers.train import BPEConfig, train_per_subset, train_sentencepiece
 
-INPUTS = flags.DEFINE_multi_string("input", None, "[NAME=]GLOB | [NAME=]demo[:SOURCE] (repeatable)",
-                                   required=True)
-OUT = flags.DEFINE_string("out", None, "model path (.model), or folder with --per_subset",
-                          required=True)
+INPUTS = flags.DEFINE_multi_string(
+    "input", None, "[NAME=]GLOB | [NAME=]demo[:SOURCE] (repeatable)", required=True
+)
+OUT = flags.DEFINE_string("out", None, "model path (.model), or folder with --per_subset", required=True)
 VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 32_000, "vocabulary size incl. specials and bytes")
 MODEL_TYPE = flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "SentencePiece model type")
-CHARACTER_COVERAGE = flags.DEFINE_float("character_coverage", 0.9995,
-                                        "characters covered by pieces; the rest use byte fallback")
+CHARACTER_COVERAGE = flags.DEFINE_float(
+    "character_coverage", 0.9995, "characters covered by pieces; the rest use byte fallback"
+)
 PER_SUBSET = flags.DEFINE_bool("per_subset", False, "one model per --input (Boldt)")
 
 
@@ -56,7 +57,7 @@ def read_documents(spec: str) -> list[str]:
                     if line.strip():
                         record = json.loads(line)
                         if "text" not in record:
-                            raise ValueError(f"{path}:{number} has no \"text\" field")
+                            raise ValueError(f'{path}:{number} has no "text" field')
                         documents.append(record["text"])
             else:
                 raise ValueError(f"--input file {path} is neither .txt nor .jsonl")
@@ -70,8 +71,9 @@ def _subset_name(spec: str) -> str:
 
 def main(argv):
     del argv
-    config = BPEConfig(vocab_size=VOCAB_SIZE.value, model_type=MODEL_TYPE.value,
-                       character_coverage=CHARACTER_COVERAGE.value)
+    config = BPEConfig(
+        vocab_size=VOCAB_SIZE.value, model_type=MODEL_TYPE.value, character_coverage=CHARACTER_COVERAGE.value
+    )
     try:
         subsets = {}
         for entry in INPUTS.value:

@@ -77,7 +77,9 @@ def _positive_int(where: str, value: Any, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{where} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
+        raise ValueError(
+            f"{where} must be a positive integer{' or None' if allow_none else ''}, got {value!r}"
+        )
 
 
 def normalize_data_config(data_config: Any) -> dict[str, Any]:
@@ -114,8 +116,11 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
             component["paths"] = [str(p) for p in paths]
         if component["order"] not in ORDERS:
             raise ValueError(f"{where}['order'] = {component['order']!r}; use one of {ORDERS}")
-        if component["order"] == "sorted" and component["kind"] in ("jsonl", "parquet", "text", "seqio") \
-                and not component["score_field"]:
+        if (
+            component["order"] == "sorted"
+            and component["kind"] in ("jsonl", "parquet", "text", "seqio")
+            and not component["score_field"]
+        ):
             raise ValueError(f"{where}: order 'sorted' needs a 'score_field' for raw documents")
         _positive_int(f"{where}['epochs']", component["epochs"])
         _positive_int(f"{where}['take']", component["take"])
@@ -135,7 +140,9 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
         missing = set(weights) - set(components)
         if missing:
             raise ValueError(f"{where}['weights'] names unknown components {sorted(missing)}")
-        if any(not float(w) >= 0 for w in weights.values()) or not any(float(w) > 0 for w in weights.values()):
+        if any(not float(w) >= 0 for w in weights.values()) or not any(
+            float(w) > 0 for w in weights.values()
+        ):
             raise ValueError(f"{where}['weights'] must be >= 0 with at least one > 0, got {weights}")
         stage["weights"] = {name: float(w) for name, w in weights.items() if float(w) > 0}
         end = stage["until_tokens"]
@@ -148,18 +155,23 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
             _positive_int(f"{where}['until_tokens']", end, False)
             stage["until_tokens"] = end
             if stage["until_tokens"] <= previous_end:
-                raise ValueError(f"{where}['until_tokens'] = {end} must exceed the previous boundary {previous_end}")
+                raise ValueError(
+                    f"{where}['until_tokens'] = {end} must exceed the previous boundary {previous_end}"
+                )
             previous_end = stage["until_tokens"]
         if stage["seed"] is not None and (not isinstance(stage["seed"], int) or stage["seed"] < 0):
             raise ValueError(f"{where}['seed'] must be a non-negative integer, got {stage['seed']!r}")
         stages.append(stage)
 
-    goldfish = _with_defaults("data_config['goldfish']", dict(data_config.get("goldfish") or {}),
-                              _GOLDFISH_DEFAULTS)
+    goldfish = _with_defaults(
+        "data_config['goldfish']", dict(data_config.get("goldfish") or {}), _GOLDFISH_DEFAULTS
+    )
     if goldfish["hash"] not in HASHES:
         raise ValueError(f"data_config['goldfish']['hash'] = {goldfish['hash']!r}; use one of {HASHES}")
     if not isinstance(goldfish["k"], int) or goldfish["k"] < 0:
-        raise ValueError(f"data_config['goldfish']['k'] must be an integer >= 0 (0 disables), got {goldfish['k']!r}")
+        raise ValueError(
+            f"data_config['goldfish']['k'] must be an integer >= 0 (0 disables), got {goldfish['k']!r}"
+        )
     _positive_int("data_config['goldfish']['h']", goldfish["h"], False)
     split_seed = data_config.get("split_seed", 0)
     if not isinstance(split_seed, int) or split_seed < 0:

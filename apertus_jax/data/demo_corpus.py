@@ -28,8 +28,10 @@ def _read_asset(name: str) -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        raise FileNotFoundError(f"demo corpus asset {name} is missing from {path}; reinstall apertus_jax "
-                                f"or rebuild it with `{_REBUILD}`") from None
+        raise FileNotFoundError(
+            f"demo corpus asset {name} is missing from {path}; reinstall apertus_jax "
+            f"or rebuild it with `{_REBUILD}`"
+        ) from None
 
 
 @functools.cache
@@ -45,8 +47,10 @@ def _records(source: str) -> tuple[dict, ...]:
     data = _read_asset(name)
     expected = manifest()["assets"][name]["sha256"]
     if hashlib.sha256(data).hexdigest() != expected:
-        raise ValueError(f"demo corpus asset {name} does not match the sha256 in manifest.json ({expected}); "
-                         f"the file is corrupt or was changed without rebuilding: run `{_REBUILD}`")
+        raise ValueError(
+            f"demo corpus asset {name} does not match the sha256 in manifest.json ({expected}); "
+            f"the file is corrupt or was changed without rebuilding: run `{_REBUILD}`"
+        )
     return tuple(json.loads(line) for line in lzma.decompress(data).decode("utf-8").splitlines())
 
 

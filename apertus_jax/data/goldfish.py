@@ -110,7 +110,10 @@ def _mixed_window_hashes(x: np.ndarray, h: int) -> np.ndarray:
 
 
 def goldfish_drop_mask(
-    labels: np.ndarray, k: int = 50, h: int = 50, hash: str = "apertus"  # noqa: A002 (config name)
+    labels: np.ndarray,
+    k: int = 50,
+    h: int = 50,
+    hash: str = "apertus",  # noqa: A002 (config name)
 ) -> np.ndarray:
     """Which labels the Goldfish rule drops from the loss (True = dropped).
 

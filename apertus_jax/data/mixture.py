@@ -88,10 +88,21 @@ def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
             texts, scores, replaced = [r["text"] for r in records], [None] * len(records), 0
         else:
             stats = sources.RawStats()
-            raw = list(sources.iter_raw_documents(
-                spec["paths"], kind, stats, text_field=spec["text_field"], id_field=spec["id_field"],
-                score_field=spec["score_field"]))
-            texts, scores, replaced = [d.text for d in raw], [d.score for d in raw], stats.replaced_invalid_utf8
+            raw = list(
+                sources.iter_raw_documents(
+                    spec["paths"],
+                    kind,
+                    stats,
+                    text_field=spec["text_field"],
+                    id_field=spec["id_field"],
+                    score_field=spec["score_field"],
+                )
+            )
+            texts, scores, replaced = (
+                [d.text for d in raw],
+                [d.score for d in raw],
+                stats.replaced_invalid_utf8,
+            )
             if replaced:
                 logging.warning("component %r: replaced %d invalid UTF-8 bytes by U+FFFD", name, replaced)
         if not texts:
@@ -177,8 +188,9 @@ def component_dataset(
     return dataset.repeat(spec["epochs"])
 
 
-def mix_components(datasets: Sequence[grain.MapDataset], token_weights: Sequence[float],
-                   mean_tokens: Sequence[float]) -> grain.MapDataset:
+def mix_components(
+    datasets: Sequence[grain.MapDataset], token_weights: Sequence[float], mean_tokens: Sequence[float]
+) -> grain.MapDataset:
     """One stream drawing documents in proportions `token weight / mean tokens per document`."""
     if len(datasets) == 1:
         return datasets[0]

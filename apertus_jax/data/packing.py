@@ -48,7 +48,7 @@ class PackedRows:
             self._cache = (index, component, self.documents[component][document])
         return self._cache[1], self._cache[2]
 
-    def __iter__(self) -> "PackedRows":
+    def __iter__(self) -> PackedRows:
         return self
 
     def __next__(self) -> np.ndarray:

@@ -77,15 +77,21 @@ def _batch_rule(batch_size: Any, seq_len: int) -> Callable[[int], int]:
     if isinstance(batch_size, int):
         return lambda step: batch_size
     if hasattr(batch_size, "batch_tokens_at_step"):
+
         def rows(step: int) -> int:
             tokens = batch_size.batch_tokens_at_step(step)
             if tokens % seq_len:
-                raise ValueError(f"batch of {tokens} tokens at step {step} is not a multiple of seq_len {seq_len}")
+                raise ValueError(
+                    f"batch of {tokens} tokens at step {step} is not a multiple of seq_len {seq_len}"
+                )
             return tokens // seq_len
+
         return rows
     if callable(batch_size):
         return batch_size
-    raise ValueError(f"batch_size must be an int, a callable step -> rows or a BatchSizePlan, got {batch_size!r}")
+    raise ValueError(
+        f"batch_size must be an int, a callable step -> rows or a BatchSizePlan, got {batch_size!r}"
+    )
 
 
 class TrainIterator(grain.DatasetIterator):
@@ -96,8 +102,17 @@ class TrainIterator(grain.DatasetIterator):
         out of documents (finite `epochs`) before its token boundary.
     """
 
-    def __init__(self, data_config: dict[str, Any], tokenizer, *, seq_len: int, batch_size: Any,
-                 process_index: int, process_count: int, seed: int):
+    def __init__(
+        self,
+        data_config: dict[str, Any],
+        tokenizer,
+        *,
+        seq_len: int,
+        batch_size: Any,
+        process_index: int,
+        process_count: int,
+        seed: int,
+    ):
         super().__init__()
         if not 0 <= process_index < process_count:
             raise ValueError(f"process_index {process_index} not in [0, process_count={process_count})")
@@ -115,13 +130,21 @@ class TrainIterator(grain.DatasetIterator):
             None if s["until_tokens"] is None else math.ceil(s["until_tokens"] / (seq_len * process_count))
             for s in self.config["stages"]
         ]
-        self.fingerprint = hashlib.sha256(json.dumps(
-            [self.config, seq_len, seed, tokenizer.checksum, process_index, process_count], sort_keys=True
-        ).encode()).hexdigest()[:16]
+        self.fingerprint = hashlib.sha256(
+            json.dumps(
+                [self.config, seq_len, seed, tokenizer.checksum, process_index, process_count], sort_keys=True
+            ).encode()
+        ).hexdigest()[:16]
         self._host_document_counts = [
-            len(mixture.host_documents(component, self.config["components"][component.name],
-                                       split_seed=self.config["split_seed"], process_index=process_index,
-                                       process_count=process_count))
+            len(
+                mixture.host_documents(
+                    component,
+                    self.config["components"][component.name],
+                    split_seed=self.config["split_seed"],
+                    process_index=process_index,
+                    process_count=process_count,
+                )
+            )
             for component in self.components
         ]
         self.step, self.rows, self.stage = 0, 0, 0
@@ -129,15 +152,24 @@ class TrainIterator(grain.DatasetIterator):
 
     def _stage_packer(self, stage_index: int) -> PackedRows:
         stage = self.config["stages"][stage_index]
-        stage_seed = stage["seed"] if stage["seed"] is not None else mixture.derive_seed(self.seed, stage_index)
+        stage_seed = (
+            stage["seed"] if stage["seed"] is not None else mixture.derive_seed(self.seed, stage_index)
+        )
         datasets, weights, lengths = [], [], []
         for name, weight in stage["weights"].items():
             index = self.component_names.index(name)
             component = self.components[index]
-            datasets.append(mixture.component_dataset(
-                component, index, self.config["components"][name], seed=mixture.derive_seed(stage_seed, name),
-                split_seed=self.config["split_seed"], process_index=self.process_index,
-                process_count=self.process_count))
+            datasets.append(
+                mixture.component_dataset(
+                    component,
+                    index,
+                    self.config["components"][name],
+                    seed=mixture.derive_seed(stage_seed, name),
+                    split_seed=self.config["split_seed"],
+                    process_index=self.process_index,
+                    process_count=self.process_count,
+                )
+            )
             weights.append(weight)
             lengths.append(component.mean_tokens)
         stream = mixture.mix_components(datasets, weights, lengths)
@@ -221,8 +253,10 @@ class TrainIterator(grain.DatasetIterator):
         stage_weights = self.config["stages"][self.stage]["weights"]
         for index, name in enumerate(self.component_names):
             if name in stage_weights:
-                per_component[name] = {"documents": counts[index],
-                                       "epochs": counts[index] / self._host_document_counts[index]}
+                per_component[name] = {
+                    "documents": counts[index],
+                    "epochs": counts[index] / self._host_document_counts[index],
+                }
         return {
             "step": self.step,
             "stage": self.config["stages"][self.stage]["name"],
@@ -246,5 +280,12 @@ def build_train_pipeline(
     Raises:
       ValueError / FileNotFoundError: an invalid config or bad data, with the key or path to fix.
     """
-    return TrainIterator(data_config, tokenizer, seq_len=seq_len, batch_size=batch_size,
-                         process_index=process_index, process_count=process_count, seed=seed)
+    return TrainIterator(
+        data_config,
+        tokenizer,
+        seq_len=seq_len,
+        batch_size=batch_size,
+        process_index=process_index,
+        process_count=process_count,
+        seed=seed,
+    )

@@ -124,8 +124,9 @@ def _examples(task_or_mixture_name: str, split: str):
     for task in seqio.get_subtasks(provider):
         if split not in task.splits:
             raise ValueError(f"seqio task {task.name!r} has no split {split!r}; it has {list(task.splits)}")
-        dataset = task.get_dataset(sequence_length=None, split=split, shuffle=False, num_epochs=1,
-                                   trim_output_features=False)
+        dataset = task.get_dataset(
+            sequence_length=None, split=split, shuffle=False, num_epochs=1, trim_output_features=False
+        )
         for index, example in enumerate(dataset.as_numpy_iterator()):
             yield task, index, example
 
@@ -150,8 +151,10 @@ def load_component(name: str, spec: dict[str, Any], tokenizer) -> mixture.Compon
     texts, documents, scores = [], [], []
     for task, index, example in _examples(task_name, spec["split"]):
         if feature not in example:
-            raise ValueError(f"component {name!r}: seqio task {task.name!r} has no feature {feature!r}; "
-                             f"it has {sorted(example)} (set 'feature')")
+            raise ValueError(
+                f"component {name!r}: seqio task {task.name!r} has no feature {feature!r}; "
+                f"it has {sorted(example)} (set 'feature')"
+            )
         value = example[feature]
         score = float(example[spec["score_field"]]) if spec["score_field"] else None
         if isinstance(value, bytes):
@@ -170,11 +173,13 @@ def load_component(name: str, spec: dict[str, Any], tokenizer) -> mixture.Compon
     if texts and documents:
         raise ValueError(f"component {name!r}: feature {feature!r} of {task_name!r} mixes text and token ids")
     if not texts and not documents:
-        raise ValueError(f"component {name!r}: seqio {task_name!r} split {spec['split']!r} has no "
-                         f"non-empty {feature!r}")
+        raise ValueError(
+            f"component {name!r}: seqio {task_name!r} split {spec['split']!r} has no non-empty {feature!r}"
+        )
     if stats.replaced_invalid_utf8:
-        logging.warning("component %r: replaced %d invalid UTF-8 bytes by U+FFFD", name,
-                        stats.replaced_invalid_utf8)
+        logging.warning(
+            "component %r: replaced %d invalid UTF-8 bytes by U+FFFD", name, stats.replaced_invalid_utf8
+        )
     if texts:
         component = mixture._tokenize(name, texts, scores, tokenizer)
         component.replaced_invalid_utf8 = stats.replaced_invalid_utf8
@@ -193,14 +198,18 @@ def _framed_ids(name: str, task, feature: str, ids: np.ndarray, tokenizer, index
             f"not of tokenizer {tokenizer.name!r}; read a text feature (e.g. 'targets_pretokenized') instead"
         )
     if ids.ndim != 1:
-        raise ValueError(f"component {name!r}: feature {feature!r} of {task.name!r} has shape {ids.shape}, "
-                         "expected one sequence of ids per example")
+        raise ValueError(
+            f"component {name!r}: feature {feature!r} of {task.name!r} has shape {ids.shape}, "
+            "expected one sequence of ids per example"
+        )
     ids = ids.astype(np.int32)
     if ids.size and (ids.min() < 0 or ids.max() >= tokenizer.vocab_size):
-        raise ValueError(f"component {name!r}: example {index} of {task.name!r} has token id "
-                         f"{int(ids.max() if ids.max() >= tokenizer.vocab_size else ids.min())} outside "
-                         f"[0, {tokenizer.vocab_size})")
-    body = ids[1 if ids.size and ids[0] == tokenizer.bod_id else 0:]
+        raise ValueError(
+            f"component {name!r}: example {index} of {task.name!r} has token id "
+            f"{int(ids.max() if ids.max() >= tokenizer.vocab_size else ids.min())} outside "
+            f"[0, {tokenizer.vocab_size})"
+        )
+    body = ids[1 if ids.size and ids[0] == tokenizer.bod_id else 0 :]
     body = body[:-1] if body.size and body[-1] == tokenizer.eod_id else body
     if not body.size:
         return None
@@ -219,14 +228,18 @@ class _ComponentDocuments:
     def _generate(self, order: np.ndarray):
         for index in order:
             document = np.asarray(self.component.documents[int(index)], np.int32)
-            yield {"targets": document[:-1],  # append_eos restores the final EoD
-                   "targets_pretokenized": self.tokenizer.decode(document.tolist())}
+            yield {
+                "targets": document[:-1],  # append_eos restores the final EoD
+                "targets_pretokenized": self.tokenizer.decode(document.tolist()),
+            }
 
     def __call__(self, split: str, shuffle_files: bool, seed: int | None = None) -> tf.data.Dataset:
         del split  # one split per component
         order = np.random.default_rng(seed).permutation(self.indices) if shuffle_files else self.indices
-        signature = {"targets": tf.TensorSpec([None], tf.int32),
-                     "targets_pretokenized": tf.TensorSpec([], tf.string)}
+        signature = {
+            "targets": tf.TensorSpec([None], tf.int32),
+            "targets_pretokenized": tf.TensorSpec([], tf.string),
+        }
         return tf.data.Dataset.from_generator(lambda: self._generate(order), output_signature=signature)
 
 
@@ -250,20 +263,29 @@ def register_seqio_tasks(data_config: Any, tokenizer, prefix: str = "apertus_") 
     components, tasks = {}, {}
     for name, spec in config["components"].items():
         component = mixture.load_component(name, spec, tokenizer)
-        indices = mixture.host_documents(component, spec, split_seed=config["split_seed"], process_index=0,
-                                         process_count=1)
-        source = seqio.FunctionDataSource(_ComponentDocuments(component, indices, tokenizer),
-                                          splits=[spec["split"]],
-                                          num_input_examples={spec["split"]: len(indices)})
+        indices = mixture.host_documents(
+            component, spec, split_seed=config["split_seed"], process_index=0, process_count=1
+        )
+        source = seqio.FunctionDataSource(
+            _ComponentDocuments(component, indices, tokenizer),
+            splits=[spec["split"]],
+            num_input_examples={spec["split"]: len(indices)},
+        )
         tasks[name] = prefix + name
         seqio.TaskRegistry.remove(tasks[name])
-        seqio.TaskRegistry.add(tasks[name], source=source, output_features=output_features,
-                               preprocessors=[seqio.preprocessors.append_eos])
+        seqio.TaskRegistry.add(
+            tasks[name],
+            source=source,
+            output_features=output_features,
+            preprocessors=[seqio.preprocessors.append_eos],
+        )
         components[name] = component
     mixtures = {}
     for stage in config["stages"]:
         mixtures[stage["name"]] = f"{prefix}{stage['name']}_mixture"
-        rates = [(tasks[name], weight / components[name].mean_tokens) for name, weight in stage["weights"].items()]
+        rates = [
+            (tasks[name], weight / components[name].mean_tokens) for name, weight in stage["weights"].items()
+        ]
         seqio.MixtureRegistry.remove(mixtures[stage["name"]])
         seqio.MixtureRegistry.add(mixtures[stage["name"]], rates)
     return {"tasks": tasks, "mixtures": mixtures}

@@ -115,7 +115,7 @@ class ShardWriter:
         self._writer: ArrayRecordWriter | None = None
         self.overwrite = overwrite
 
-    def __enter__(self) -> "ShardWriter":
+    def __enter__(self) -> ShardWriter:
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
         self.tmp_dir.mkdir(parents=True)
         return self
@@ -162,7 +162,7 @@ class ShardWriter:
             if exc_type is None:
                 if self.manifest["documents"] == 0:
                     raise ValueError(f"no documents to write to {self.out_dir}; the input is empty")
-                self.manifest["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+                self.manifest["created"] = datetime.datetime.now(datetime.UTC).isoformat()
                 (self.tmp_dir / MANIFEST).write_text(json.dumps(self.manifest, indent=2) + "\n")
                 if self.out_dir.exists():  # overwrite: move the old set aside, then swap
                     old = self.tmp_dir.with_name(self.tmp_dir.name + ".old")
@@ -253,8 +253,10 @@ class ShardSource:
             reader = ArrayRecordReader(self._paths[shard], "readahead_buffer_size:0")
             expected = self.manifest["shards"][shard]["documents"]
             if reader.num_records() != expected:
-                raise ValueError(f"{self._paths[shard]}: {reader.num_records()} records, manifest says "
-                                 f"{expected}; re-run experiments.tokenize_data")
+                raise ValueError(
+                    f"{self._paths[shard]}: {reader.num_records()} records, manifest says "
+                    f"{expected}; re-run experiments.tokenize_data"
+                )
             self._readers[shard] = reader
         position = index - self._starts[shard]
         return reader.read(position, position + 1)[0]

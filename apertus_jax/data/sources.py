@@ -136,5 +136,8 @@ def iter_raw_documents(
                 continue
             stats.documents += 1
             score = record.get(score_field) if score_field else None
-            yield RawDocument(text, str(record.get(id_field, f"{path.name}:{index}")),
-                              None if score is None else float(score))
+            yield RawDocument(
+                text,
+                str(record.get(id_field, f"{path.name}:{index}")),
+                None if score is None else float(score),
+            )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -73,6 +73,7 @@ def type_token_ratio(tokens: Sequence[int]) -> float:
 @dataclasses.dataclass(frozen=True)
 class MemorizationScore:
     """Scores of one generated suffix against the true suffix (lengths in tokens)."""
+
     rouge_l: float
     lccs: int
     lccs_fraction: float
@@ -84,21 +85,29 @@ def score_generation(reference: Sequence[int], generation: Sequence[int]) -> Mem
     """All memorization metrics of `generation` against `reference` (both token id sequences)."""
     lccs = lccs_length(reference, generation)
     return MemorizationScore(
-        rouge_l=rouge_l(reference, generation), lccs=lccs, lccs_fraction=lccs / max(len(reference), 1),
+        rouge_l=rouge_l(reference, generation),
+        lccs=lccs,
+        lccs_fraction=lccs / max(len(reference), 1),
         ttr=type_token_ratio(generation),
-        exact_match=bool(len(reference) == len(generation) and np.array_equal(_as_array(reference),
-                                                                               _as_array(generation))))
+        exact_match=bool(
+            len(reference) == len(generation) and np.array_equal(_as_array(reference), _as_array(generation))
+        ),
+    )
 
 
 def mean_scores(scores: Sequence[MemorizationScore]) -> dict[str, float]:
     """Means over documents: `rouge_l`, `lccs`, `lccs_fraction`, `ttr`, `exact_match` (a fraction)."""
     if not scores:
         raise ValueError("no memorization scores to average")
-    return {f.name: float(np.mean([getattr(s, f.name) for s in scores])) for f in dataclasses.fields(MemorizationScore)}
+    return {
+        f.name: float(np.mean([getattr(s, f.name) for s in scores]))
+        for f in dataclasses.fields(MemorizationScore)
+    }
 
 
-def split_prefix_suffix(documents: Sequence[Sequence[int]], prefix_len: int, suffix_len: int
-                        ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def split_prefix_suffix(
+    documents: Sequence[Sequence[int]], prefix_len: int, suffix_len: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """`(prefixes, suffixes)`: tokens `[0, prefix_len)` and `[prefix_len, prefix_len + suffix_len)` of each
     document (documents as the model saw them in training, i.e. starting with BoD).
 
@@ -108,15 +117,28 @@ def split_prefix_suffix(documents: Sequence[Sequence[int]], prefix_len: int, suf
     need = prefix_len + suffix_len
     for i, doc in enumerate(documents):
         if len(doc) < need:
-            raise ValueError(f"document {i} has {len(doc)} tokens, fewer than prefix {prefix_len} + suffix "
-                             f"{suffix_len}; use shorter lengths or longer documents")
-    return ([np.asarray(d[:prefix_len], np.int32) for d in documents],
-            [np.asarray(d[prefix_len:need], np.int32) for d in documents])
+            raise ValueError(
+                f"document {i} has {len(doc)} tokens, fewer than prefix {prefix_len} + suffix "
+                f"{suffix_len}; use shorter lengths or longer documents"
+            )
+    return (
+        [np.asarray(d[:prefix_len], np.int32) for d in documents],
+        [np.asarray(d[prefix_len:need], np.int32) for d in documents],
+    )
 
 
-def memorization_scores(model, documents: Sequence[Sequence[int]], *, prefix_len: int, suffix_len: int,
-                        batch_size: int, temperature: float = 0.0, top_p: float = 1.0, pad_id: int = 3,
-                        seed: int = 0) -> list[MemorizationScore]:
+def memorization_scores(
+    model,
+    documents: Sequence[Sequence[int]],
+    *,
+    prefix_len: int,
+    suffix_len: int,
+    batch_size: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    pad_id: int = 3,
+    seed: int = 0,
+) -> list[MemorizationScore]:
     """Prompts `model` with each document's prefix, generates `suffix_len` tokens (greedy by default, or
     nucleus sampling with `temperature`/`top_p`; SPEC.md 9) and scores them against the true suffix.
 
@@ -131,16 +153,24 @@ def memorization_scores(model, documents: Sequence[Sequence[int]], *, prefix_len
     prefixes, suffixes = split_prefix_suffix(documents, prefix_len, suffix_len)
     scores = []
     for start in range(0, len(prefixes), batch_size):
-        batch = prefixes[start:start + batch_size]
+        batch = prefixes[start : start + batch_size]
         padded = batch + [batch[-1]] * (batch_size - len(batch))  # fixed shapes: one compilation
-        generated = generate(model, padded, max_new_tokens=suffix_len, temperature=temperature, top_p=top_p,
-                             pad_id=pad_id, seed=seed + start)
-        scores += [score_generation(ref, gen) for ref, gen in zip(suffixes[start:], generated[:len(batch)])]
+        generated = generate(
+            model,
+            padded,
+            max_new_tokens=suffix_len,
+            temperature=temperature,
+            top_p=top_p,
+            pad_id=pad_id,
+            seed=seed + start,
+        )
+        scores += [score_generation(ref, gen) for ref, gen in zip(suffixes[start:], generated[: len(batch)])]
     return scores
 
 
-def probe_injection_plan(num_probes: int, repetitions: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128),
-                         seed: int = 0) -> list[int]:
+def probe_injection_plan(
+    num_probes: int, repetitions: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128), seed: int = 0
+) -> list[int]:
     """Repetition count of each probe: probes are split as evenly as possible over `repetitions`, in a
     seeded random order (so no repetition level is tied to a position in the probe list).
 

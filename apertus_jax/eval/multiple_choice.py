@@ -12,7 +12,7 @@ under four normalisations reported side by side (SPEC.md 9):
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,13 +26,16 @@ NORMALIZATIONS = ("unnormalized", "per_token", "per_char", "per_byte")
 class MultipleChoiceQuestion:
     """One question: the prompt (ends before the answer, e.g. "...\\nAntwort:"), the options as they
     continue the prompt (usually with a leading space), and the index of the correct option."""
+
     question_id: str
     prompt: str
     options: tuple[str, ...]
     answer: int
 
 
-def option_requests(tokenizer: Tokenizer, question: MultipleChoiceQuestion) -> list[tuple[list[int], list[int]]]:
+def option_requests(
+    tokenizer: Tokenizer, question: MultipleChoiceQuestion
+) -> list[tuple[list[int], list[int]]]:
     """`(context_ids, option_ids)` per option: BoD + prompt, and the option's tokens.
 
     The option is tokenized jointly with the prompt and split after the prompt's tokens (as lm-eval-harness
@@ -41,12 +44,14 @@ def option_requests(tokenizer: Tokenizer, question: MultipleChoiceQuestion) -> l
     prompt's tokens.
     """
     prompt = question.prompt.rstrip(" ")
-    moved = question.prompt[len(prompt):]
+    moved = question.prompt[len(prompt) :]
     context = tokenizer.encode(prompt)
     requests = []
     for option in question.options:
         whole = tokenizer.encode(prompt + moved + option)
-        split = whole[len(context):] if whole[:len(context)] == context else tokenizer.encode(moved + option)
+        split = (
+            whole[len(context) :] if whole[: len(context)] == context else tokenizer.encode(moved + option)
+        )
         requests.append(([tokenizer.bod_id, *context], split))
     return requests
 
@@ -58,6 +63,7 @@ class MultipleChoiceResult:
     `predictions[name][i]` is the predicted option index of question i; `scores[i]` is the summed
     log-likelihood (nats) of each option of question i.
     """
+
     num_questions: int
     accuracy: dict[str, float]
     chance: float
@@ -66,20 +72,31 @@ class MultipleChoiceResult:
 
     def summary(self) -> dict[str, float]:
         """Flat `{"accuracy_per_byte": ..., ..., "chance": ..., "num_questions": ...}`."""
-        return {**{f"accuracy_{k}": v for k, v in self.accuracy.items()}, "chance": self.chance,
-                "num_questions": self.num_questions}
+        return {
+            **{f"accuracy_{k}": v for k, v in self.accuracy.items()},
+            "chance": self.chance,
+            "num_questions": self.num_questions,
+        }
 
 
 def normalized_scores(logprob_sum: float, option: str, num_tokens: int) -> dict[str, float]:
     """The option's score under each normalisation (higher is better)."""
-    return {"unnormalized": logprob_sum, "per_token": logprob_sum / num_tokens,
-            "per_char": logprob_sum / max(len(option), 1),
-            "per_byte": logprob_sum / max(len(option.encode("utf-8")), 1)}
+    return {
+        "unnormalized": logprob_sum,
+        "per_token": logprob_sum / num_tokens,
+        "per_char": logprob_sum / max(len(option), 1),
+        "per_byte": logprob_sum / max(len(option.encode("utf-8")), 1),
+    }
 
 
-def evaluate_multiple_choice(token_logprobs: TokenLogprobsFn, tokenizer: Tokenizer,
-                             questions: Sequence[MultipleChoiceQuestion], *, seq_len: int,
-                             batch_size: int) -> MultipleChoiceResult:
+def evaluate_multiple_choice(
+    token_logprobs: TokenLogprobsFn,
+    tokenizer: Tokenizer,
+    questions: Sequence[MultipleChoiceQuestion],
+    *,
+    seq_len: int,
+    batch_size: int,
+) -> MultipleChoiceResult:
     """Scores every option of every question in one packed pass and reports the four accuracies.
 
     Args:
@@ -96,12 +113,17 @@ def evaluate_multiple_choice(token_logprobs: TokenLogprobsFn, tokenizer: Tokeniz
         raise ValueError("no multiple-choice questions to evaluate")
     for q in questions:
         if len(q.options) < 2 or not 0 <= q.answer < len(q.options):
-            raise ValueError(f"question {q.question_id}: needs >= 2 options and a valid answer index, "
-                             f"got {len(q.options)} options and answer {q.answer}")
+            raise ValueError(
+                f"question {q.question_id}: needs >= 2 options and a valid answer index, "
+                f"got {len(q.options)} options and answer {q.answer}"
+            )
     requests = [option_requests(tokenizer, q) for q in questions]
     flat = [r for rs in requests for r in rs]
-    logprobs = iter(continuation_logprobs(token_logprobs, flat, seq_len=seq_len, batch_size=batch_size,
-                                          pad_id=tokenizer.pad_id))
+    logprobs = iter(
+        continuation_logprobs(
+            token_logprobs, flat, seq_len=seq_len, batch_size=batch_size, pad_id=tokenizer.pad_id
+        )
+    )
     predictions = {name: [] for name in NORMALIZATIONS}
     correct = dict.fromkeys(NORMALIZATIONS, 0)
     scores = []
@@ -115,6 +137,9 @@ def evaluate_multiple_choice(token_logprobs: TokenLogprobsFn, tokenizer: Tokeniz
             correct[name] += best == question.answer
     n = len(questions)
     return MultipleChoiceResult(
-        num_questions=n, accuracy={k: correct[k] / n for k in NORMALIZATIONS},
-        chance=float(np.mean([1.0 / len(q.options) for q in questions])), predictions=predictions,
-        scores=scores)
+        num_questions=n,
+        accuracy={k: correct[k] / n for k in NORMALIZATIONS},
+        chance=float(np.mean([1.0 / len(q.options) for q in questions])),
+        predictions=predictions,
+        scores=scores,
+    )

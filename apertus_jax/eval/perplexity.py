@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import grain
 import numpy as np
@@ -26,6 +26,7 @@ class PerplexityResult:
     """`nll` in nats summed over `num_tokens` scored tokens; `perplexity = exp(nll / num_tokens)`;
     `bits_per_byte = nll / ln 2 / num_bytes` (tokenizer-independent; the EoD predictions are included,
     `num_bytes` counts the UTF-8 bytes of the texts) or None when no byte count was given."""
+
     num_documents: int
     num_tokens: int
     nll: float
@@ -43,8 +44,16 @@ def packed_rows(documents: Sequence[np.ndarray], seq_len: int, pad_id: int) -> n
     return np.stack(list(PackedRows(stream, [list(documents)], seq_len, pad_id)))
 
 
-def perplexity(token_logprobs: TokenLogprobsFn, documents: Sequence[np.ndarray], *, seq_len: int,
-               batch_size: int, eod_id: int, pad_id: int, num_bytes: int | None = None) -> PerplexityResult:
+def perplexity(
+    token_logprobs: TokenLogprobsFn,
+    documents: Sequence[np.ndarray],
+    *,
+    seq_len: int,
+    batch_size: int,
+    eod_id: int,
+    pad_id: int,
+    num_bytes: int | None = None,
+) -> PerplexityResult:
     """Perplexity of tokenized documents (each `[bod, ..., eod]`, e.g. `tokenizer.encode_document(text)`).
 
     Args:
@@ -67,11 +76,18 @@ def perplexity(token_logprobs: TokenLogprobsFn, documents: Sequence[np.ndarray],
     # Masks of the T + 1 tokens equal the training masks on the first T (document_masks is causal).
     segment_ids, positions, _ = document_masks(rows, eod_id, pad_id)
     _, _, loss_mask = document_masks(rows[:, :-1], eod_id, pad_id, targets=rows[:, 1:])
-    logprobs = batched_token_logprobs(token_logprobs, {"tokens": rows, "positions": positions,
-                                                       "segment_ids": segment_ids},
-                                      batch_size=batch_size, pad_id=pad_id)
+    logprobs = batched_token_logprobs(
+        token_logprobs,
+        {"tokens": rows, "positions": positions, "segment_ids": segment_ids},
+        batch_size=batch_size,
+        pad_id=pad_id,
+    )
     mask = loss_mask.astype(bool)
     nll, count = -float(np.sum(logprobs[mask], dtype=np.float64)), int(mask.sum())
     return PerplexityResult(
-        num_documents=len(documents), num_tokens=count, nll=nll, perplexity=math.exp(nll / count),
-        bits_per_byte=None if num_bytes is None else nll / math.log(2) / num_bytes)
+        num_documents=len(documents),
+        num_tokens=count,
+        nll=nll,
+        perplexity=math.exp(nll / count),
+        bits_per_byte=None if num_bytes is None else nll / math.log(2) / num_bytes,
+    )

@@ -8,7 +8,7 @@ compilation), and padding rows/slots have segment id 0. Packing and batching nev
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -36,7 +36,8 @@ def make_token_logprobs_fn(model: nnx.Module) -> TokenLogprobsFn:
         return jnp.take_along_axis(logprobs_BxTxV, tokens_BxT[:, 1:, None], axis=-1)[..., 0]
 
     return lambda tokens, positions, segment_ids: np.asarray(
-        token_logprobs(state, jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(segment_ids)))
+        token_logprobs(state, jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(segment_ids))
+    )
 
 
 def _truncate(context: Sequence[int], continuation: Sequence[int], seq_len: int) -> np.ndarray:
@@ -44,16 +45,19 @@ def _truncate(context: Sequence[int], continuation: Sequence[int], seq_len: int)
     if not continuation:
         raise ValueError("empty continuation: a request needs at least one continuation token to score")
     if len(continuation) >= seq_len:
-        raise ValueError(f"continuation of {len(continuation)} tokens does not fit seq_len={seq_len} with at "
-                         "least one context token; raise seq_len or shorten the continuation")
+        raise ValueError(
+            f"continuation of {len(continuation)} tokens does not fit seq_len={seq_len} with at "
+            "least one context token; raise seq_len or shorten the continuation"
+        )
     if not context:
         raise ValueError("empty context: start every context with the BoD token")
     keep = min(len(context), seq_len - len(continuation))
-    return np.asarray([*context[len(context) - keep:], *continuation], dtype=np.int32)
+    return np.asarray([*context[len(context) - keep :], *continuation], dtype=np.int32)
 
 
-def pack_requests(requests: Sequence[Request], seq_len: int, pad_id: int
-                  ) -> tuple[dict[str, np.ndarray], list[tuple[int, int, int]]]:
+def pack_requests(
+    requests: Sequence[Request], seq_len: int, pad_id: int
+) -> tuple[dict[str, np.ndarray], list[tuple[int, int, int]]]:
     """Packs requests into rows of `seq_len` tokens (longest first, first fit).
 
     Args:
@@ -81,9 +85,11 @@ def pack_requests(requests: Sequence[Request], seq_len: int, pad_id: int
             fill.append(0)
         placement[i] = (row, fill[row])
         fill[row] += length
-    rows = {"tokens": np.full((len(fill), seq_len), pad_id, np.int32),
-            "positions": np.zeros((len(fill), seq_len), np.int32),
-            "segment_ids": np.zeros((len(fill), seq_len), np.int32)}
+    rows = {
+        "tokens": np.full((len(fill), seq_len), pad_id, np.int32),
+        "positions": np.zeros((len(fill), seq_len), np.int32),
+        "segment_ids": np.zeros((len(fill), seq_len), np.int32),
+    }
     spans = []
     for i, (row, offset) in enumerate(placement):
         sequence, stop = sequences[i], offset + len(sequences[i])
@@ -95,8 +101,14 @@ def pack_requests(requests: Sequence[Request], seq_len: int, pad_id: int
     return rows, spans
 
 
-def continuation_logprobs(token_logprobs: TokenLogprobsFn, requests: Sequence[Request], *, seq_len: int,
-                          batch_size: int, pad_id: int) -> list[np.ndarray]:
+def continuation_logprobs(
+    token_logprobs: TokenLogprobsFn,
+    requests: Sequence[Request],
+    *,
+    seq_len: int,
+    batch_size: int,
+    pad_id: int,
+) -> list[np.ndarray]:
     """Per-token `log p(continuation_t | context, continuation_<t)` of every request, in request order.
 
     Args:
@@ -114,8 +126,9 @@ def continuation_logprobs(token_logprobs: TokenLogprobsFn, requests: Sequence[Re
     return [logprobs[row, start:stop] for row, start, stop in spans]
 
 
-def batched_token_logprobs(token_logprobs: TokenLogprobsFn, rows: dict[str, np.ndarray], *, batch_size: int,
-                           pad_id: int) -> np.ndarray:
+def batched_token_logprobs(
+    token_logprobs: TokenLogprobsFn, rows: dict[str, np.ndarray], *, batch_size: int, pad_id: int
+) -> np.ndarray:
     """`token_logprobs` over rows `{"tokens", "positions", "segment_ids"}` (int32 `[R, T]`) in batches of
     `batch_size` rows, the last one filled up with padding rows so every call has the same shape (one
     compilation). Returns float32 `[R, T - 1]`.
@@ -127,8 +140,12 @@ def batched_token_logprobs(token_logprobs: TokenLogprobsFn, rows: dict[str, np.n
         raise ValueError(f"batch_size={batch_size} must be >= 1")
     num_rows, length = rows["tokens"].shape
     padded = -(-num_rows // batch_size) * batch_size
-    rows = {k: np.pad(rows[k], ((0, padded - num_rows), (0, 0)), constant_values=pad_id if k == "tokens" else 0)
-            for k in ("tokens", "positions", "segment_ids")}
-    batches = [token_logprobs(*(rows[k][b:b + batch_size] for k in ("tokens", "positions", "segment_ids")))
-               for b in range(0, padded, batch_size)]
+    rows = {
+        k: np.pad(rows[k], ((0, padded - num_rows), (0, 0)), constant_values=pad_id if k == "tokens" else 0)
+        for k in ("tokens", "positions", "segment_ids")
+    }
+    batches = [
+        token_logprobs(*(rows[k][b : b + batch_size] for k in ("tokens", "positions", "segment_ids")))
+        for b in range(0, padded, batch_size)
+    ]
     return np.concatenate(batches)[:num_rows] if batches else np.zeros((0, length - 1), np.float32)

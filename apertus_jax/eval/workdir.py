@@ -32,6 +32,7 @@ from apertus_jax.train.train_state import make_train_state_spec
 @dataclasses.dataclass
 class TrainedModel:
     """A restored run: `model` (NNX Apertus), `tokenizer`, the run `config` and the checkpoint `step`."""
+
     model: Apertus
     tokenizer: Tokenizer
     config: ml_collections.ConfigDict
@@ -49,8 +50,10 @@ def load_workdir(workdir: str) -> TrainedModel:
     """
     config_path = os.path.join(workdir, "config.json")
     if not os.path.exists(config_path) or not os.path.isdir(os.path.join(workdir, "checkpoints")):
-        raise FileNotFoundError(f"{workdir} has no config.json or checkpoints/: --workdir must be a directory written by "
-                                "`python -m experiments.pretrain --workdir=...`")
+        raise FileNotFoundError(
+            f"{workdir} has no config.json or checkpoints/: --workdir must be a directory written by "
+            "`python -m experiments.pretrain --workdir=...`"
+        )
     with open(config_path) as f:
         config = ml_collections.ConfigDict(json.load(f))
     model_config = config_lib.model_config(config)
@@ -58,18 +61,25 @@ def load_workdir(workdir: str) -> TrainedModel:
     tx = make_tx(config.optim, make_lr_schedule(config.optim, BatchSizePlan(config.train.batch_plan)))
     mesh = partitioning.make_mesh(1, 1, 1, devices=jax.devices()[:1])
     spec = make_train_state_spec(model_config, tx, mesh, config.seed)
-    checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep,
-                                async_save=False)
+    checkpointer = Checkpointer(
+        os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep, async_save=False
+    )
     try:
         restored = checkpointer.restore_latest(spec.abstract)
     finally:
         checkpointer.close()
     if restored is None:
-        raise FileNotFoundError(f"no readable checkpoint under {workdir}/checkpoints; train first "
-                                f"(`python -m experiments.pretrain --workdir={workdir}`)")
+        raise FileNotFoundError(
+            f"no readable checkpoint under {workdir}/checkpoints; train first "
+            f"(`python -m experiments.pretrain --workdir={workdir}`)"
+        )
     state, meta = restored
-    return TrainedModel(model=model_from_params(model_config, state["params"]), tokenizer=tokenizer,
-                        config=config, step=int(meta["progress"]["step"]))
+    return TrainedModel(
+        model=model_from_params(model_config, state["params"]),
+        tokenizer=tokenizer,
+        config=config,
+        step=int(meta["progress"]["step"]),
+    )
 
 
 def model_from_params(model_config: ModelConfig, params: dict) -> Apertus:

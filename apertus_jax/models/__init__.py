@@ -4,4 +4,12 @@ from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.presets import PRESET_NAMES, get_config
 from apertus_jax.models.transformer import Apertus, create_model, export_weights, import_weights
 
-__all__ = ["Apertus", "ModelConfig", "PRESET_NAMES", "create_model", "export_weights", "get_config", "import_weights"]
+__all__ = [
+    "Apertus",
+    "ModelConfig",
+    "PRESET_NAMES",
+    "create_model",
+    "export_weights",
+    "get_config",
+    "import_weights",
+]

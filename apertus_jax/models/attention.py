@@ -46,15 +46,18 @@ def xla_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask_Bx1xTxS, scale: float) -
     return out.reshape(b, t, n, h)
 
 
-def jax_nn_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask_Bx1xTxS, scale: float,
-                     implementation: str) -> jax.Array:
+def jax_nn_attention(
+    q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask_Bx1xTxS, scale: float, implementation: str
+) -> jax.Array:
     """`jax.nn.dot_product_attention` with the boolean mask ("xla" or "cudnn" implementation)."""
-    return jax.nn.dot_product_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask=mask_Bx1xTxS, scale=scale,
-                                        implementation=implementation)
+    return jax.nn.dot_product_attention(
+        q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask=mask_Bx1xTxS, scale=scale, implementation=implementation
+    )
 
 
-def splash_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: float,
-                     interpret: bool = False) -> jax.Array:
+def splash_attention(
+    q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: float, interpret: bool = False
+) -> jax.Array:
     """TPU splash attention (Pallas) with a causal mask and segment ids; `T` a multiple of 128.
 
     Under a mesh (`jax.set_mesh`) the kernel runs per shard through `jax.shard_map`: batch split as the
@@ -66,8 +69,9 @@ def splash_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: fl
       NotImplementedError: not on a TPU backend (and not `interpret`), or the kernel is not importable.
     """
     if jax.default_backend() != "tpu" and not interpret:
-        raise NotImplementedError("attention_impl='splash' needs a TPU backend; use 'xla'/'jax_nn' on CPU, "
-                                  "'cudnn' on GPU")
+        raise NotImplementedError(
+            "attention_impl='splash' needs a TPU backend; use 'xla'/'jax_nn' on CPU, 'cudnn' on GPU"
+        )
     try:
         from jax.experimental.pallas.ops.tpu import splash_attention as splash
     except ImportError as err:
@@ -82,8 +86,12 @@ def splash_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: fl
             return kernel(q_NxTxH, k_KxTxH, v_KxTxH, segment_ids=splash.SegmentIds(q=seg_T, kv=seg_T))
 
         heads_first = lambda x: jnp.swapaxes(x, 1, 2)  # noqa: E731  [B, T, N, H] <-> [B, N, T, H]
-        out_BxNxTxH = jax.vmap(one_row)(heads_first(q_BxTxNxH * scale), heads_first(k_BxSxKxH),
-                                        heads_first(v_BxSxKxH), segment_ids_BxT.astype(jnp.int32))
+        out_BxNxTxH = jax.vmap(one_row)(
+            heads_first(q_BxTxNxH * scale),
+            heads_first(k_BxSxKxH),
+            heads_first(v_BxSxKxH),
+            segment_ids_BxT.astype(jnp.int32),
+        )
         return heads_first(out_BxNxTxH).astype(q_BxTxNxH.dtype)
 
     mesh = jax.sharding.get_abstract_mesh()
@@ -97,8 +105,13 @@ def splash_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: fl
     if kv_heads != q_heads:
         kv_heads = q_heads = None
     q_spec, kv_spec = P(batch, None, q_heads, None), P(batch, None, kv_heads, None)
-    sharded = jax.shard_map(local_attention, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec, P(batch, None)),
-                            out_specs=q_spec, check_vma=False)
+    sharded = jax.shard_map(
+        local_attention,
+        mesh=mesh,
+        in_specs=(q_spec, kv_spec, kv_spec, P(batch, None)),
+        out_specs=q_spec,
+        check_vma=False,
+    )
     return sharded(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT)
 
 

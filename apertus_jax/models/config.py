@@ -61,28 +61,51 @@ class ModelConfig:
     init_std: float = 0.02
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "mlp_hidden",
-                     "max_seq_len", "rope_original_max_position_embeddings"):
+        for name in (
+            "vocab_size",
+            "d_model",
+            "n_layers",
+            "n_heads",
+            "n_kv_heads",
+            "head_dim",
+            "mlp_hidden",
+            "max_seq_len",
+            "rope_original_max_position_embeddings",
+        ):
             if int(getattr(self, name)) <= 0:
-                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
+                raise ValueError(
+                    f"ModelConfig.{name} must be a positive integer, got {getattr(self, name)!r}"
+                )
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"ModelConfig.n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} (GQA)")
+            raise ValueError(
+                f"ModelConfig.n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} (GQA)"
+            )
         if self.head_dim % 2:
             raise ValueError(f"ModelConfig.head_dim={self.head_dim} must be even for half-split RoPE")
-        choices = {"mlp_type": MLP_TYPES, "rope_scaling": ROPE_SCALINGS, "attention_impl": ATTENTION_IMPLS,
-                   "remat_policy": REMAT_POLICIES, "dtype": COMPUTE_DTYPES, "param_dtype": ("float32",)}
+        choices = {
+            "mlp_type": MLP_TYPES,
+            "rope_scaling": ROPE_SCALINGS,
+            "attention_impl": ATTENTION_IMPLS,
+            "remat_policy": REMAT_POLICIES,
+            "dtype": COMPUTE_DTYPES,
+            "param_dtype": ("float32",),
+        }
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is not one of {valid}")
         if self.attention_impl == "cudnn" and self.dtype == "float32":
-            raise ValueError("ModelConfig.attention_impl='cudnn' needs dtype 'bfloat16' or 'float16' (cuDNN flash "
-                             "attention has no float32 kernel); use 'jax_nn' or 'xla' for float32")
+            raise ValueError(
+                "ModelConfig.attention_impl='cudnn' needs dtype 'bfloat16' or 'float16' (cuDNN flash "
+                "attention has no float32 kernel); use 'jax_nn' or 'xla' for float32"
+            )
         if self.rope_theta <= 0 or self.rms_norm_eps <= 0 or self.init_std <= 0:
             raise ValueError("ModelConfig.rope_theta, rms_norm_eps and init_std must be > 0")
         if self.rope_scaling == "llama3" and not (
             self.rope_factor >= 1 and 0 < self.rope_low_freq_factor < self.rope_high_freq_factor
         ):
-            raise ValueError("llama3 RoPE scaling needs rope_factor >= 1 and 0 < low_freq_factor < high_freq_factor")
+            raise ValueError(
+                "llama3 RoPE scaling needs rope_factor >= 1 and 0 < low_freq_factor < high_freq_factor"
+            )
 
     def replace(self, **overrides) -> "ModelConfig":
         """A copy with `overrides` applied (validated again)."""

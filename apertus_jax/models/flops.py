@@ -42,8 +42,14 @@ def param_count(config: ModelConfig, include_embeddings: bool = True) -> int:
 def forward_flops_breakdown(config: ModelConfig, seq_len: int | None = None) -> dict[str, int]:
     """Forward FLOPs of one sequence of `seq_len` tokens (default `config.max_seq_len`), per operation."""
     t = config.max_seq_len if seq_len is None else seq_len
-    d, n, k, h, f, v = (config.d_model, config.n_heads, config.n_kv_heads, config.head_dim, config.mlp_hidden,
-                        config.vocab_size)
+    d, n, k, h, f, v = (
+        config.d_model,
+        config.n_heads,
+        config.n_kv_heads,
+        config.head_dim,
+        config.mlp_hidden,
+        config.vocab_size,
+    )
     mlp_matrices = 3 if config.mlp_type == "swiglu" else 2
     per_layer = {
         "attn_qkv": 2 * t * d * (n + 2 * k) * h,

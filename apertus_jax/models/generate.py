@@ -14,7 +14,8 @@ The decode path reuses the model's own pieces (`embed_tokens`, each block's `att
 """
 
 import functools
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -45,8 +46,14 @@ def init_cache(model: Apertus, batch_size: int, length: int) -> KVCache:
     return KVCache(k=zeros, v=zeros, valid=jnp.zeros((batch_size, length), jnp.bool_))
 
 
-def cached_forward(model: Apertus, tokens_BxT: jax.Array, positions_BxT: jax.Array, valid_BxT: jax.Array,
-                   cache: KVCache, index: jax.Array) -> tuple[jax.Array, KVCache]:
+def cached_forward(
+    model: Apertus,
+    tokens_BxT: jax.Array,
+    positions_BxT: jax.Array,
+    valid_BxT: jax.Array,
+    cache: KVCache,
+    index: jax.Array,
+) -> tuple[jax.Array, KVCache]:
     """Run `T` new tokens written at cache columns `[index, index + T)`; returns logits and the new cache.
 
     Args:
@@ -70,7 +77,9 @@ def cached_forward(model: Apertus, tokens_BxT: jax.Array, positions_BxT: jax.Arr
         start = (layer, 0, index, 0, 0)
         k_LxBxSxKxH = jax.lax.dynamic_update_slice(k_LxBxSxKxH, k[None].astype(k_LxBxSxKxH.dtype), start)
         v_LxBxSxKxH = jax.lax.dynamic_update_slice(v_LxBxSxKxH, v[None].astype(v_LxBxSxKxH.dtype), start)
-        out_BxTxNxH = xla_attention(q, k_LxBxSxKxH[layer], v_LxBxSxKxH[layer], mask_Bx1xTxS, q.shape[-1] ** -0.5)
+        out_BxTxNxH = xla_attention(
+            q, k_LxBxSxKxH[layer], v_LxBxSxKxH[layer], mask_Bx1xTxS, q.shape[-1] ** -0.5
+        )
         h_BxTxD = x_BxTxD + block.attn.output(out_BxTxNxH)
         return h_BxTxD + block.mlp(block.mlp_norm(h_BxTxD)), k_LxBxSxKxH, v_LxBxSxKxH
 
@@ -125,19 +134,30 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray,
         raise ValueError("generate: no prompts given; pass a list of token id sequences")
     lengths = [len(p) for p in prompts]
     if min(lengths) == 0:
-        raise ValueError(f"generate: prompt {lengths.index(0)} is empty; every prompt needs at least one token")
+        raise ValueError(
+            f"generate: prompt {lengths.index(0)} is empty; every prompt needs at least one token"
+        )
     width = max(lengths)
     tokens = np.full((len(prompts), width), pad_id, np.int32)
     valid = np.zeros((len(prompts), width), np.bool_)
     for row, prompt in enumerate(prompts):
-        tokens[row, width - len(prompt):] = np.asarray(prompt, np.int32)
-        valid[row, width - len(prompt):] = True
+        tokens[row, width - len(prompt) :] = np.asarray(prompt, np.int32)
+        valid[row, width - len(prompt) :] = True
     return tokens, valid
 
 
-def generate(model: Apertus, prompts: Sequence[Sequence[int]] | np.ndarray, *, max_new_tokens: int,
-             segment_ids: np.ndarray | None = None, temperature: float = 0.0, top_p: float = 1.0,
-             eos_id: int | None = None, pad_id: int = 3, seed: int = 0) -> np.ndarray:
+def generate(
+    model: Apertus,
+    prompts: Sequence[Sequence[int]] | np.ndarray,
+    *,
+    max_new_tokens: int,
+    segment_ids: np.ndarray | None = None,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    eos_id: int | None = None,
+    pad_id: int = 3,
+    seed: int = 0,
+) -> np.ndarray:
     """Continue each prompt by up to `max_new_tokens` tokens with a KV cache (one jit-compiled loop).
 
     Args:
@@ -165,22 +185,35 @@ def generate(model: Apertus, prompts: Sequence[Sequence[int]] | np.ndarray, *, m
     if segment_ids is not None:
         prompts, segment_ids = np.asarray(prompts), np.asarray(segment_ids)
         if prompts.shape != segment_ids.shape or prompts.ndim != 2:
-            raise ValueError(f"generate: prompts {prompts.shape} and segment_ids {segment_ids.shape} must be "
-                             f"equal [B, T] shapes")
+            raise ValueError(
+                f"generate: prompts {prompts.shape} and segment_ids {segment_ids.shape} must be "
+                f"equal [B, T] shapes"
+            )
         prompts = [row[seg != 0] for row, seg in zip(prompts, segment_ids)]
     tokens_BxP, valid_BxP = left_pad(prompts, pad_id)
     vocab = model.config.vocab_size
     if tokens_BxP[valid_BxP].min() < 0 or tokens_BxP[valid_BxP].max() >= vocab:
         raise ValueError(f"generate: prompt token ids must lie in [0, {vocab}) (the model's vocabulary)")
     graphdef, state = nnx.split(model)
-    out = _generate(graphdef, state, jnp.asarray(tokens_BxP), jnp.asarray(valid_BxP), jax.random.key(seed),
-                    jnp.int32(-1 if eos_id is None else eos_id), jnp.int32(pad_id),
-                    max_new_tokens=max_new_tokens, temperature=float(temperature), top_p=float(top_p))
+    out = _generate(
+        graphdef,
+        state,
+        jnp.asarray(tokens_BxP),
+        jnp.asarray(valid_BxP),
+        jax.random.key(seed),
+        jnp.int32(-1 if eos_id is None else eos_id),
+        jnp.int32(pad_id),
+        max_new_tokens=max_new_tokens,
+        temperature=float(temperature),
+        top_p=float(top_p),
+    )
     return np.asarray(out)
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "temperature", "top_p"))
-def _generate(graphdef, state, tokens_BxP, valid_BxP, rng, eos_id, pad_id, *, max_new_tokens, temperature, top_p):
+def _generate(
+    graphdef, state, tokens_BxP, valid_BxP, rng, eos_id, pad_id, *, max_new_tokens, temperature, top_p
+):
     """Prefill the prompts, then a `while_loop` of single-token cached steps until done or full."""
     model = nnx.merge(graphdef, state)
     b, p = tokens_BxP.shape
@@ -200,8 +233,9 @@ def _generate(graphdef, state, tokens_BxP, valid_BxP, rng, eos_id, pad_id, *, ma
         # Feed the token generated at step - 1 (column p + step - 1, position length + step - 1).
         step, last_B, cache, out_BxN, done_B, rng = carry
         positions_Bx1 = (lengths_B + step - 1)[:, None]
-        logits_Bx1xV, cache = cached_forward(model, last_B[:, None], positions_Bx1, jnp.ones((b, 1), jnp.bool_),
-                                             cache, p + step - 1)
+        logits_Bx1xV, cache = cached_forward(
+            model, last_B[:, None], positions_Bx1, jnp.ones((b, 1), jnp.bool_), cache, p + step - 1
+        )
         rng, key = jax.random.split(rng)
         next_B = jnp.where(done_B, pad_id, sample_tokens(logits_Bx1xV[:, 0], key, temperature, top_p))
         out_BxN = jax.lax.dynamic_update_slice(out_BxN, next_B[:, None], (0, step))

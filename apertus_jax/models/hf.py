@@ -76,9 +76,13 @@ def config_from_hf(hf_config: dict, **overrides) -> ModelConfig:
     """
     model_type = hf_config.get("model_type", "apertus")
     if model_type != "apertus":
-        raise ValueError(f"HF config has model_type={model_type!r}; only 'apertus' (ApertusForCausalLM) is supported")
+        raise ValueError(
+            f"HF config has model_type={model_type!r}; only 'apertus' (ApertusForCausalLM) is supported"
+        )
     if hf_config.get("hidden_act", "xielu") != "xielu":
-        raise ValueError(f"HF config hidden_act={hf_config['hidden_act']!r}; Apertus needs 'xielu' (ungated MLP)")
+        raise ValueError(
+            f"HF config hidden_act={hf_config['hidden_act']!r}; Apertus needs 'xielu' (ungated MLP)"
+        )
     for flag in ("attention_bias", "mlp_bias"):
         if hf_config.get(flag, False):
             raise ValueError(f"HF config sets {flag}=true; our Apertus has no biases (set it to false)")
@@ -135,9 +139,13 @@ def config_to_hf(config: ModelConfig) -> dict:
       ValueError: `config` is not an Apertus architecture (SwiGLU MLP or QK-norm off).
     """
     if config.mlp_type != "xielu":
-        raise ValueError(f"mlp_type={config.mlp_type!r} has no ApertusForCausalLM equivalent; only 'xielu' exports")
+        raise ValueError(
+            f"mlp_type={config.mlp_type!r} has no ApertusForCausalLM equivalent; only 'xielu' exports"
+        )
     if not config.qk_norm:
-        raise ValueError("qk_norm=False has no ApertusForCausalLM equivalent (Apertus always applies QK-norm)")
+        raise ValueError(
+            "qk_norm=False has no ApertusForCausalLM equivalent (Apertus always applies QK-norm)"
+        )
     rope = {"rope_type": "default", "rope_theta": float(config.rope_theta)}
     if config.rope_scaling == "llama3":
         rope.update(
@@ -229,7 +237,9 @@ def from_hf(state_dict: dict[str, np.ndarray], config: dict, **overrides) -> Ape
     elif "lm_head.weight" in remaining:
         lm_head = remaining.pop("lm_head.weight")
         if weights["embed"] is not None and not np.array_equal(lm_head, weights["embed"]):
-            raise ValueError("tie_word_embeddings=true but lm_head.weight differs from model.embed_tokens.weight")
+            raise ValueError(
+                "tie_word_embeddings=true but lm_head.weight differs from model.embed_tokens.weight"
+            )
     for i in range(cfg.n_layers):
         prefix = f"{_LAYER_PREFIX}{i}."
         for ours, theirs in _LAYER_NAMES:
@@ -240,8 +250,10 @@ def from_hf(state_dict: dict[str, np.ndarray], config: dict, **overrides) -> Ape
             if w is not None and not np.allclose(w, value, rtol=0, atol=1e-7 + 1e-3 * abs(value)):
                 raise ValueError(f"{prefix + theirs} = {w.item()}, but our xIELU fixes it at {value}")
     if missing or remaining:
-        raise ValueError(f"from_hf: missing HF tensors {missing[:5]}, unexpected HF tensors {sorted(remaining)[:5]} "
-                         f"(is the config right for this checkpoint?)")
+        raise ValueError(
+            f"from_hf: missing HF tensors {missing[:5]}, unexpected HF tensors {sorted(remaining)[:5]} "
+            f"(is the config right for this checkpoint?)"
+        )
     model = _zeros_model(cfg)
     import_weights(model, weights)
     nnx.update(model, jax.tree.map(jnp.asarray, nnx.state(model)))
@@ -266,7 +278,10 @@ def to_hf(model: Apertus) -> tuple[dict[str, np.ndarray], dict]:
     cfg = model.config
     hf_config = config_to_hf(cfg)
     weights = {name: np.asarray(w, dtype=np.float32) for name, w in export_weights(model).items()}
-    state_dict = {"model.embed_tokens.weight": weights["embed"], "model.norm.weight": weights["final_norm.weight"]}
+    state_dict = {
+        "model.embed_tokens.weight": weights["embed"],
+        "model.norm.weight": weights["final_norm.weight"],
+    }
     if not cfg.tie_embeddings:
         state_dict["lm_head.weight"] = weights["lm_head"].T
     for i in range(cfg.n_layers):
@@ -313,8 +328,9 @@ def load_hf(directory: str | os.PathLike, **overrides) -> Apertus:
     """
     config_path = os.path.join(directory, CONFIG_FILE)
     if not os.path.isfile(config_path):
-        raise FileNotFoundError(f"{config_path} not found: pass a HF checkpoint directory (config.json + "
-                                f"model.safetensors)")
+        raise FileNotFoundError(
+            f"{config_path} not found: pass a HF checkpoint directory (config.json + model.safetensors)"
+        )
     with open(config_path) as f:
         hf_config = json.load(f)
     state_dict = {}
@@ -333,5 +349,7 @@ def _weight_files(directory: str | os.PathLike) -> list[str]:
         with open(index) as f:
             shards = sorted(set(json.load(f)["weight_map"].values()))
         return [os.path.join(directory, shard) for shard in shards]
-    raise FileNotFoundError(f"no {WEIGHTS_FILE} (or {WEIGHTS_FILE}.index.json) in {directory}; only safetensors "
-                            f"checkpoints are read")
+    raise FileNotFoundError(
+        f"no {WEIGHTS_FILE} (or {WEIGHTS_FILE}.index.json) in {directory}; only safetensors "
+        f"checkpoints are read"
+    )

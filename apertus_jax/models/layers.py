@@ -21,8 +21,9 @@ XIELU_A_P_INIT = 0.20338237
 XIELU_A_N_INIT = -1.0502256
 
 
-def normal_param(rngs: nnx.Rngs, shape: tuple[int, ...], logical_axes: tuple[str | None, ...],
-                 std: float) -> nnx.Param:
+def normal_param(
+    rngs: nnx.Rngs, shape: tuple[int, ...], logical_axes: tuple[str | None, ...], std: float
+) -> nnx.Param:
     """A float32 `nnx.Param` drawn from N(0, std^2), tagged with `logical_axes` (one name per dimension)."""
     return nnx.Param(std * jax.random.normal(rngs.params(), shape, jnp.float32), logical_axes=logical_axes)
 

@@ -52,8 +52,12 @@ def make_mesh(data: int = 1, fsdp: int = -1, tensor: int = 1, devices: Sequence 
     return Mesh(np.asarray(devices).reshape(sizes), MESH_AXES, axis_types=(AxisType.Auto,) * 3)
 
 
-def logical_to_spec(logical_axes: Sequence[str | None], shape: Sequence[int], mesh_shape: dict[str, int],
-                    rules: dict[str, tuple[str, ...]] = LOGICAL_AXIS_RULES) -> PartitionSpec:
+def logical_to_spec(
+    logical_axes: Sequence[str | None],
+    shape: Sequence[int],
+    mesh_shape: dict[str, int],
+    rules: dict[str, tuple[str, ...]] = LOGICAL_AXIS_RULES,
+) -> PartitionSpec:
     """`PartitionSpec` for an array of `shape` whose dimensions have `logical_axes`, under the fallback rule.
 
     Raises:
@@ -87,8 +91,9 @@ def state_logical_axes(state: nnx.State) -> nnx.State:
     return jax.tree.map(lambda v: v.replace(v.get_metadata()["logical_axes"]), state, is_leaf=_is_variable)
 
 
-def state_shardings(state: nnx.State, mesh: Mesh,
-                    rules: dict[str, tuple[str, ...]] = LOGICAL_AXIS_RULES) -> nnx.State:
+def state_shardings(
+    state: nnx.State, mesh: Mesh, rules: dict[str, tuple[str, ...]] = LOGICAL_AXIS_RULES
+) -> nnx.State:
     """`NamedSharding` of every variable in `state` (e.g. `nnx.state(model)`, its `nnx.eval_shape` twin, or
     an `nnx.Optimizer`'s state, whose moments inherit the parameters' metadata).
 
@@ -105,8 +110,9 @@ def state_shardings(state: nnx.State, mesh: Mesh,
     return jax.tree.map(sharding, state, is_leaf=_is_variable)
 
 
-def constrain(x: jax.Array, logical_axes: Sequence[str | None],
-              rules: dict[str, tuple[str, ...]] = LOGICAL_AXIS_RULES) -> jax.Array:
+def constrain(
+    x: jax.Array, logical_axes: Sequence[str | None], rules: dict[str, tuple[str, ...]] = LOGICAL_AXIS_RULES
+) -> jax.Array:
     """Sharding constraint for activation `x` from its `logical_axes`; a no-op when no mesh is set.
 
     Uses the mesh of `jax.set_mesh(...)`: `with_sharding_constraint` on Auto axes, `reshard` on Explicit.

@@ -22,7 +22,9 @@ def rope_inv_freq(config: ModelConfig) -> np.ndarray:
     """
     d = config.head_dim
     exponent = np.arange(0, d, 2, dtype=np.float32) / np.float32(d)
-    inv = np.float32(1.0) / np.power(np.float64(config.rope_theta), exponent.astype(np.float64)).astype(np.float32)
+    inv = np.float32(1.0) / np.power(np.float64(config.rope_theta), exponent.astype(np.float64)).astype(
+        np.float32
+    )
     if config.rope_scaling == "none":
         return inv
     factor = np.float32(config.rope_factor)

@@ -64,12 +64,17 @@ class Apertus(nnx.Module):
 
     def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
         self.config = config
-        self.embed = normal_param(rngs, (config.vocab_size, config.d_model), ("vocab", "embed"), config.init_std)
+        self.embed = normal_param(
+            rngs, (config.vocab_size, config.d_model), ("vocab", "embed"), config.init_std
+        )
         blocks = [Block(config, rngs=rngs) for _ in range(config.n_layers)]
         self.layers = _stack_blocks(blocks) if config.scan_layers else nnx.List(blocks)
         self.final_norm = RMSNorm(config.d_model, config.rms_norm_eps, "embed")
-        self.lm_head = (None if config.tie_embeddings else
-                        normal_param(rngs, (config.d_model, config.vocab_size), ("embed", "vocab"), config.init_std))
+        self.lm_head = (
+            None
+            if config.tie_embeddings
+            else normal_param(rngs, (config.d_model, config.vocab_size), ("embed", "vocab"), config.init_std)
+        )
 
     def __call__(self, tokens: jax.Array, positions: jax.Array, segment_ids: jax.Array) -> jax.Array:
         """Logits for packed rows.
@@ -103,14 +108,19 @@ class Apertus(nnx.Module):
 
     def _run_layers(self, x_BxTxD, positions_BxT, segment_ids_BxT):
         """All blocks, each under `jax.checkpoint` with the remat policy; scanned or as a Python loop."""
+
         def layer_fn(x, graphdef, state):
             return nnx.merge(graphdef, state)(x, positions_BxT, segment_ids_BxT)
 
         policy = self.config.remat_policy
         if policy != "none":
             # CSE prevention is only needed outside scan (JAX docs of jax.checkpoint).
-            layer_fn = jax.checkpoint(layer_fn, policy=REMAT_POLICIES[policy], static_argnums=(1,),
-                                      prevent_cse=not self.config.scan_layers)
+            layer_fn = jax.checkpoint(
+                layer_fn,
+                policy=REMAT_POLICIES[policy],
+                static_argnums=(1,),
+                prevent_cse=not self.config.scan_layers,
+            )
         if self.config.scan_layers:
             graphdef, state = nnx.split(self.layers)
             x_BxTxD, _ = jax.lax.scan(lambda x, s: (layer_fn(x, graphdef, s), None), x_BxTxD, state)

@@ -1,13 +1,13 @@
 """Optax transforms of the Apertus recipe: AdEMAMix with warmups, token-based WSD, batch-size plans.
 
-    from apertus_jax.optim import ademamix, wsd_schedule, BatchSizePlan, schedule_in_steps
+from apertus_jax.optim import ademamix, wsd_schedule, BatchSizePlan, schedule_in_steps
 """
 
 from apertus_jax.optim.adamw import adamw
 from apertus_jax.optim.ademamix import ScaleByAdemamixState, ademamix, scale_by_ademamix
 from apertus_jax.optim.batch_plan import BatchSizePlan, schedule_in_steps
-from apertus_jax.optim.factory import make_optimizer
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
+from apertus_jax.optim.factory import make_optimizer
 from apertus_jax.optim.presets import OptimPreset, get_optim_preset
 from apertus_jax.optim.schedules import alpha_scheduler, beta3_scheduler, cosine_schedule, wsd_schedule
 

@@ -10,7 +10,7 @@ Convention: `step` is the number of completed optimizer updates (optax's 0-based
 is the size of the batch of the next update (update number `step + 1`).
 """
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -105,7 +105,8 @@ class BatchSizePlan:
             return tokens
         steps, phase = self._phase_of_step(step)
         start_steps, start_tokens, batch_tokens = (
-            np.asarray(values, np.int64)[phase] for values in (self.start_steps, self.start_tokens, self.batch_tokens)
+            np.asarray(values, np.int64)[phase]
+            for values in (self.start_steps, self.start_tokens, self.batch_tokens)
         )
         tokens = start_tokens + (steps - start_steps) * batch_tokens
         return int(tokens) if tokens.ndim == 0 else tokens

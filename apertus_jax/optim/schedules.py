@@ -13,7 +13,7 @@ All schedules are jnp functions: they work on Python numbers, NumPy values and t
 """
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp

@@ -47,7 +47,7 @@ def load_labeled_jsonl(path: str) -> tuple[list[str], np.ndarray]:
       ValueError: a line that is not JSON or lacks a string `text` and a numeric `label`, or no examples.
     """
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"labeled JSONL {path!r} not found; one {{\"text\", \"label\"}} object per line")
+        raise FileNotFoundError(f'labeled JSONL {path!r} not found; one {{"text", "label"}} object per line')
     texts, labels = [], []
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
@@ -57,9 +57,13 @@ def load_labeled_jsonl(path: str) -> tuple[list[str], np.ndarray]:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
                 raise ValueError(f"{path}:{line_no}: not JSON ({error.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("text"), str) or isinstance(row.get("label"), bool) or \
-                    not isinstance(row.get("label"), (int, float)):
-                raise ValueError(f"{path}:{line_no}: expected {{\"text\": str, \"label\": number}}")
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("text"), str)
+                or isinstance(row.get("label"), bool)
+                or not isinstance(row.get("label"), (int, float))
+            ):
+                raise ValueError(f'{path}:{line_no}: expected {{"text": str, "label": number}}')
             texts.append(row["text"])
             labels.append(float(row["label"]))
     if not texts:
@@ -90,7 +94,9 @@ def _loss(params: dict, x_NxD: jax.Array, y_N: jax.Array, objective: str) -> jax
     return jnp.mean((out_N - y_N) ** 2)
 
 
-def train_head(features: np.ndarray, labels: np.ndarray, objective: str, config: HeadConfig = HeadConfig()) -> dict:
+def train_head(
+    features: np.ndarray, labels: np.ndarray, objective: str, config: HeadConfig = HeadConfig()
+) -> dict:
     """Trains the MLP head on float32 features [N, D] and labels [N]; returns numpy params of the best epoch.
 
     A `validation_fraction` of the examples (a seeded permutation) is held out; the parameters with the
@@ -146,8 +152,14 @@ class Classifier:
         self._outputs = jax.jit(head_outputs)
 
     @classmethod
-    def train(cls, texts: Sequence[str], labels: np.ndarray, embedder=None, objective: str | None = None,
-              config: HeadConfig = HeadConfig()) -> "Classifier":
+    def train(
+        cls,
+        texts: Sequence[str],
+        labels: np.ndarray,
+        embedder=None,
+        objective: str | None = None,
+        config: HeadConfig = HeadConfig(),
+    ) -> "Classifier":
         """Embeds `texts` and trains a head on float `labels` [N] (see `train_head`).
 
         Args:
@@ -167,8 +179,10 @@ class Classifier:
 
     def score(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
         """float64 [N]: P(label = 1) for binary heads, the predicted label for regression heads."""
-        scores = [self.score_features(self.embedder(texts[start : start + batch_size]))
-                  for start in range(0, len(texts), batch_size)]
+        scores = [
+            self.score_features(self.embedder(texts[start : start + batch_size]))
+            for start in range(0, len(texts), batch_size)
+        ]
         return np.concatenate(scores) if scores else np.zeros((0,), np.float64)
 
     def score_features(self, features_NxD: np.ndarray) -> np.ndarray:
@@ -192,8 +206,10 @@ class Classifier:
           ValueError: the file's embedder differs from `embedder` (see `embedder_from_config`).
         """
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"classifier head {path!r} not found; set the head's `labels` in the prep "
-                                    "config (prepare_data trains missing heads) or use Classifier.train(...).save")
+            raise FileNotFoundError(
+                f"classifier head {path!r} not found; set the head's `labels` in the prep "
+                "config (prepare_data trains missing heads) or use Classifier.train(...).save"
+            )
         from safetensors import safe_open
 
         with safe_open(path, framework="numpy") as f:

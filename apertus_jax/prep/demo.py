@@ -39,9 +39,20 @@ DEMO_ROBOTS = {
     "udhr-1.example": "User-agent: GPTBot\nDisallow: /\n\nUser-agent: CCBot\nDisallow: /\n",
     "german_prose-2.example": "User-agent: *\nDisallow: /private/\n",
     "german_prose-3.example": (
-        "# AI crawlers are not welcome\n" + "".join(f"User-agent: {a}\n" for a in (
-            "GPTBot", "ClaudeBot", "Google-Extended", "Applebot-Extended", "Bytespider", "Meta-ExternalAgent"))
-        + "Disallow: /\n\nUser-agent: *\nAllow: /\n"),
+        "# AI crawlers are not welcome\n"
+        + "".join(
+            f"User-agent: {a}\n"
+            for a in (
+                "GPTBot",
+                "ClaudeBot",
+                "Google-Extended",
+                "Applebot-Extended",
+                "Bytespider",
+                "Meta-ExternalAgent",
+            )
+        )
+        + "Disallow: /\n\nUser-agent: *\nAllow: /\n"
+    ),
     "german_prose-5.example": "User-agent: *\nAllow: /\nSitemap: https://german_prose-5.example/sitemap.xml\n",
     "web_noisy-0.example": "User-agent: CCBot\nDisallow: /forum/\n\nUser-agent: *\nDisallow: /cgi-bin/\n",
     "web_noisy-4.example": "User-agent: Applebot\nDisallow: /\n",  # not an AI agent; Applebot-Extended allowed
@@ -61,13 +72,21 @@ def _bucket(doc_id: str) -> int:
 
 def demo_documents() -> list[dict]:
     """Pipeline input documents `{"id", "text", "lang", "source", "url"}` in a fixed order."""
-    docs = [{"id": d["doc_id"], "text": d["text"], "lang": d["lang"], "source": d["source"]}
-            for d in load_demo_documents("train")]
+    docs = [
+        {"id": d["doc_id"], "text": d["text"], "lang": d["lang"], "source": d["source"]}
+        for d in load_demo_documents("train")
+    ]
     web = [s for s in load_de_corpus_extract() if s["file"] in _DOC_FILES]
     for i in range(0, len(web), WEB_SENTENCES_PER_DOC):
         chunk = web[i : i + WEB_SENTENCES_PER_DOC]
-        docs.append({"id": f"de-corpus/{chunk[0]['id']}", "text": " ".join(s["text"] for s in chunk),
-                     "lang": "de", "source": "web_noisy"})
+        docs.append(
+            {
+                "id": f"de-corpus/{chunk[0]['id']}",
+                "text": " ".join(s["text"] for s in chunk),
+                "lang": "de",
+                "source": "web_noisy",
+            }
+        )
     for i, doc in enumerate(docs):
         host = f"{doc['source']}-{_bucket(doc['id'])}.example"
         doc["url"] = f"https://{host}/{'forum' if doc['source'] == 'web_noisy' else 'doc'}/{i}"
@@ -82,7 +101,9 @@ def demo_labels(seed: int = 0) -> dict[str, list[dict]]:
     """Labeled examples `{"text", "label"}` per head name (see the module docstring for how labels are made)."""
     rng = random.Random(seed)
     prose = load_german_prose()
-    fortunes = [d["text"] for d in load_demo_documents("heldout", ["german_prose"]) if d["package"] == "fortunes-de"]
+    fortunes = [
+        d["text"] for d in load_demo_documents("heldout", ["german_prose"]) if d["package"] == "fortunes-de"
+    ]
     web = [s["text"] for s in load_de_corpus_extract() if s["file"] not in _DOC_FILES]
     handbook = [p for d in prose if d["package"] == "debian-handbook" for p in _paragraphs(d["text"])]
     reference = [p for d in prose if d["package"] == "debian-reference-de" for p in _paragraphs(d["text"])]

@@ -43,8 +43,13 @@ class HashedCharNgramEmbedder:
 
     def config(self) -> dict:
         """JSON-serializable settings saved with a head; `embedder_from_config` rebuilds the embedder."""
-        return {"kind": "hashed_char_ngrams", "dim": self.dim, "min_n": self.min_n, "max_n": self.max_n,
-                "max_chars": self.max_chars}
+        return {
+            "kind": "hashed_char_ngrams",
+            "dim": self.dim,
+            "min_n": self.min_n,
+            "max_n": self.max_n,
+            "max_chars": self.max_chars,
+        }
 
     def _embed_one(self, text: str) -> np.ndarray:
         text = " " + " ".join(text.lower().split())[: self.max_chars] + " "
@@ -85,7 +90,9 @@ class CallableEmbedder:
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         out = np.asarray(self.fn(list(texts)), dtype=np.float32)
         if out.shape != (len(texts), self.dim):
-            raise ValueError(f"embedder {self.name} returned shape {out.shape}, expected {(len(texts), self.dim)}")
+            raise ValueError(
+                f"embedder {self.name} returned shape {out.shape}, expected {(len(texts), self.dim)}"
+            )
         return out
 
 
@@ -99,7 +106,9 @@ def embedder_from_config(config: dict, embedder=None):
         return HashedCharNgramEmbedder(config["dim"], config["min_n"], config["max_n"], config["max_chars"])
     if config["kind"] == "callable":
         if embedder is None or embedder.name != config["name"] or embedder.dim != config["dim"]:
-            raise ValueError(f"this head was trained on embedder {config['name']!r} (dim {config['dim']}); "
-                             "pass the same embedder=CallableEmbedder(...) when loading it")
+            raise ValueError(
+                f"this head was trained on embedder {config['name']!r} (dim {config['dim']}); "
+                "pass the same embedder=CallableEmbedder(...) when loading it"
+            )
         return embedder
     raise ValueError(f"unknown embedder kind {config['kind']!r}")

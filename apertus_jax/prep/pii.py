@@ -44,7 +44,12 @@ def iban_is_valid(iban: str) -> bool:
     first four characters to the end (letters A..Z -> 10..35) is 1 modulo 97 (ISO 7064 MOD 97-10).
     """
     compact = iban.replace(" ", "")
-    if not compact.isascii() or not compact.isalnum() or not compact[:2].isalpha() or not compact[2:4].isdigit():
+    if (
+        not compact.isascii()
+        or not compact.isalnum()
+        or not compact[:2].isalpha()
+        or not compact[2:4].isdigit()
+    ):
         return False
     if IBAN_LENGTHS.get(compact[:2]) != len(compact):
         return False

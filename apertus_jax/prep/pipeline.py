@@ -33,7 +33,9 @@ EXECUTORS = ("local", "slurm", "ray")
 
 def _heads_used(config) -> dict:
     """Heads the enabled steps need: toxicity (if enabled) and the three tiers (if quality is enabled)."""
-    names = (["toxicity"] if config.toxicity.enabled else []) + (list(quality.TIERS) if config.quality.enabled else [])
+    names = (["toxicity"] if config.toxicity.enabled else []) + (
+        list(quality.TIERS) if config.quality.enabled else []
+    )
     heads = {}
     for name in names:
         if name not in config.heads:
@@ -60,17 +62,36 @@ def build_stages(config) -> dict[str, list]:
         steps.CountTokens(config.tokenizer, **keys),
     ]
     if config.robots.enabled:
-        filter_stage.append(steps.RobotsFilter(config.robots.snapshot, config.robots.mode, tuple(config.robots.agents),
-                                               url_key=config.url_key, **keys))
+        filter_stage.append(
+            steps.RobotsFilter(
+                config.robots.snapshot,
+                config.robots.mode,
+                tuple(config.robots.agents),
+                url_key=config.url_key,
+                **keys,
+            )
+        )
     if config.pii.enabled:
         filter_stage.append(steps.AnonymizePII(tuple(config.pii.skip_sources), config.source_key, **keys))
     if config.decontam.enabled:
         d = config.decontam
-        filter_stage.append(steps.Decontaminate(d.benchmarks, os.path.join(work, "contamination"), d.prompt_key,
-                                                d.id_key, d.n, d.min_block, d.threshold, **keys))
+        filter_stage.append(
+            steps.Decontaminate(
+                d.benchmarks,
+                os.path.join(work, "contamination"),
+                d.prompt_key,
+                d.id_key,
+                d.n,
+                d.min_block,
+                d.threshold,
+                **keys,
+            )
+        )
     heads = _heads_used(config)
     if heads:
-        filter_stage.append(steps.ScoreDocuments(heads, tuple(config.toxicity.skip_sources), config.source_key, **keys))
+        filter_stage.append(
+            steps.ScoreDocuments(heads, tuple(config.toxicity.skip_sources), config.source_key, **keys)
+        )
     filter_stage.append(JsonlWriter(scored_dir, output_filename="${rank}.jsonl.gz"))
 
     select_stage = [JsonlReader(scored_dir, glob_pattern="*.jsonl*")]
@@ -79,12 +100,18 @@ def build_stages(config) -> dict[str, list]:
     if config.quality.enabled:
         select_stage.append(steps.QualityTiers(dict(config.quality.thresholds), config.quality.keep, **keys))
     s = config.shards
-    select_stage.append(steps.WriteShards(config.output_dir, config.tokenizer, s.source, s.licence, s.score_key,
-                                          s.shard_tokens, **keys))
+    select_stage.append(
+        steps.WriteShards(
+            config.output_dir, config.tokenizer, s.source, s.licence, s.score_key, s.shard_tokens, **keys
+        )
+    )
     return {
         "filter": filter_stage,
-        "thresholds": [steps.ComputeToxicityThresholds(scored_dir, thresholds_path, config.toxicity.top_fraction,
-                                                       **keys)] if config.toxicity.enabled else [],
+        "thresholds": [
+            steps.ComputeToxicityThresholds(scored_dir, thresholds_path, config.toxicity.top_fraction, **keys)
+        ]
+        if config.toxicity.enabled
+        else [],
         "select": select_stage,
         "merge": [steps.MergeShardManifests(config.output_dir)],
     }
@@ -107,8 +134,13 @@ def build_executors(config) -> dict:
         if not pipeline:
             continue
         tasks = ex.tasks if stage in ("filter", "select") else 1
-        common = dict(pipeline=pipeline, tasks=tasks, logging_dir=os.path.join(config.work_dir, "logs", stage),
-                      skip_completed=ex.skip_completed, depends=previous)
+        common = dict(
+            pipeline=pipeline,
+            tasks=tasks,
+            logging_dir=os.path.join(config.work_dir, "logs", stage),
+            skip_completed=ex.skip_completed,
+            depends=previous,
+        )
         if ex.kind == "local":
             from datatrove.executor import LocalPipelineExecutor
 

@@ -22,4 +22,3 @@ def assign_tiers(scores: Mapping[str, float], thresholds: Mapping[str, float]) -
     member = {tier: bool(scores[tier] >= thresholds[tier]) for tier in TIERS}
     member[DENSE_CORE] = all(member[tier] for tier in TIERS)
     return member
-

@@ -112,7 +112,8 @@ class RobotsSnapshot(Mapping):
     def __init__(self, path: str):
         if not os.path.exists(path):
             raise FileNotFoundError(
-                f"robots.txt snapshot {path!r} not found; build one with experiments/fetch_robots.py")
+                f"robots.txt snapshot {path!r} not found; build one with experiments/fetch_robots.py"
+            )
         self.path = path
         self._files = self._load_dir(path) if os.path.isdir(path) else self._load_jsonl(path)
 
@@ -143,7 +144,7 @@ class RobotsSnapshot(Mapping):
                 except json.JSONDecodeError as error:
                     raise ValueError(f"{path}:{line_no}: not JSON ({error.msg})") from None
                 if not isinstance(entry, dict) or not isinstance(entry.get("domain"), str):
-                    raise ValueError(f"{path}:{line_no}: expected {{\"domain\": str, \"robots_txt\": str|null}}")
+                    raise ValueError(f'{path}:{line_no}: expected {{"domain": str, "robots_txt": str|null}}')
                 if isinstance(entry.get("robots_txt"), str):
                     files[entry["domain"].lower()] = entry["robots_txt"]
         return files
@@ -162,7 +163,9 @@ class RobotsSnapshot(Mapping):
         return len(self._files)
 
 
-def check_document(url: str, snapshot: Mapping[str, str], mode: str, agents: Iterable[str] = AI_AGENTS) -> list[str]:
+def check_document(
+    url: str, snapshot: Mapping[str, str], mode: str, agents: Iterable[str] = AI_AGENTS
+) -> list[str]:
     """Agents that exclude the document at `url` under `mode` ('domain' or 'url'); empty list = keep.
 
     Raises:

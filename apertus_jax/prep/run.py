@@ -18,8 +18,10 @@ def write_demo_inputs(config) -> None:
     n = config.demo_input_files
     for i in range(n):
         demo.write_jsonl(docs[i::n], os.path.join(config.input_dir, f"part-{i:05d}.jsonl"))
-    demo.write_jsonl([{"domain": host, "robots_txt": text} for host, text in sorted(demo.DEMO_ROBOTS.items())],
-                     config.robots.snapshot)
+    demo.write_jsonl(
+        [{"domain": host, "robots_txt": text} for host, text in sorted(demo.DEMO_ROBOTS.items())],
+        config.robots.snapshot,
+    )
     for name, rows in demo.demo_labels().items():
         if name in config.heads:
             demo.write_jsonl(rows, config.heads[name].labels)
@@ -38,8 +40,10 @@ def train_missing_heads(config) -> list[str]:
         if os.path.isfile(head.path):
             continue
         if not head.get("labels") or not os.path.isfile(head.labels):
-            raise FileNotFoundError(f"head {name!r}: no trained head at {head.path} and no labeled JSONL at "
-                                    f"{head.get('labels')!r}; set config.heads.{name}.labels")
+            raise FileNotFoundError(
+                f"head {name!r}: no trained head at {head.path} and no labeled JSONL at "
+                f"{head.get('labels')!r}; set config.heads.{name}.labels"
+            )
         texts, labels = load_labeled_jsonl(head.labels)
         os.makedirs(os.path.dirname(head.path) or ".", exist_ok=True)
         Classifier.train(texts, labels).save(head.path)
@@ -61,8 +65,10 @@ def run_prepare(config, report_only: bool = False) -> dict:
         if config.demo:
             write_demo_inputs(config)
         if not glob.glob(os.path.join(config.input_dir, "**", "*.jsonl*"), recursive=True):
-            raise FileNotFoundError(f"no *.jsonl[.gz|.zst] files under input_dir {config.input_dir!r}; point "
-                                    "config.input_dir at JSONL documents with id, text, lang, source, url")
+            raise FileNotFoundError(
+                f"no *.jsonl[.gz|.zst] files under input_dir {config.input_dir!r}; point "
+                "config.input_dir at JSONL documents with id, text, lang, source, url"
+            )
         train_missing_heads(config)
         executors = pipeline.build_executors(config)
         list(executors.values())[-1].run()

@@ -48,7 +48,9 @@ def _step_report(stat) -> dict:
         "tokens_kept": int(values.get("tokens_in", 0) - values.get("tokens_removed", 0)),
         "seconds": seconds,
         "docs_per_second_per_worker": docs_in / seconds if seconds > 0 else None,
-        "removed_by_reason": {}, "by_language": {}, "counters": {},
+        "removed_by_reason": {},
+        "by_language": {},
+        "counters": {},
     }
     for key, value in sorted(values.items()):
         parts = key.split("/")
@@ -67,9 +69,15 @@ def tier_rows(counters: dict) -> list[dict]:
     rows = []
     for subset in quality.SUBSETS:
         docs, tokens = counters.get(f"tier/{subset}/docs", 0), counters.get(f"tier/{subset}/tokens", 0)
-        rows.append({"subset": subset, "documents": int(docs), "tokens": int(tokens),
-                     "yield_percent": 100.0 * docs / scored if scored else 0.0,
-                     "mean_doc_tokens": tokens / docs if docs else 0.0})
+        rows.append(
+            {
+                "subset": subset,
+                "documents": int(docs),
+                "tokens": int(tokens),
+                "yield_percent": 100.0 * docs / scored if scored else 0.0,
+                "mean_doc_tokens": tokens / docs if docs else 0.0,
+            }
+        )
     return rows
 
 
@@ -93,20 +101,29 @@ def build_report(work_dir: str) -> dict:
 
 def format_report(report: dict, top_languages: int = 8) -> str:
     """Plain-text tables: steps, removals by reason, robots.txt per agent, tier yields, top languages."""
-    lines = [f"{'stage':<10} {'step':<42} {'docs in':>9} {'removed':>8} {'tokens in':>11} {'removed':>10} "
-             f"{'docs/s/worker':>13}"]
+    lines = [
+        f"{'stage':<10} {'step':<42} {'docs in':>9} {'removed':>8} {'tokens in':>11} {'removed':>10} "
+        f"{'docs/s/worker':>13}"
+    ]
     by_language = {}
     for stage, step_reports in report["stages"].items():
         for step in step_reports:
             rate = step["docs_per_second_per_worker"]
-            lines.append(f"{stage:<10} {step['step'][:42]:<42} {step['docs_in']:>9,} {step['docs_removed']:>8,} "
-                         f"{step['tokens_in']:>11,} {step['tokens_removed']:>10,} "
-                         f"{(f'{rate:,.0f}' if rate else '-'):>13}")
+            lines.append(
+                f"{stage:<10} {step['step'][:42]:<42} {step['docs_in']:>9,} {step['docs_removed']:>8,} "
+                f"{step['tokens_in']:>11,} {step['tokens_removed']:>10,} "
+                f"{(f'{rate:,.0f}' if rate else '-'):>13}"
+            )
             for reason, counts in step["removed_by_reason"].items():
-                lines.append(f"{'':<10}   removed: {reason:<31} {counts.get('docs', 0):>18,} "
-                             f"{counts.get('tokens', 0):>22,}")
-            extra = {k: v for k, v in step["counters"].items() if k.split("/")[0] in ("pii", "flagged_pairs",
-                                                                                      "docs_skipped", "no_url")}
+                lines.append(
+                    f"{'':<10}   removed: {reason:<31} {counts.get('docs', 0):>18,} "
+                    f"{counts.get('tokens', 0):>22,}"
+                )
+            extra = {
+                k: v
+                for k, v in step["counters"].items()
+                if k.split("/")[0] in ("pii", "flagged_pairs", "docs_skipped", "no_url")
+            }
             if extra:
                 lines.append(f"{'':<10}   " + ", ".join(f"{k}={int(v):,}" for k, v in extra.items()))
             for lang, counts in step["by_language"].items():
@@ -122,11 +139,15 @@ def format_report(report: dict, top_languages: int = 8) -> str:
     if report["tiers"]:
         lines += ["", f"{'Boldt subset':<22} {'docs':>8} {'yield %':>8} {'tokens':>11} {'tokens/doc':>10}"]
         for row in report["tiers"]:
-            lines.append(f"{row['subset']:<22} {row['documents']:>8,} {row['yield_percent']:>8.1f} "
-                         f"{row['tokens']:>11,} {row['mean_doc_tokens']:>10.0f}")
+            lines.append(
+                f"{row['subset']:<22} {row['documents']:>8,} {row['yield_percent']:>8.1f} "
+                f"{row['tokens']:>11,} {row['mean_doc_tokens']:>10.0f}"
+            )
     if by_language:
         lines += ["", f"{'language':<12} {'docs in':>9} {'docs removed':>12} {'tokens removed':>15}"]
         for lang, counts in sorted(by_language.items(), key=lambda kv: -kv[1]["docs_in"])[:top_languages]:
-            lines.append(f"{lang:<12} {counts['docs_in']:>9,} {counts['docs_removed']:>12,} "
-                         f"{counts['tokens_removed']:>15,}")
+            lines.append(
+                f"{lang:<12} {counts['docs_in']:>9,} {counts['docs_removed']:>12,} "
+                f"{counts['tokens_removed']:>15,}"
+            )
     return "\n".join(lines)

@@ -43,8 +43,13 @@ class PrepStep(PipelineStep):
         self.stat_update("tokens_in", f"lang/{lang}/tokens_in", value=tokens, unit="doc")
         if removed_reason is not None:
             self.stat_update("docs_removed", f"lang/{lang}/docs_removed", f"reason/{removed_reason}/docs")
-            self.stat_update("tokens_removed", f"lang/{lang}/tokens_removed", f"reason/{removed_reason}/tokens",
-                             value=tokens, unit="doc")
+            self.stat_update(
+                "tokens_removed",
+                f"lang/{lang}/tokens_removed",
+                f"reason/{removed_reason}/tokens",
+                value=tokens,
+                unit="doc",
+            )
 
 
 class CountTokens(PrepStep):
@@ -79,8 +84,14 @@ class RobotsFilter(PrepStep):
 
     name = "robots.txt"
 
-    def __init__(self, snapshot: str, mode: str = "domain", agents=robots.AI_AGENTS, url_key: str = "url",
-                 lang_key: str = "lang"):
+    def __init__(
+        self,
+        snapshot: str,
+        mode: str = "domain",
+        agents=robots.AI_AGENTS,
+        url_key: str = "url",
+        lang_key: str = "lang",
+    ):
         super().__init__(lang_key)
         if mode not in robots.MODES:
             raise ValueError(f"robots mode {mode!r} unknown; use one of {robots.MODES}")
@@ -147,8 +158,17 @@ class Decontaminate(PrepStep):
 
     name = "decontamination"
 
-    def __init__(self, benchmarks: str, report_dir: str, prompt_key: str = "prompt", id_key: str = "id",
-                 n: int = 8, min_block: int = 5, threshold: float = 0.5, lang_key: str = "lang"):
+    def __init__(
+        self,
+        benchmarks: str,
+        report_dir: str,
+        prompt_key: str = "prompt",
+        id_key: str = "id",
+        n: int = 8,
+        min_block: int = 5,
+        threshold: float = 0.5,
+        lang_key: str = "lang",
+    ):
         super().__init__(lang_key)
         self.prompts = _load_prompts(benchmarks, prompt_key, id_key)
         self.report_dir = report_dir
@@ -163,8 +183,17 @@ class Decontaminate(PrepStep):
                 with self.track_time():
                     flags = decon.check(doc.text)
                     for flag in flags:
-                        report.write(json.dumps({"doc_id": doc.id, "prompt_id": flag.prompt_id, "overlap": flag.overlap,
-                                                 "prompt_tokens": flag.prompt_tokens}) + "\n")
+                        report.write(
+                            json.dumps(
+                                {
+                                    "doc_id": doc.id,
+                                    "prompt_id": flag.prompt_id,
+                                    "overlap": flag.overlap,
+                                    "prompt_tokens": flag.prompt_tokens,
+                                }
+                            )
+                            + "\n"
+                        )
                     self.stat_update("flagged_pairs", value=len(flags))
                     self.account(doc, "benchmark_contamination" if flags else None)
                 if not flags:
@@ -189,7 +218,9 @@ def _load_prompts(path: str, prompt_key: str, id_key: str) -> dict[str, str]:
             except json.JSONDecodeError as error:
                 raise ValueError(f"{path}: item {index}: not JSON ({error.msg})") from None
             if not isinstance(item, dict) or not isinstance(item.get(prompt_key), str):
-                raise ValueError(f"{path}: item {index} has no string {prompt_key!r}; set decontam.prompt_key")
+                raise ValueError(
+                    f"{path}: item {index} has no string {prompt_key!r}; set decontam.prompt_key"
+                )
             prompts[str(item.get(id_key, index))] = item[prompt_key]
     return prompts
 
@@ -205,12 +236,20 @@ class ScoreDocuments(PrepStep):
 
     name = "classifier scores"
 
-    def __init__(self, heads: dict, skip_sources=("code", "math"), source_key: str = "source",
-                 batch_size: int = 256, lang_key: str = "lang"):
+    def __init__(
+        self,
+        heads: dict,
+        skip_sources=("code", "math"),
+        source_key: str = "source",
+        batch_size: int = 256,
+        lang_key: str = "lang",
+    ):
         super().__init__(lang_key)
         for name, head in heads.items():
             if not os.path.isfile(head["path"]):
-                raise FileNotFoundError(f"head {name!r}: {head['path']} not found; set its `labels` to train it")
+                raise FileNotFoundError(
+                    f"head {name!r}: {head['path']} not found; set its `labels` to train it"
+                )
         self.heads, self.skip_sources, self.source_key = heads, frozenset(skip_sources), source_key
         self.batch_size = batch_size
 
@@ -223,13 +262,21 @@ class ScoreDocuments(PrepStep):
                 features = {}  # (embedder name, document index) -> embedding, so shared embedders run once
                 for name, classifier in classifiers.items():
                     languages = self.heads[name].get("languages")
-                    chosen = [i for i, doc in enumerate(batch) if doc.metadata.get(self.source_key)
-                              not in self.skip_sources and (languages is None or self.lang(doc) in languages)]
+                    chosen = [
+                        i
+                        for i, doc in enumerate(batch)
+                        if doc.metadata.get(self.source_key) not in self.skip_sources
+                        and (languages is None or self.lang(doc) in languages)
+                    ]
                     key = classifier.embedder.name
                     missing = [i for i in chosen if (key, i) not in features]
                     if missing:
-                        features.update(zip(((key, i) for i in missing),
-                                            classifier.embedder([batch[i].text for i in missing])))
+                        features.update(
+                            zip(
+                                ((key, i) for i in missing),
+                                classifier.embedder([batch[i].text for i in missing]),
+                            )
+                        )
                     if chosen:
                         scores = classifier.score_features(np.stack([features[key, i] for i in chosen]))
                         for i, score in zip(chosen, scores):
@@ -250,8 +297,14 @@ class ComputeToxicityThresholds(PipelineStep):
     name = "toxicity thresholds"
     type = "apertus-prep"
 
-    def __init__(self, scored_dir: str, output: str, top_fraction: float = toxicity.TOP_FRACTION,
-                 score_key: str = "score_toxicity", lang_key: str = "lang"):
+    def __init__(
+        self,
+        scored_dir: str,
+        output: str,
+        top_fraction: float = toxicity.TOP_FRACTION,
+        score_key: str = "score_toxicity",
+        lang_key: str = "lang",
+    ):
         super().__init__()
         self.scored_dir, self.output, self.top_fraction = scored_dir, output, top_fraction
         self.score_key, self.lang_key = score_key, lang_key
@@ -260,11 +313,16 @@ class ComputeToxicityThresholds(PipelineStep):
         scores = defaultdict(list)
         for doc in JsonlReader(self.scored_dir, glob_pattern="*.jsonl*").run():
             if self.score_key in doc.metadata:
-                scores[str(doc.metadata.get(self.lang_key) or UNKNOWN_LANG)].append(doc.metadata[self.score_key])
+                scores[str(doc.metadata.get(self.lang_key) or UNKNOWN_LANG)].append(
+                    doc.metadata[self.score_key]
+                )
         with self.track_time():
             thresholds = toxicity.language_thresholds(scores, self.top_fraction)
-        result = {"top_fraction": self.top_fraction, "thresholds": thresholds,
-                  "documents": {lang: len(s) for lang, s in sorted(scores.items())}}
+        result = {
+            "top_fraction": self.top_fraction,
+            "thresholds": thresholds,
+            "documents": {lang: len(s) for lang, s in sorted(scores.items())},
+        }
         os.makedirs(os.path.dirname(self.output) or ".", exist_ok=True)
         with open(f"{self.output}.tmp", "w") as f:
             json.dump(result, f, indent=1, sort_keys=True)
@@ -344,11 +402,23 @@ class WriteShards(PrepStep):
 
     name = "ArrayRecord shards"
 
-    def __init__(self, output_dir: str, tokenizer: str = "tekken", source: str = "prepared", licence: str = "",
-                 score_key: str | None = "score_educational_quality", shard_tokens: int = 64 * 1024 * 1024,
-                 lang_key: str = "lang"):
+    def __init__(
+        self,
+        output_dir: str,
+        tokenizer: str = "tekken",
+        source: str = "prepared",
+        licence: str = "",
+        score_key: str | None = "score_educational_quality",
+        shard_tokens: int = 64 * 1024 * 1024,
+        lang_key: str = "lang",
+    ):
         super().__init__(lang_key)
-        self.output_dir, self.tokenizer_spec, self.source, self.licence = output_dir, tokenizer, source, licence
+        self.output_dir, self.tokenizer_spec, self.source, self.licence = (
+            output_dir,
+            tokenizer,
+            source,
+            licence,
+        )
         self.score_key, self.shard_tokens = score_key, shard_tokens
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
@@ -360,8 +430,14 @@ class WriteShards(PrepStep):
             return
         tokenizer = load_tokenizer(self.tokenizer_spec)
         out = os.path.join(self.output_dir, "parts", f"{rank:05d}")
-        with ShardWriter(out, tokenizer, source=self.source, licence=self.licence, shard_tokens=self.shard_tokens,
-                         overwrite=True) as writer:
+        with ShardWriter(
+            out,
+            tokenizer,
+            source=self.source,
+            licence=self.licence,
+            shard_tokens=self.shard_tokens,
+            overwrite=True,
+        ) as writer:
             for doc in _chain(first, data):
                 with self.track_time():
                     score = doc.metadata.get(self.score_key) if self.score_key else None
@@ -394,7 +470,11 @@ class MergeShardManifests(PipelineStep):
         from apertus_jax.data.shards import MANIFEST, load_manifest
 
         parts_dir = os.path.join(self.output_dir, "parts")
-        parts = sorted(p for p in os.listdir(parts_dir) if not p.startswith(".")) if os.path.isdir(parts_dir) else []
+        parts = (
+            sorted(p for p in os.listdir(parts_dir) if not p.startswith("."))
+            if os.path.isdir(parts_dir)
+            else []
+        )
         if not parts:
             raise FileNotFoundError(f"no shard parts under {parts_dir}: every document was removed")
         merged = None

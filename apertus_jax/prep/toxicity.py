@@ -16,8 +16,9 @@ def removal_count(n: int, top_fraction: float = TOP_FRACTION) -> int:
     return int(np.floor(top_fraction * n + 0.5))
 
 
-def language_thresholds(scores_by_lang: Mapping[str, Iterable[float]],
-                        top_fraction: float = TOP_FRACTION) -> dict[str, float]:
+def language_thresholds(
+    scores_by_lang: Mapping[str, Iterable[float]], top_fraction: float = TOP_FRACTION
+) -> dict[str, float]:
     """Per language, the score at or above which a document is removed.
 
     Args:

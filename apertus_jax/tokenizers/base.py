@@ -34,8 +34,7 @@ class Tokenizer(abc.ABC):
         checksum: sha256 hex digest of the tokenizer file.
     """
 
-    def __init__(self, *, name: str, vocab_size: int, bod_id: int, eod_id: int, pad_id: int,
-                 checksum: str):
+    def __init__(self, *, name: str, vocab_size: int, bod_id: int, eod_id: int, pad_id: int, checksum: str):
         self.name = name
         self.vocab_size = int(vocab_size)
         self.bod_id = int(bod_id)
@@ -60,5 +59,7 @@ class Tokenizer(abc.ABC):
         return np.asarray([self.bod_id, *self.encode(text), self.eod_id], dtype=np.int32)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(name={self.name!r}, vocab_size={self.vocab_size}, "
-                f"bod_id={self.bod_id}, eod_id={self.eod_id}, pad_id={self.pad_id})")
+        return (
+            f"{type(self).__name__}(name={self.name!r}, vocab_size={self.vocab_size}, "
+            f"bod_id={self.bod_id}, eod_id={self.eod_id}, pad_id={self.pad_id})"
+        )

@@ -34,8 +34,10 @@ def gini(costs: Iterable[float]) -> float:
     if c.size == 0:
         raise ValueError("gini() needs at least one cost; got none")
     if not np.all(np.isfinite(c)) or c[0] < 0:
-        raise ValueError(f"gini() needs finite non-negative costs; got min {c[0]}, "
-                         f"{int(np.sum(~np.isfinite(c)))} non-finite")
+        raise ValueError(
+            f"gini() needs finite non-negative costs; got min {c[0]}, "
+            f"{int(np.sum(~np.isfinite(c)))} non-finite"
+        )
     total = c.sum()
     if total == 0:
         return 0.0

@@ -33,23 +33,33 @@ class HFTokenizer(Tokenizer):
       ValueError: no EoD token can be found, or an explicit token is not in the vocabulary.
     """
 
-    def __init__(self, path: str, bod_token: str | None = None, eod_token: str | None = None,
-                 pad_token: str | None = None, name: str | None = None):
+    def __init__(
+        self,
+        path: str,
+        bod_token: str | None = None,
+        eod_token: str | None = None,
+        pad_token: str | None = None,
+        name: str | None = None,
+    ):
         if not os.path.exists(path):
-            raise FileNotFoundError(f"HF tokenizer file {path} not found; pass the path of a "
-                                    "tokenizer.json")
+            raise FileNotFoundError(f"HF tokenizer file {path} not found; pass the path of a tokenizer.json")
         self._tokenizer = tokenizers.Tokenizer.from_file(path)
         eod_id = self._find_id(path, eod_token, EOD_TOKENS)
         if eod_id is None:
-            raise ValueError(f"HF tokenizer {path} has none of the EoD tokens {EOD_TOKENS}; "
-                             "pass eod_token explicitly")
+            raise ValueError(
+                f"HF tokenizer {path} has none of the EoD tokens {EOD_TOKENS}; pass eod_token explicitly"
+            )
         bod_id = self._find_id(path, bod_token, BOD_TOKENS)
         pad_id = self._find_id(path, pad_token, PAD_TOKENS)
         parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
-        super().__init__(name=name or f"hf:{parent}/{os.path.basename(path)}",
-                         vocab_size=self._tokenizer.get_vocab_size(with_added_tokens=True),
-                         bod_id=eod_id if bod_id is None else bod_id, eod_id=eod_id,
-                         pad_id=eod_id if pad_id is None else pad_id, checksum=file_sha256(path))
+        super().__init__(
+            name=name or f"hf:{parent}/{os.path.basename(path)}",
+            vocab_size=self._tokenizer.get_vocab_size(with_added_tokens=True),
+            bod_id=eod_id if bod_id is None else bod_id,
+            eod_id=eod_id,
+            pad_id=eod_id if pad_id is None else pad_id,
+            checksum=file_sha256(path),
+        )
 
     def _find_id(self, path: str, explicit: str | None, candidates: Sequence[str]) -> int | None:
         if explicit is not None:
@@ -58,9 +68,11 @@ class HFTokenizer(Tokenizer):
                 raise ValueError(f"token {explicit!r} is not in HF tokenizer {path}")
             return token_id
         # Only special added tokens count: "<s>" can also be an ordinary BPE piece (Qwen, Gemma).
-        special = {token.content: token_id
-                   for token_id, token in self._tokenizer.get_added_tokens_decoder().items()
-                   if token.special}
+        special = {
+            token.content: token_id
+            for token_id, token in self._tokenizer.get_added_tokens_decoder().items()
+            if token.special
+        }
         return next((special[token] for token in candidates if token in special), None)
 
     def encode(self, text: str) -> list[int]:

@@ -18,8 +18,18 @@ from apertus_jax.tokenizers import fairness
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.tokenizers.words import count_words
 
-LANGUAGE_COLUMNS = ("lang", "tokens", "parity", "words", "fertility", "bytes", "chars",
-                    "bytes_per_token", "chars_per_token", "distinct_ids")
+LANGUAGE_COLUMNS = (
+    "lang",
+    "tokens",
+    "parity",
+    "words",
+    "fertility",
+    "bytes",
+    "chars",
+    "bytes_per_token",
+    "chars_per_token",
+    "distinct_ids",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +61,7 @@ class TokenizerReport:
         return fairness.gini(row["tokens"] for row in self.rows if row["lang"] in wanted)
 
 
-def evaluate(tokenizer: Tokenizer, texts: Mapping[str, str], reference: str = "eng"
-             ) -> TokenizerReport:
+def evaluate(tokenizer: Tokenizer, texts: Mapping[str, str], reference: str = "eng") -> TokenizerReport:
     """Encodes every language's text and computes the per-language and corpus metrics.
 
     Args:
@@ -73,23 +82,32 @@ def evaluate(tokenizer: Tokenizer, texts: Mapping[str, str], reference: str = "e
     for lang, lang_ids in zip(langs, ids):
         text = texts[lang]
         num_words, num_bytes, num_chars = count_words(text), len(text.encode("utf-8")), len(text)
-        rows.append({
-            "lang": lang, "tokens": tokens[lang], "parity": parity[lang], "words": num_words,
-            "fertility": fairness.fertility([tokens[lang]], [num_words]), "bytes": num_bytes,
-            "chars": num_chars,
-            "bytes_per_token": fairness.compression_ratio([num_bytes], [tokens[lang]]),
-            "chars_per_token": fairness.compression_ratio([num_chars], [tokens[lang]]),
-            "distinct_ids": len(set(lang_ids)),
-        })
+        rows.append(
+            {
+                "lang": lang,
+                "tokens": tokens[lang],
+                "parity": parity[lang],
+                "words": num_words,
+                "fertility": fairness.fertility([tokens[lang]], [num_words]),
+                "bytes": num_bytes,
+                "chars": num_chars,
+                "bytes_per_token": fairness.compression_ratio([num_bytes], [tokens[lang]]),
+                "chars_per_token": fairness.compression_ratio([num_chars], [tokens[lang]]),
+                "distinct_ids": len(set(lang_ids)),
+            }
+        )
     rows.sort(key=lambda row: (row["tokens"], row["lang"]))
     column = {key: [row[key] for row in rows] for key in ("tokens", "words", "bytes", "chars")}
     return TokenizerReport(
-        name=tokenizer.name, vocab_size=tokenizer.vocab_size, rows=tuple(rows),
+        name=tokenizer.name,
+        vocab_size=tokenizer.vocab_size,
+        rows=tuple(rows),
         gini=fairness.gini(column["tokens"]),
         fertility=fairness.fertility(column["tokens"], column["words"]),
         bytes_per_token=fairness.compression_ratio(column["bytes"], column["tokens"]),
         chars_per_token=fairness.compression_ratio(column["chars"], column["tokens"]),
-        vocabulary_utilization=fairness.vocabulary_utilization(ids, tokenizer.vocab_size))
+        vocabulary_utilization=fairness.vocabulary_utilization(ids, tokenizer.vocab_size),
+    )
 
 
 def _format(value) -> str:
@@ -106,8 +124,7 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Mapping]) -> str:
 def csv_table(columns: Sequence[str], rows: Sequence[Mapping]) -> str:
     """CSV text with a header row; floats with full precision."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore",
-                            lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
@@ -124,9 +141,11 @@ def write_atomic(path: str, write: Callable[[str], None]) -> None:
 
 def write_text(path: str, text: str) -> None:
     """Writes `text` (UTF-8) to `path` atomically."""
+
     def write(tmp_path):
         with open(tmp_path, "w", encoding="utf-8") as f:
             f.write(text)
+
     write_atomic(path, write)
 
 
@@ -136,8 +155,12 @@ def plot_costs(reports: Sequence[TokenizerReport], path: str, title: str) -> Non
     axes = figure.subplots()
     for report in sorted(reports, key=lambda r: r.gini):
         parity = np.array([row["parity"] for row in report.rows])
-        axes.plot(np.arange(1, parity.size + 1), parity, linewidth=1.6,
-                  label=f"{report.name} (Gini {report.gini:.3f})")
+        axes.plot(
+            np.arange(1, parity.size + 1),
+            parity,
+            linewidth=1.6,
+            label=f"{report.name} (Gini {report.gini:.3f})",
+        )
     axes.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
     axes.set_yscale("log")
     axes.set_xlabel("translations (languages), sorted by cost")

@@ -28,17 +28,29 @@ class SentencePieceTokenizer(Tokenizer):
 
     def __init__(self, path: str, num_threads: int = 2):
         if not os.path.exists(path):
-            raise FileNotFoundError(f"SentencePiece model {path} not found; train one with "
-                                    "`python -m experiments.train_tokenizer`")
+            raise FileNotFoundError(
+                f"SentencePiece model {path} not found; train one with "
+                "`python -m experiments.train_tokenizer`"
+            )
         self._processor = spm.SentencePieceProcessor(model_file=path)
-        bod_id, eod_id, pad_id = (self._processor.bos_id(), self._processor.eos_id(),
-                                  self._processor.pad_id())
+        bod_id, eod_id, pad_id = (
+            self._processor.bos_id(),
+            self._processor.eos_id(),
+            self._processor.pad_id(),
+        )
         if bod_id < 0 or eod_id < 0:
-            raise ValueError(f"SentencePiece model {path} has no bos/eos piece (bos_id={bod_id}, "
-                             f"eos_id={eod_id}); retrain it with bos_id and eos_id set")
-        super().__init__(name=f"sentencepiece:{os.path.basename(path)}",
-                         vocab_size=self._processor.get_piece_size(), bod_id=bod_id, eod_id=eod_id,
-                         pad_id=pad_id if pad_id >= 0 else eod_id, checksum=file_sha256(path))
+            raise ValueError(
+                f"SentencePiece model {path} has no bos/eos piece (bos_id={bod_id}, "
+                f"eos_id={eod_id}); retrain it with bos_id and eos_id set"
+            )
+        super().__init__(
+            name=f"sentencepiece:{os.path.basename(path)}",
+            vocab_size=self._processor.get_piece_size(),
+            bod_id=bod_id,
+            eod_id=eod_id,
+            pad_id=pad_id if pad_id >= 0 else eod_id,
+            checksum=file_sha256(path),
+        )
         self._num_threads = num_threads
 
     def encode(self, text: str) -> list[int]:

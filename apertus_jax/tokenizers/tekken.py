@@ -49,16 +49,27 @@ class TekkenTokenizer(Tokenizer):
             raise FileNotFoundError(f"tekken file {path} not found; install mistral-common==1.13.1")
         checksum = file_sha256(path)
         if checksum != TEKKEN_SHA256:
-            raise ValueError(f"tekken file {path} has sha256 {checksum}, expected {TEKKEN_SHA256} "
-                             "(tekken_240718.json from mistral-common==1.13.1)")
-        super().__init__(name="tekken", vocab_size=VOCAB_SIZE, bod_id=BOD_ID, eod_id=EOD_ID,
-                         pad_id=PAD_ID, checksum=checksum)
+            raise ValueError(
+                f"tekken file {path} has sha256 {checksum}, expected {TEKKEN_SHA256} "
+                "(tekken_240718.json from mistral-common==1.13.1)"
+            )
+        super().__init__(
+            name="tekken",
+            vocab_size=VOCAB_SIZE,
+            bod_id=BOD_ID,
+            eod_id=EOD_ID,
+            pad_id=PAD_ID,
+            checksum=checksum,
+        )
         with open(path, encoding="utf-8") as f:
             config = json.load(f)
-        ranks = {base64.b64decode(entry["token_bytes"]): entry["rank"]
-                 for entry in config["vocab"][:VOCAB_SIZE - NUM_SPECIAL]}
-        self._encoding = tiktoken.Encoding(name="tekken", pat_str=config["config"]["pattern"],
-                                           mergeable_ranks=ranks, special_tokens={})
+        ranks = {
+            base64.b64decode(entry["token_bytes"]): entry["rank"]
+            for entry in config["vocab"][: VOCAB_SIZE - NUM_SPECIAL]
+        }
+        self._encoding = tiktoken.Encoding(
+            name="tekken", pat_str=config["config"]["pattern"], mergeable_ranks=ranks, special_tokens={}
+        )
         self._num_threads = num_threads
 
     def encode(self, text: str) -> list[int]:

@@ -49,13 +49,14 @@ def _lines(texts: Iterable[str], max_chars: int) -> Iterator[str]:
     for text in texts:
         for line in text.splitlines():
             for start in range(0, len(line), max_chars):
-                chunk = line[start:start + max_chars]
+                chunk = line[start : start + max_chars]
                 if chunk.strip():
                     yield chunk
 
 
-def train_sentencepiece(texts: Iterable[str], out_path: str,
-                        config: BPEConfig = BPEConfig()) -> SentencePieceTokenizer:
+def train_sentencepiece(
+    texts: Iterable[str], out_path: str, config: BPEConfig = BPEConfig()
+) -> SentencePieceTokenizer:
     """Trains a SentencePiece model on `texts` and writes it to `out_path` (atomically).
 
     Args:
@@ -78,13 +79,23 @@ def train_sentencepiece(texts: Iterable[str], out_path: str,
     spm.set_random_generator_seed(config.seed)
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(lines), model_writer=model, vocab_size=config.vocab_size,
-            model_type=config.model_type, character_coverage=config.character_coverage,
-            input_sentence_size=config.max_sentences, shuffle_input_sentence=True,
-            max_sentence_length=config.max_sentence_bytes, byte_fallback=True,
-            normalization_rule_name="identity", remove_extra_whitespaces=False,
-            split_digits=config.split_digits, num_threads=config.num_threads,
-            minloglevel=2, **SPECIAL_IDS, pad_piece="<pad>")
+            sentence_iterator=iter(lines),
+            model_writer=model,
+            vocab_size=config.vocab_size,
+            model_type=config.model_type,
+            character_coverage=config.character_coverage,
+            input_sentence_size=config.max_sentences,
+            shuffle_input_sentence=True,
+            max_sentence_length=config.max_sentence_bytes,
+            byte_fallback=True,
+            normalization_rule_name="identity",
+            remove_extra_whitespaces=False,
+            split_digits=config.split_digits,
+            num_threads=config.num_threads,
+            minloglevel=2,
+            **SPECIAL_IDS,
+            pad_piece="<pad>",
+        )
     except RuntimeError as error:
         raise ValueError(f"SentencePiece training failed: {error}") from error
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
@@ -95,8 +106,9 @@ def train_sentencepiece(texts: Iterable[str], out_path: str,
     return SentencePieceTokenizer(out_path)
 
 
-def train_per_subset(subsets: Mapping[str, Iterable[str]], out_dir: str,
-                     config: BPEConfig = BPEConfig()) -> dict[str, str]:
+def train_per_subset(
+    subsets: Mapping[str, Iterable[str]], out_dir: str, config: BPEConfig = BPEConfig()
+) -> dict[str, str]:
     """Boldt's one tokenizer per data subset (32k by default): `{out_dir}/{name}.model` for each.
 
     Returns:

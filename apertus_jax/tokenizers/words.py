@@ -14,13 +14,29 @@ Examples: "" -> 0, "hello" -> 1, "hello world" -> 2, "hello, world !" -> 2, "人
 
 import regex
 
-NO_SPACE_SCRIPTS = ("Han", "Hiragana", "Katakana", "Bopomofo", "Thai", "Lao", "Khmer", "Myanmar",
-                    "Tibetan", "Yi", "Javanese", "Balinese", "Tai_Tham", "Tai_Le", "New_Tai_Lue")
+NO_SPACE_SCRIPTS = (
+    "Han",
+    "Hiragana",
+    "Katakana",
+    "Bopomofo",
+    "Thai",
+    "Lao",
+    "Khmer",
+    "Myanmar",
+    "Tibetan",
+    "Yi",
+    "Javanese",
+    "Balinese",
+    "Tai_Tham",
+    "Tai_Le",
+    "New_Tai_Lue",
+)
 
 _NO_SPACE = "".join(rf"\p{{{script}}}" for script in NO_SPACE_SCRIPTS)
 _CANDIDATE = regex.compile(
     rf"(?=\p{{L}})[{_NO_SPACE}]\p{{M}}*"  # a letter of a script without spaces, with its marks
-    rf"|[^\s{_NO_SPACE}]+")  # a run of other non-space characters
+    rf"|[^\s{_NO_SPACE}]+"
+)  # a run of other non-space characters
 _LETTER_OR_DIGIT = regex.compile(r"[\p{L}\p{N}]")
 
 

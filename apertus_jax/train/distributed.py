@@ -25,42 +25,47 @@ _TPU_HOSTS = ("TPU_PROCESS_ADDRESSES", "TPU_WORKER_HOSTNAMES")
 
 
 def detect(environ: Mapping[str, str]) -> str:
-  """The launch method of this process: "explicit", "slurm", "tpu" or "single" (table in the module doc).
+    """The launch method of this process: "explicit", "slurm", "tpu" or "single" (table in the module doc).
 
-  Raises:
-    ValueError: JAX_COORDINATOR_ADDRESS set without integer JAX_NUM_PROCESSES and JAX_PROCESS_ID.
-  """
-  if "JAX_COORDINATOR_ADDRESS" in environ:
-    try:
-      num_processes, process_id = int(environ["JAX_NUM_PROCESSES"]), int(environ["JAX_PROCESS_ID"])
-    except (KeyError, ValueError):
-      raise ValueError("JAX_COORDINATOR_ADDRESS is set: also set JAX_NUM_PROCESSES and JAX_PROCESS_ID to "
-                       "integers (process ids 0 .. JAX_NUM_PROCESSES-1)") from None
-    if not 0 <= process_id < num_processes:
-      raise ValueError(f"JAX_PROCESS_ID={process_id} must be in [0, JAX_NUM_PROCESSES={num_processes})")
-    return "explicit"
-  if all(name in environ for name in _SLURM_STEP) and int(environ["SLURM_NTASKS"]) > 1:
-    return "slurm"
-  hosts = next((environ[name] for name in _TPU_HOSTS if name in environ), "")
-  if len([h for h in hosts.split(",") if h]) > 1 or environ.get("APERTUS_DISTRIBUTED") == "1":
-    return "tpu"
-  return "single"
+    Raises:
+      ValueError: JAX_COORDINATOR_ADDRESS set without integer JAX_NUM_PROCESSES and JAX_PROCESS_ID.
+    """
+    if "JAX_COORDINATOR_ADDRESS" in environ:
+        try:
+            num_processes, process_id = int(environ["JAX_NUM_PROCESSES"]), int(environ["JAX_PROCESS_ID"])
+        except (KeyError, ValueError):
+            raise ValueError(
+                "JAX_COORDINATOR_ADDRESS is set: also set JAX_NUM_PROCESSES and JAX_PROCESS_ID to "
+                "integers (process ids 0 .. JAX_NUM_PROCESSES-1)"
+            ) from None
+        if not 0 <= process_id < num_processes:
+            raise ValueError(f"JAX_PROCESS_ID={process_id} must be in [0, JAX_NUM_PROCESSES={num_processes})")
+        return "explicit"
+    if all(name in environ for name in _SLURM_STEP) and int(environ["SLURM_NTASKS"]) > 1:
+        return "slurm"
+    hosts = next((environ[name] for name in _TPU_HOSTS if name in environ), "")
+    if len([h for h in hosts.split(",") if h]) > 1 or environ.get("APERTUS_DISTRIBUTED") == "1":
+        return "tpu"
+    return "single"
 
 
 def initialize_from_env(environ: Mapping[str, str] | None = None) -> str:
-  """Initializes the JAX distributed system as the launcher's environment says; returns the method used.
+    """Initializes the JAX distributed system as the launcher's environment says; returns the method used.
 
-  Raises:
-    ValueError: inconsistent explicit JAX_* variables (see `detect`).
-  """
-  environ = os.environ if environ is None else environ
-  method = detect(environ)
-  if method == "single":
+    Raises:
+      ValueError: inconsistent explicit JAX_* variables (see `detect`).
+    """
+    environ = os.environ if environ is None else environ
+    method = detect(environ)
+    if method == "single":
+        return method
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if method == "explicit":
+        jax.distributed.initialize(
+            environ["JAX_COORDINATOR_ADDRESS"],
+            int(environ["JAX_NUM_PROCESSES"]),
+            int(environ["JAX_PROCESS_ID"]),
+        )
+    else:
+        jax.distributed.initialize()
     return method
-  jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  if method == "explicit":
-    jax.distributed.initialize(environ["JAX_COORDINATOR_ADDRESS"], int(environ["JAX_NUM_PROCESSES"]),
-                               int(environ["JAX_PROCESS_ID"]))
-  else:
-    jax.distributed.initialize()
-  return method

@@ -12,49 +12,49 @@ from jax.experimental import multihost_utils
 
 
 class NonFiniteCounter:
-  """Counts skipped (non-finite) steps; `record` says when to roll back.
+    """Counts skipped (non-finite) steps; `record` says when to roll back.
 
-  Args:
-    max_in_a_row: roll back after this many consecutive non-finite steps (0 disables rollbacks).
-  """
+    Args:
+      max_in_a_row: roll back after this many consecutive non-finite steps (0 disables rollbacks).
+    """
 
-  def __init__(self, max_in_a_row: int, skipped_total: int = 0):
-    self.max_in_a_row = max_in_a_row
-    self.in_a_row = 0
-    self.skipped_total = skipped_total
+    def __init__(self, max_in_a_row: int, skipped_total: int = 0):
+        self.max_in_a_row = max_in_a_row
+        self.in_a_row = 0
+        self.skipped_total = skipped_total
 
-  def record(self, finite: bool) -> bool:
-    """Registers one step; returns True when the caller must roll back now."""
-    if finite:
-      self.in_a_row = 0
-      return False
-    self.in_a_row += 1
-    self.skipped_total += 1
-    if self.max_in_a_row and self.in_a_row >= self.max_in_a_row:
-      self.in_a_row = 0
-      return True
-    return False
+    def record(self, finite: bool) -> bool:
+        """Registers one step; returns True when the caller must roll back now."""
+        if finite:
+            self.in_a_row = 0
+            return False
+        self.in_a_row += 1
+        self.skipped_total += 1
+        if self.max_in_a_row and self.in_a_row >= self.max_in_a_row:
+            self.in_a_row = 0
+            return True
+        return False
 
 
 class PreemptionSignal:
-  """Sets a flag on SIGTERM (cluster preemption) so the loop can save a checkpoint and exit 0.
+    """Sets a flag on SIGTERM (cluster preemption) so the loop can save a checkpoint and exit 0.
 
-  With several processes the flag is OR-reduced across them at each check, so all processes stop at the
-  same step (a save is a collective operation).
-  """
+    With several processes the flag is OR-reduced across them at each check, so all processes stop at the
+    same step (a save is a collective operation).
+    """
 
-  def __init__(self):
-    self._received = False
-    self._previous = signal.signal(signal.SIGTERM, self._handle)
+    def __init__(self):
+        self._received = False
+        self._previous = signal.signal(signal.SIGTERM, self._handle)
 
-  def _handle(self, signum, frame):
-    del signum, frame
-    self._received = True
+    def _handle(self, signum, frame):
+        del signum, frame
+        self._received = True
 
-  def should_stop(self) -> bool:
-    if jax.process_count() == 1:
-      return self._received
-    return bool(np.any(multihost_utils.process_allgather(np.array(self._received))))
+    def should_stop(self) -> bool:
+        if jax.process_count() == 1:
+            return self._received
+        return bool(np.any(multihost_utils.process_allgather(np.array(self._received))))
 
-  def restore_handler(self) -> None:
-    signal.signal(signal.SIGTERM, self._previous)
+    def restore_handler(self) -> None:
+        signal.signal(signal.SIGTERM, self._previous)

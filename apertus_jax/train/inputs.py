@@ -24,77 +24,90 @@ from apertus_jax.tokenizers.train import BPEConfig, train_sentencepiece
 
 
 def cache_dir() -> str:
-  return os.environ.get("APERTUS_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "apertus_jax"))
+    return os.environ.get("APERTUS_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "apertus_jax"))
 
 
 def demo_tokenizer(vocab_size: int) -> Tokenizer:
-  """The demo corpus's SentencePiece BPE with `vocab_size` ids, trained once and cached (atomic write)."""
-  corpus_key = hashlib.sha256(
-      "".join(sorted(a["sha256"] for a in demo_corpus.manifest()["assets"].values())).encode()).hexdigest()[:12]
-  path = os.path.join(cache_dir(), f"demo_bpe{vocab_size}_cov98_{corpus_key}.model")
-  if not os.path.exists(path):
-    texts = [d["text"] for d in demo_corpus.load_demo_documents("train")]
-    # 0.98 coverage: rare characters of the 440 UDHR languages fall back to bytes instead of taking most of
-    # a small vocabulary (at 0.9995, 3,371 characters need their own id; at 0.995, 1,843).
-    train_sentencepiece(texts, path, BPEConfig(vocab_size=vocab_size, character_coverage=0.98))
-  return load_tokenizer(f"sentencepiece:{path}")
+    """The demo corpus's SentencePiece BPE with `vocab_size` ids, trained once and cached (atomic write)."""
+    corpus_key = hashlib.sha256(
+        "".join(sorted(a["sha256"] for a in demo_corpus.manifest()["assets"].values())).encode()
+    ).hexdigest()[:12]
+    path = os.path.join(cache_dir(), f"demo_bpe{vocab_size}_cov98_{corpus_key}.model")
+    if not os.path.exists(path):
+        texts = [d["text"] for d in demo_corpus.load_demo_documents("train")]
+        # 0.98 coverage: rare characters of the 440 UDHR languages fall back to bytes instead of taking most of
+        # a small vocabulary (at 0.9995, 3,371 characters need their own id; at 0.995, 1,843).
+        train_sentencepiece(texts, path, BPEConfig(vocab_size=vocab_size, character_coverage=0.98))
+    return load_tokenizer(f"sentencepiece:{path}")
 
 
 def load_run_tokenizer(data: ml_collections.ConfigDict) -> Tokenizer:
-  """`data.tokenizer`: "demo" or a `load_tokenizer` spec ("tekken", "sentencepiece:PATH", "hf:PATH").
+    """`data.tokenizer`: "demo" or a `load_tokenizer` spec ("tekken", "sentencepiece:PATH", "hf:PATH").
 
-  Raises:
-    FileNotFoundError: the tokenizer file does not exist. ValueError: an unknown spec.
-  """
-  if data.tokenizer == "demo":
-    return demo_tokenizer(data.demo_tokenizer_vocab)
-  return load_tokenizer(data.tokenizer)
+    Raises:
+      FileNotFoundError: the tokenizer file does not exist. ValueError: an unknown spec.
+    """
+    if data.tokenizer == "demo":
+        return demo_tokenizer(data.demo_tokenizer_vocab)
+    return load_tokenizer(data.tokenizer)
 
 
 class ShardedIterator(grain.DatasetIterator):
-  """This process's rows: the batches of its consecutive data shards, concatenated in shard order.
+    """This process's rows: the batches of its consecutive data shards, concatenated in shard order.
 
-  With `data.num_shards = S` fixed, the global batch (shards 0..S-1 in row order) is the same whether
-  1, 2, ... or S processes read it, so a run's data order does not depend on the number of hosts.
-  """
+    With `data.num_shards = S` fixed, the global batch (shards 0..S-1 in row order) is the same whether
+    1, 2, ... or S processes read it, so a run's data order does not depend on the number of hosts.
+    """
 
-  def __init__(self, shards: list):
-    super().__init__()
-    self.shards = shards
+    def __init__(self, shards: list):
+        super().__init__()
+        self.shards = shards
 
-  def __next__(self) -> dict:
-    batches = [next(shard) for shard in self.shards]
-    return {key: np.concatenate([b[key] for b in batches]) for key in batches[0]}
+    def __next__(self) -> dict:
+        batches = [next(shard) for shard in self.shards]
+        return {key: np.concatenate([b[key] for b in batches]) for key in batches[0]}
 
-  def get_state(self) -> dict:
-    return {"shards": [shard.get_state() for shard in self.shards]}
+    def get_state(self) -> dict:
+        return {"shards": [shard.get_state() for shard in self.shards]}
 
-  def set_state(self, state: dict) -> None:
-    if len(state["shards"]) != len(self.shards):
-      raise ValueError(f"data iterator state holds {len(state['shards'])} shards, this process reads "
-                       f"{len(self.shards)}; resume with the same data.num_shards and process count")
-    for shard, shard_state in zip(self.shards, state["shards"]):
-      shard.set_state(shard_state)
+    def set_state(self, state: dict) -> None:
+        if len(state["shards"]) != len(self.shards):
+            raise ValueError(
+                f"data iterator state holds {len(state['shards'])} shards, this process reads "
+                f"{len(self.shards)}; resume with the same data.num_shards and process count"
+            )
+        for shard, shard_state in zip(self.shards, state["shards"]):
+            shard.set_state(shard_state)
 
 
 def make_train_iterator(config: ml_collections.ConfigDict, tokenizer: Tokenizer, plan: BatchSizePlan):
-  """This process's batch iterator: [B / process_count, T] rows per step, B following the batch-size plan;
-  Grain-checkpointable (get_state / set_state).
+    """This process's batch iterator: [B / process_count, T] rows per step, B following the batch-size plan;
+    Grain-checkpointable (get_state / set_state).
 
-  The data is split into `data.num_shards` shards (0: one per process), each an
-  `apertus_jax.data.build_train_pipeline` reading a disjoint share of the documents; process p reads the
-  shards [p * S / P, (p + 1) * S / P).
+    The data is split into `data.num_shards` shards (0: one per process), each an
+    `apertus_jax.data.build_train_pipeline` reading a disjoint share of the documents; process p reads the
+    shards [p * S / P, (p + 1) * S / P).
 
-  Raises:
-    ValueError / FileNotFoundError: bad pipeline config or a missing data path; num_shards not a multiple of
-      the process count.
-  """
-  processes, process = jax.process_count(), jax.process_index()
-  num_shards = config.data.num_shards or processes
-  if num_shards % processes:
-    raise ValueError(f"data.num_shards={num_shards} must be a multiple of the {processes} processes")
-  per_process = num_shards // processes
-  return ShardedIterator([
-      build_train_pipeline(config.data.pipeline.to_dict(), tokenizer, seq_len=config.data.seq_len,
-                           batch_size=plan, process_index=shard, process_count=num_shards, seed=config.seed)
-      for shard in range(process * per_process, (process + 1) * per_process)])
+    Raises:
+      ValueError / FileNotFoundError: bad pipeline config or a missing data path; num_shards not a multiple of
+        the process count.
+    """
+    processes, process = jax.process_count(), jax.process_index()
+    num_shards = config.data.num_shards or processes
+    if num_shards % processes:
+        raise ValueError(f"data.num_shards={num_shards} must be a multiple of the {processes} processes")
+    per_process = num_shards // processes
+    return ShardedIterator(
+        [
+            build_train_pipeline(
+                config.data.pipeline.to_dict(),
+                tokenizer,
+                seq_len=config.data.seq_len,
+                batch_size=plan,
+                process_index=shard,
+                process_count=num_shards,
+                seed=config.seed,
+            )
+            for shard in range(process * per_process, (process + 1) * per_process)
+        ]
+    )

@@ -30,121 +30,134 @@ CPU_FLOPS_PER_CORE = 105e9
 
 
 def peak_flops_per_device(device: jax.Device | None = None) -> float:
-  """Peak FLOP/s of one device: the table above, or the measured CPU figure split over the CPU devices."""
-  device = device or jax.devices()[0]
-  if device.platform == "cpu":
-    return CPU_FLOPS_PER_CORE * (os.cpu_count() or 1) / jax.local_device_count()
-  for name, flops in PEAK_FLOPS_PER_DEVICE:
-    if name in device.device_kind:
-      return flops
-  raise ValueError(f"no peak FLOP/s known for device kind {device.device_kind!r}; add it to "
-                   "PEAK_FLOPS_PER_DEVICE in apertus_jax/train/metrics.py")
+    """Peak FLOP/s of one device: the table above, or the measured CPU figure split over the CPU devices."""
+    device = device or jax.devices()[0]
+    if device.platform == "cpu":
+        return CPU_FLOPS_PER_CORE * (os.cpu_count() or 1) / jax.local_device_count()
+    for name, flops in PEAK_FLOPS_PER_DEVICE:
+        if name in device.device_kind:
+            return flops
+    raise ValueError(
+        f"no peak FLOP/s known for device kind {device.device_kind!r}; add it to "
+        "PEAK_FLOPS_PER_DEVICE in apertus_jax/train/metrics.py"
+    )
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, num_devices: int, peak_per_device: float) -> float:
-  """Model FLOPs utilization in [0, 1]: (tokens/s x training FLOPs per token) / (devices x peak)."""
-  return tokens_per_s * flops_per_token / (num_devices * peak_per_device)
+    """Model FLOPs utilization in [0, 1]: (tokens/s x training FLOPs per token) / (devices x peak)."""
+    return tokens_per_s * flops_per_token / (num_devices * peak_per_device)
 
 
 def format_duration(seconds: float) -> str:
-  seconds = int(max(seconds, 0))
-  hours, rest = divmod(seconds, 3600)
-  return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+    seconds = int(max(seconds, 0))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
 class MetricsWriter:
-  """Writes one JSON line per step to WORKDIR/metrics.jsonl and TensorBoard scalars to WORKDIR/tensorboard.
+    """Writes one JSON line per step to WORKDIR/metrics.jsonl and TensorBoard scalars to WORKDIR/tensorboard.
 
-  Only process 0 writes. On resume from step S, lines with step > S (written after the last checkpoint by a
-  run that then crashed) are dropped first, so the file always reads as one uninterrupted run.
-  """
+    Only process 0 writes. On resume from step S, lines with step > S (written after the last checkpoint by a
+    run that then crashed) are dropped first, so the file always reads as one uninterrupted run.
+    """
 
-  def __init__(self, workdir: str, total_steps: int, resume_step: int):
-    self.path = os.path.join(workdir, "metrics.jsonl")
-    self.total_steps = total_steps
-    self.enabled = jax.process_index() == 0
-    self._start_time = None
-    self._start_step = resume_step
-    if not self.enabled:
-      return
-    self._truncate_after(resume_step)
-    from tensorboardX import SummaryWriter  # imported lazily: only process 0 writes events
-    self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
-    self._file = open(self.path, "a")
+    def __init__(self, workdir: str, total_steps: int, resume_step: int):
+        self.path = os.path.join(workdir, "metrics.jsonl")
+        self.total_steps = total_steps
+        self.enabled = jax.process_index() == 0
+        self._start_time = None
+        self._start_step = resume_step
+        if not self.enabled:
+            return
+        self._truncate_after(resume_step)
+        from tensorboardX import SummaryWriter  # imported lazily: only process 0 writes events
 
-  def rewind(self, step: int) -> None:
-    """Drops records after `step` (a rollback returned there); later records continue the file."""
-    if not self.enabled:
-      return
-    self._file.close()
-    self._truncate_after(step)
-    self._file = open(self.path, "a")
-    self._start_time, self._start_step = None, step
+        self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+        self._file = open(self.path, "a")
 
-  def _truncate_after(self, step: int) -> None:
-    if not os.path.exists(self.path):
-      return
-    kept = []
-    with open(self.path) as f:
-      for line in f:
-        if not line.endswith("\n"):
-          break  # a line cut short by a crash
-        if json.loads(line)["step"] <= step:
-          kept.append(line)
-    tmp = self.path + ".tmp"
-    with open(tmp, "w") as f:
-      f.writelines(kept)
-    os.replace(tmp, self.path)
+    def rewind(self, step: int) -> None:
+        """Drops records after `step` (a rollback returned there); later records continue the file."""
+        if not self.enabled:
+            return
+        self._file.close()
+        self._truncate_after(step)
+        self._file = open(self.path, "a")
+        self._start_time, self._start_step = None, step
 
-  def write(self, record: dict) -> None:
-    """Appends `record` (must hold "step"; values are JSON numbers) and logs the human line."""
-    if not self.enabled:
-      return
-    now = time.time()
-    if self._start_time is None:
-      self._start_time = now
-    self._file.write(json.dumps(record) + "\n")
-    self._file.flush()
-    for key, value in record.items():
-      if key != "step" and isinstance(value, (int, float)):
-        self._tb.add_scalar(f"train/{key}", value, record["step"])
-    done = record["step"] - self._start_step
-    elapsed = now - self._start_time
-    eta = elapsed / max(done - 1, 1) * (self.total_steps - record["step"]) if done > 1 else float("nan")
-    logging.info(
-        "step %d/%d | loss %.4f | lr %.3g | grad_norm %.3g | %.0f tok/s | MFU %.1f%% | skipped %d | ETA %s",
-        record["step"], self.total_steps, record["loss"], record["lr"], record["grad_norm"],
-        record["tokens_per_s"], 100 * record["mfu"], record["skipped_steps"],
-        format_duration(eta) if eta == eta else "?")
+    def _truncate_after(self, step: int) -> None:
+        if not os.path.exists(self.path):
+            return
+        kept = []
+        with open(self.path) as f:
+            for line in f:
+                if not line.endswith("\n"):
+                    break  # a line cut short by a crash
+                if json.loads(line)["step"] <= step:
+                    kept.append(line)
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.writelines(kept)
+        os.replace(tmp, self.path)
 
-  def close(self) -> None:
-    if self.enabled:
-      self._file.close()
-      self._tb.close()
+    def write(self, record: dict) -> None:
+        """Appends `record` (must hold "step"; values are JSON numbers) and logs the human line."""
+        if not self.enabled:
+            return
+        now = time.time()
+        if self._start_time is None:
+            self._start_time = now
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        for key, value in record.items():
+            if key != "step" and isinstance(value, (int, float)):
+                self._tb.add_scalar(f"train/{key}", value, record["step"])
+        done = record["step"] - self._start_step
+        elapsed = now - self._start_time
+        eta = elapsed / max(done - 1, 1) * (self.total_steps - record["step"]) if done > 1 else float("nan")
+        logging.info(
+            "step %d/%d | loss %.4f | lr %.3g | grad_norm %.3g | %.0f tok/s | MFU %.1f%% | skipped %d | ETA %s",
+            record["step"],
+            self.total_steps,
+            record["loss"],
+            record["lr"],
+            record["grad_norm"],
+            record["tokens_per_s"],
+            100 * record["mfu"],
+            record["skipped_steps"],
+            format_duration(eta) if eta == eta else "?",
+        )
+
+    def close(self) -> None:
+        if self.enabled:
+            self._file.close()
+            self._tb.close()
 
 
 def plot_loss(metrics_path: str, png_path: str) -> None:
-  """Draws loss vs step from metrics.jsonl, raw and as a trailing mean over 5% of the run, into a PNG
-  (written to a temp name, then renamed)."""
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+    """Draws loss vs step from metrics.jsonl, raw and as a trailing mean over 5% of the run, into a PNG
+    (written to a temp name, then renamed)."""
+    import matplotlib
 
-  with open(metrics_path) as f:
-    records = [json.loads(line) for line in f if line.strip()]
-  steps, losses = [r["step"] for r in records], [r["loss"] for r in records]
-  window = max(1, len(losses) // 20)
-  smoothed = [sum(losses[max(0, i - window + 1):i + 1]) / len(losses[max(0, i - window + 1):i + 1])
-              for i in range(len(losses))]
-  fig, ax = plt.subplots(figsize=(7, 4))
-  ax.plot(steps, losses, alpha=0.35, label="per step")
-  ax.plot(steps, smoothed, label=f"mean of the last {window} steps")
-  ax.legend()
-  ax.set_xlabel("step")
-  ax.set_ylabel("training loss (nats/token)")
-  ax.grid(alpha=0.3)
-  fig.tight_layout()
-  tmp = png_path + ".tmp.png"
-  fig.savefig(tmp, dpi=100)
-  plt.close(fig)
-  os.replace(tmp, png_path)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(metrics_path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    steps, losses = [r["step"] for r in records], [r["loss"] for r in records]
+    window = max(1, len(losses) // 20)
+    smoothed = [
+        sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1])
+        for i in range(len(losses))
+    ]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, losses, alpha=0.35, label="per step")
+    ax.plot(steps, smoothed, label=f"mean of the last {window} steps")
+    ax.legend()
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats/token)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    tmp = png_path + ".tmp.png"
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, png_path)

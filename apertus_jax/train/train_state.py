@@ -5,12 +5,14 @@ are plain trees; `nnx.merge(graphdef, params)` rebuilds the model inside the jit
 """
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import optax
 from flax import nnx
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from apertus_jax.models import partitioning
 from apertus_jax.models.config import ModelConfig
@@ -19,45 +21,57 @@ from apertus_jax.models.transformer import Apertus
 
 @dataclasses.dataclass(frozen=True)
 class TrainStateSpec:
-  """Everything the loop needs to build, shard and restore the train state without allocating it.
+    """Everything the loop needs to build, shard and restore the train state without allocating it.
 
-  Attributes:
-    apply_fn: (params, tokens[B,T], positions[B,T], segment_ids[B,T]) -> logits[B,T,V] float32.
-    shardings: {"params", "opt_state"} tree of NamedSharding (from the model's logical-axis rule table;
-      optimizer moments follow their parameter, counters are replicated).
-    abstract: the same tree of `jax.ShapeDtypeStruct` carrying those shardings (Orbax restore targets).
-    init: () -> the initialized, sharded state (jitted; each device creates only its shards).
-  """
-  apply_fn: Callable[..., jax.Array]
-  shardings: dict[str, Any]
-  abstract: dict[str, Any]
-  init: Callable[[], dict[str, Any]]
+    Attributes:
+      apply_fn: (params, tokens[B,T], positions[B,T], segment_ids[B,T]) -> logits[B,T,V] float32.
+      shardings: {"params", "opt_state"} tree of NamedSharding (from the model's logical-axis rule table;
+        optimizer moments follow their parameter, counters are replicated).
+      abstract: the same tree of `jax.ShapeDtypeStruct` carrying those shardings (Orbax restore targets).
+      init: () -> the initialized, sharded state (jitted; each device creates only its shards).
+    """
+
+    apply_fn: Callable[..., jax.Array]
+    shardings: dict[str, Any]
+    abstract: dict[str, Any]
+    init: Callable[[], dict[str, Any]]
 
 
-def make_train_state_spec(model_config: ModelConfig, tx: optax.GradientTransformation,
-                          mesh: jax.sharding.Mesh, seed: int) -> TrainStateSpec:
-  """Builds the abstract model (no allocation), its shardings on `mesh`, and the sharded initializer."""
-  def create_params():
-    return nnx.state(Apertus(model_config, rngs=nnx.Rngs(seed)), nnx.Param).to_pure_dict()
+def make_train_state_spec(
+    model_config: ModelConfig, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh, seed: int
+) -> TrainStateSpec:
+    """Builds the abstract model (no allocation), its shardings on `mesh`, and the sharded initializer."""
 
-  graphdef, abstract_state = nnx.split(nnx.eval_shape(lambda: Apertus(model_config, rngs=nnx.Rngs(seed))),
-                                       nnx.Param)
-  param_shardings = partitioning.state_shardings(abstract_state, mesh).to_pure_dict()
-  abstract_params = jax.eval_shape(create_params)
-  abstract_opt_state = jax.eval_shape(tx.init, abstract_params)
-  replicated = NamedSharding(mesh, P())
-  opt_shardings = optax.tree_map_params(tx, lambda _, s: s, abstract_opt_state, param_shardings,
-                                        transform_non_params=lambda _: replicated)
-  shardings = {"params": param_shardings, "opt_state": opt_shardings}
-  abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                          {"params": abstract_params, "opt_state": abstract_opt_state}, shardings)
+    def create_params():
+        return nnx.state(Apertus(model_config, rngs=nnx.Rngs(seed)), nnx.Param).to_pure_dict()
 
-  def init_state():
-    params = create_params()
-    return {"params": params, "opt_state": tx.init(params)}
+    graphdef, abstract_state = nnx.split(
+        nnx.eval_shape(lambda: Apertus(model_config, rngs=nnx.Rngs(seed))), nnx.Param
+    )
+    param_shardings = partitioning.state_shardings(abstract_state, mesh).to_pure_dict()
+    abstract_params = jax.eval_shape(create_params)
+    abstract_opt_state = jax.eval_shape(tx.init, abstract_params)
+    replicated = NamedSharding(mesh, P())
+    opt_shardings = optax.tree_map_params(
+        tx, lambda _, s: s, abstract_opt_state, param_shardings, transform_non_params=lambda _: replicated
+    )
+    shardings = {"params": param_shardings, "opt_state": opt_shardings}
+    abstract = jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        {"params": abstract_params, "opt_state": abstract_opt_state},
+        shardings,
+    )
 
-  def apply_fn(params, tokens, positions, segment_ids):
-    return nnx.merge(graphdef, params)(tokens, positions, segment_ids)
+    def init_state():
+        params = create_params()
+        return {"params": params, "opt_state": tx.init(params)}
 
-  return TrainStateSpec(apply_fn=apply_fn, shardings=shardings, abstract=abstract,
-                        init=jax.jit(init_state, out_shardings=shardings))
+    def apply_fn(params, tokens, positions, segment_ids):
+        return nnx.merge(graphdef, params)(tokens, positions, segment_ids)
+
+    return TrainStateSpec(
+        apply_fn=apply_fn,
+        shardings=shardings,
+        abstract=abstract,
+        init=jax.jit(init_state, out_shardings=shardings),
+    )

@@ -6,8 +6,12 @@ from benchmarks import compare
 
 
 def test_table_ratios_pair_each_variant_with_its_peer():
-    results = {"ours-apertus": [1500.0, 1700.0, 1600.0], "transformers": [1000.0, 1200.0],
-               "ours-llama": [1800.0], "maxtext": [1200.0]}
+    results = {
+        "ours-apertus": [1500.0, 1700.0, 1600.0],
+        "transformers": [1000.0, 1200.0],
+        "ours-llama": [1800.0],
+        "maxtext": [1200.0],
+    }
     table = compare.format_table(results, peak_gflops=200.0)
     rows = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
     assert "| 1600 | 1500, 1700, 1600 |" in rows["ours-apertus"]

@@ -10,21 +10,58 @@ T = 10**12
 
 def apertus_70b_stages():
     """SPEC.md 6: five stages by token boundaries, each with its own seed (weights illustrative)."""
-    names = ["fineweb_edu_2", "fineweb_edu_3", "fineweb2_hq33", "fineweb2_hq10", "starcoder", "finemath",
-             "megamath_web", "dclm_edu", "stack_edu", "wikipedia", "instructions"]
+    names = [
+        "fineweb_edu_2",
+        "fineweb_edu_3",
+        "fineweb2_hq33",
+        "fineweb2_hq10",
+        "starcoder",
+        "finemath",
+        "megamath_web",
+        "dclm_edu",
+        "stack_edu",
+        "wikipedia",
+        "instructions",
+    ]
     components = {n: {"kind": "arrayrecord", "paths": [f"/data/{n}"]} for n in names}
     stages = [
-        {"name": "stage1", "until_tokens": 5 * T, "seed": 1,
-         "weights": {"fineweb_edu_2": 0.6, "fineweb2_hq33": 0.3, "starcoder": 0.05, "finemath": 0.05}},
-        {"name": "stage2", "until_tokens": 9 * T, "seed": 2,
-         "weights": {"fineweb_edu_3": 0.6, "fineweb2_hq33": 0.3, "starcoder": 0.05, "finemath": 0.05}},
-        {"name": "stage3", "until_tokens": 12 * T, "seed": 3,
-         "weights": {"fineweb_edu_3": 0.55, "fineweb2_hq33": 0.3, "starcoder": 0.05, "megamath_web": 0.1}},
-        {"name": "stage4", "until_tokens": 13.5 * T, "seed": 4,
-         "weights": {"dclm_edu": 0.6, "fineweb2_hq10": 0.25, "starcoder": 0.15}},
-        {"name": "cooldown", "until_tokens": 15 * T, "seed": 5,
-         "weights": {"dclm_edu": 0.4, "fineweb2_hq10": 0.2, "stack_edu": 0.1, "starcoder": 0.1,
-                     "wikipedia": 0.1, "instructions": 0.1}},
+        {
+            "name": "stage1",
+            "until_tokens": 5 * T,
+            "seed": 1,
+            "weights": {"fineweb_edu_2": 0.6, "fineweb2_hq33": 0.3, "starcoder": 0.05, "finemath": 0.05},
+        },
+        {
+            "name": "stage2",
+            "until_tokens": 9 * T,
+            "seed": 2,
+            "weights": {"fineweb_edu_3": 0.6, "fineweb2_hq33": 0.3, "starcoder": 0.05, "finemath": 0.05},
+        },
+        {
+            "name": "stage3",
+            "until_tokens": 12 * T,
+            "seed": 3,
+            "weights": {"fineweb_edu_3": 0.55, "fineweb2_hq33": 0.3, "starcoder": 0.05, "megamath_web": 0.1},
+        },
+        {
+            "name": "stage4",
+            "until_tokens": 13.5 * T,
+            "seed": 4,
+            "weights": {"dclm_edu": 0.6, "fineweb2_hq10": 0.25, "starcoder": 0.15},
+        },
+        {
+            "name": "cooldown",
+            "until_tokens": 15 * T,
+            "seed": 5,
+            "weights": {
+                "dclm_edu": 0.4,
+                "fineweb2_hq10": 0.2,
+                "stack_edu": 0.1,
+                "starcoder": 0.1,
+                "wikipedia": 0.1,
+                "instructions": 0.1,
+            },
+        },
     ]
     return {"components": components, "stages": stages, "goldfish": {"k": 50, "h": 50}}
 
@@ -38,22 +75,28 @@ def test_apertus_stages_validate_with_defaults():
 
 
 def test_default_single_stage_uses_component_weights():
-    config = normalize_data_config({"components": {"a": {"kind": "demo", "weight": 2}, "b": {"kind": "demo"}}})
-    assert config["stages"] == [{"name": "stage1", "until_tokens": None, "weights": {"a": 2.0, "b": 1.0},
-                                 "seed": None}]
+    config = normalize_data_config(
+        {"components": {"a": {"kind": "demo", "weight": 2}, "b": {"kind": "demo"}}}
+    )
+    assert config["stages"] == [
+        {"name": "stage1", "until_tokens": None, "weights": {"a": 2.0, "b": 1.0}, "seed": None}
+    ]
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda c: c["components"]["starcoder"].update(kind="csv"), "kind"),
-    (lambda c: c["components"]["starcoder"].update(colour="red"), "unknown keys"),
-    (lambda c: c["components"]["starcoder"].update(paths=[]), "paths"),
-    (lambda c: c["components"]["starcoder"].update(epochs=0), "epochs"),
-    (lambda c: c["stages"][1].update(until_tokens=4 * T), "must exceed"),
-    (lambda c: c["stages"][0].update(until_tokens=None), "only the last stage"),
-    (lambda c: c["stages"][2]["weights"].update(nope=1.0), "unknown components"),
-    (lambda c: c["goldfish"].update(hash="md5"), "hash"),
-    (lambda c: c.update(shuffle=True), "unknown keys"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["components"]["starcoder"].update(kind="csv"), "kind"),
+        (lambda c: c["components"]["starcoder"].update(colour="red"), "unknown keys"),
+        (lambda c: c["components"]["starcoder"].update(paths=[]), "paths"),
+        (lambda c: c["components"]["starcoder"].update(epochs=0), "epochs"),
+        (lambda c: c["stages"][1].update(until_tokens=4 * T), "must exceed"),
+        (lambda c: c["stages"][0].update(until_tokens=None), "only the last stage"),
+        (lambda c: c["stages"][2]["weights"].update(nope=1.0), "unknown components"),
+        (lambda c: c["goldfish"].update(hash="md5"), "hash"),
+        (lambda c: c.update(shuffle=True), "unknown keys"),
+    ],
+)
 def test_invalid_configs_name_the_key(change, message):
     config = apertus_70b_stages()
     change(config)

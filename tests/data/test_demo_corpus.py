@@ -80,7 +80,7 @@ def test_splits_are_disjoint_deterministic_and_5_percent():
     assert 0.04 < len(heldout_ids) / total < 0.06
     assert {d["source"] for d in heldout} == {"udhr", "german_prose"}
     assert [d["doc_id"] for d in demo_corpus.load_demo_documents("heldout")] == heldout_ids
-    digest = hashlib.sha256("udhr/eng".encode()).hexdigest()
+    digest = hashlib.sha256(b"udhr/eng").hexdigest()
     assert demo_corpus.is_heldout("udhr/eng") == (int(digest[:8], 16) % 20 == 0)
 
 
@@ -119,8 +119,9 @@ def test_assets_match_manifest_and_data_card():
 
 def test_changed_asset_is_rejected(monkeypatch):
     real = demo_corpus._read_asset
-    monkeypatch.setattr(demo_corpus, "_read_asset",
-                        lambda name: real(name) + b"\0" if name.endswith(".xz") else real(name))
+    monkeypatch.setattr(
+        demo_corpus, "_read_asset", lambda name: real(name) + b"\0" if name.endswith(".xz") else real(name)
+    )
     demo_corpus._records.cache_clear()
     try:
         with pytest.raises(ValueError, match="does not match the sha256"):
@@ -138,7 +139,10 @@ def test_html_blocks_skip_navigation_and_code_listings():
         '<div class="navfooter"><div>Nach oben</div></div><p>Ende</p></body></html>'
     )
     assert build_demo_corpus.html_blocks(markup) == [
-        (2, "1.1. Ein Titel"), (0, "Erste Zeile & ls mehr"), (0, "Zeile eins\nZeile zwei"), (0, "Ende"),
+        (2, "1.1. Ein Titel"),
+        (0, "Erste Zeile & ls mehr"),
+        (0, "Zeile eins\nZeile zwei"),
+        (0, "Ende"),
     ]
 
 
@@ -146,14 +150,18 @@ def test_looks_german_and_index_parsing_and_licence():
     assert build_demo_corpus.looks_german("Der Befehl zeigt die Pakete an, die installiert sind.")
     assert not build_demo_corpus.looks_german("In the case of APT, the reference files are on the mirrors.")
     assert not build_demo_corpus.looks_german("12345 --- ...")
-    index = ("export const udhr = [\n  {\n    bcp47: 'quc',\n    code: 'quc',\n    latitude: -1.5,\n"
-             "    name: \"K'iche', Central\",\n    stage: 4\n  },\n  {code: 'a\\'b'}\n]")
+    index = (
+        "export const udhr = [\n  {\n    bcp47: 'quc',\n    code: 'quc',\n    latitude: -1.5,\n"
+        "    name: \"K'iche', Central\",\n    stage: 4\n  },\n  {code: 'a\\'b'}\n]"
+    )
     assert build_demo_corpus._parse_js_records(index) == [
         {"bcp47": "quc", "code": "quc", "latitude": -1.5, "name": "K'iche', Central", "stage": 4},
         {"code": "a'b"},
     ]
-    copyright_text = ("Format: https://x\n\nFiles: *\nCopyright: 2001 A\nLicense: GPL-2+\n\n"
-                      "Files: debian/*\nLicense: MIT\n\nLicense: GPL-2+\n text")
+    copyright_text = (
+        "Format: https://x\n\nFiles: *\nCopyright: 2001 A\nLicense: GPL-2+\n\n"
+        "Files: debian/*\nLicense: MIT\n\nLicense: GPL-2+\n text"
+    )
     assert build_demo_corpus.debian_licence(copyright_text) == "GPL-2+"
     with pytest.raises(ValueError, match="Files: \\*"):
         build_demo_corpus.debian_licence("Files: debian/*\nLicense: MIT\n")

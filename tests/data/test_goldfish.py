@@ -76,8 +76,10 @@ def test_fixture_masks_equal_vectorized_and_reference_rule():
         total_dropped += len(case["dropped"])
     assert total_dropped > 10  # the fixture exercises real drops
     labels = payload["cases"]["random_ids"]["labels"][:200]
-    assert reference_drop_mask(labels, 50, 50, goldfish_table()) == goldfish_drop_mask(
-        np.array(labels), 50, 50).tolist()
+    assert (
+        reference_drop_mask(labels, 50, 50, goldfish_table())
+        == goldfish_drop_mask(np.array(labels), 50, 50).tolist()
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -125,7 +127,8 @@ def test_same_document_same_mask_anywhere_in_any_batch(hash_name):
     # A row on its own gives the row's mask inside a batch.
     np.testing.assert_array_equal(
         goldfish_drop_mask(batch_b[3], k=4, h=h, hash=hash_name),
-        goldfish_drop_mask(batch_b, k=4, h=h, hash=hash_name)[3])
+        goldfish_drop_mask(batch_b, k=4, h=h, hash=hash_name)[3],
+    )
 
 
 def test_mixed_hash_depends_on_the_whole_window_in_order():

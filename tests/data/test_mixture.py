@@ -33,7 +33,8 @@ def test_grain_shuffle_slice_repeat_redraws_the_subset():
 def test_take_then_repeat_keeps_the_subset_with_a_fresh_order_each_epoch():
     component = id_component(10)
     dataset = mixture.component_dataset(
-        component, 0, spec(take=4, epochs=5), seed=7, split_seed=0, process_index=0, process_count=1)
+        component, 0, spec(take=4, epochs=5), seed=7, split_seed=0, process_index=0, process_count=1
+    )
     ids = stream_ids(dataset)
     counts = collections.Counter(ids)
     assert len(ids) == 20 and len(counts) == 4 and set(counts.values()) == {5}
@@ -44,7 +45,8 @@ def test_take_then_repeat_keeps_the_subset_with_a_fresh_order_each_epoch():
     assert len({tuple(e) for e in epochs}) > 1  # reshuffled per epoch
     # The subset depends on split_seed only, not on the stage seed.
     other_stage = mixture.component_dataset(
-        component, 0, spec(take=4, epochs=5), seed=8, split_seed=0, process_index=0, process_count=1)
+        component, 0, spec(take=4, epochs=5), seed=8, split_seed=0, process_index=0, process_count=1
+    )
     assert set(stream_ids(other_stage)) == set(counts)
 
 
@@ -61,8 +63,15 @@ def test_hosts_get_disjoint_shares_covering_everything():
 
 def test_sorted_order_ascends_by_score_every_epoch():
     scores = np.array([5.0, 1.0, 4.0, 2.0, 3.0])
-    dataset = mixture.component_dataset(id_component(5, scores), 0, spec(order="sorted", epochs=2, score_field="score"), seed=0,
-                                        split_seed=0, process_index=0, process_count=1)
+    dataset = mixture.component_dataset(
+        id_component(5, scores),
+        0,
+        spec(order="sorted", epochs=2, score_field="score"),
+        seed=0,
+        split_seed=0,
+        process_index=0,
+        process_count=1,
+    )
     assert stream_ids(dataset) == [1, 3, 4, 2, 0] * 2
 
 

@@ -48,7 +48,10 @@ def test_state_restores_mid_document():
 
 def test_documents_started_per_component():
     stream = grain.MapDataset.source([(0, 0), (1, 0), (0, 1)])
-    documents = [[np.arange(10, dtype=np.int32), np.arange(30, dtype=np.int32)], [np.arange(4, dtype=np.int32)]]
+    documents = [
+        [np.arange(10, dtype=np.int32), np.arange(30, dtype=np.int32)],
+        [np.arange(4, dtype=np.int32)],
+    ]
     packer = PackedRows(stream, documents, 8, PAD)
     next(packer)  # tokens 0..8 of document 0
     assert packer.documents_started == [1, 0]

@@ -111,9 +111,10 @@ def test_orbax_checkpoint_round_trip(tekken, german_jsonl, tmp_path):
 
 
 def test_hosts_split_each_global_batch(tekken, german_jsonl):
-    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)]}},
-              "goldfish": {"k": 0}}
-    hosts = [build_train_pipeline(config, tekken, SEQ_LEN, 6, process_index=p, process_count=3) for p in range(3)]
+    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)]}}, "goldfish": {"k": 0}}
+    hosts = [
+        build_train_pipeline(config, tekken, SEQ_LEN, 6, process_index=p, process_count=3) for p in range(3)
+    ]
     batches = [next(h) for h in hosts]
     assert all(b["tokens"].shape == (2, SEQ_LEN) for b in batches)
     assert len({b["tokens"].tobytes() for b in batches}) == 3
@@ -123,8 +124,10 @@ def test_hosts_split_each_global_batch(tekken, german_jsonl):
 
 def test_taken_subset_keeps_held_out_documents_out(tekken, german_jsonl):
     """200 documents, take 150, many epochs: none of the 50 others ever shows up in training rows."""
-    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)], "take": 150}},
-              "goldfish": {"k": 0}}
+    config = {
+        "components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)], "take": 150}},
+        "goldfish": {"k": 0},
+    }
     iterator = build_train_pipeline(config, tekken, 256, 16)
     rows = np.concatenate([b["tokens"] for b in take(iterator, 20)])
     assert iterator.stats()["components"]["german"]["epochs"] > 1.5
@@ -142,8 +145,10 @@ def test_taken_subset_keeps_held_out_documents_out(tekken, german_jsonl):
 
 
 def test_stage_running_out_of_documents_is_an_error(tekken, german_jsonl):
-    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)], "epochs": 1}},
-              "stages": [{"until_tokens": 10**9}, {}]}
+    config = {
+        "components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)], "epochs": 1}},
+        "stages": [{"until_tokens": 10**9}, {}],
+    }
     iterator = build_train_pipeline(config, tekken, 512, 64)
     with pytest.raises(ValueError, match="ran out of documents"):
         take(iterator, 100)
@@ -157,7 +162,9 @@ def test_finite_stream_ends_with_padding(tekken, german_jsonl):
     assert (last["segment_ids"][last["tokens"] == tekken.pad_id] == 0).all()
     assert (last["loss_mask"][last["targets"] == tekken.pad_id] == 0).all()
     real = sum(int((b["targets"] != tekken.pad_id).sum()) for b in batches)
-    component = mixture.load_component("german", normalize_data_config(config)["components"]["german"], tekken)
+    component = mixture.load_component(
+        "german", normalize_data_config(config)["components"]["german"], tekken
+    )
     # Every token but the very first is a target exactly once.
     assert real == sum(len(d) for d in component.documents) - 1
 
@@ -171,10 +178,14 @@ def test_state_from_another_pipeline_is_rejected(tekken, german_jsonl):
 
 def test_phased_curriculum_switches_components_at_the_boundary(tekken, german_jsonl):
     """Phased (Boldt): component A until a token boundary, then component B only."""
-    config = {"components": {"a": {"kind": "demo", "sources": ["udhr"]},
-                             "b": {"kind": "jsonl", "paths": [str(german_jsonl)]}},
-              "stages": [{"until_tokens": 8 * SEQ_LEN, "weights": {"a": 1}}, {"weights": {"b": 1}}],
-              "goldfish": {"k": 0}}
+    config = {
+        "components": {
+            "a": {"kind": "demo", "sources": ["udhr"]},
+            "b": {"kind": "jsonl", "paths": [str(german_jsonl)]},
+        },
+        "stages": [{"until_tokens": 8 * SEQ_LEN, "weights": {"a": 1}}, {"weights": {"b": 1}}],
+        "goldfish": {"k": 0},
+    }
     iterator = build_train_pipeline(config, tekken, SEQ_LEN, 4)
     take(iterator, 2)
     stats = iterator.stats()
@@ -217,8 +228,12 @@ def test_tokenizer_without_pad_token_keeps_eod_targets(german_jsonl, tmp_path):
     hf = Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
-    hf.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=300, special_tokens=["</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     hf.save(str(tmp_path / "tokenizer.json"))
     tokenizer = HFTokenizer(str(tmp_path / "tokenizer.json"))
     assert tokenizer.pad_id == tokenizer.eod_id

@@ -27,16 +27,25 @@ def register_function_task(name, examples, output_features, preprocessors=(), sp
     def dataset_fn(split, shuffle_files):
         del split, shuffle_files
         return tf.data.Dataset.from_tensor_slices(
-            {k: tf.ragged.constant(v).to_tensor() if isinstance(v[0], list) else v for k, v in columns.items()})
+            {
+                k: tf.ragged.constant(v).to_tensor() if isinstance(v[0], list) else v
+                for k, v in columns.items()
+            }
+        )
 
     seqio.TaskRegistry.remove(name)
-    return seqio.TaskRegistry.add(name, source=seqio.FunctionDataSource(dataset_fn, splits=[split]),
-                                  output_features=output_features, preprocessors=list(preprocessors))
+    return seqio.TaskRegistry.add(
+        name,
+        source=seqio.FunctionDataSource(dataset_fn, splits=[split]),
+        output_features=output_features,
+        preprocessors=list(preprocessors),
+    )
 
 
 def seqio_spec(task, feature, split="validation", **extra):
     config = normalize_data_config(
-        {"components": {"c": {"kind": "seqio", "task": task, "split": split, "feature": feature, **extra}}})
+        {"components": {"c": {"kind": "seqio", "task": task, "split": split, "feature": feature, **extra}}}
+    )
     return config["components"]["c"]
 
 
@@ -62,16 +71,28 @@ def udhr_texts():
 def udhr_task(tekken, udhr_texts):
     """A seqio Task over real UDHR text: `text` (raw) and `targets` tokenized by seqio with our vocabulary."""
     vocabulary = seqio_interop.TokenizerVocabulary(tekken)
-    preprocessors = [functools.partial(seqio.preprocessors.rekey, key_map={"targets": "text", "text": "text"}),
-                     seqio.preprocessors.tokenize, seqio.preprocessors.append_eos]
-    register_function_task("test_udhr_text", [{"text": t} for t in udhr_texts],
-                           {"targets": seqio.Feature(vocabulary, add_eos=True)}, preprocessors)
+    preprocessors = [
+        functools.partial(seqio.preprocessors.rekey, key_map={"targets": "text", "text": "text"}),
+        seqio.preprocessors.tokenize,
+        seqio.preprocessors.append_eos,
+    ]
+    register_function_task(
+        "test_udhr_text",
+        [{"text": t} for t in udhr_texts],
+        {"targets": seqio.Feature(vocabulary, add_eos=True)},
+        preprocessors,
+    )
     return "test_udhr_text"
 
 
 def test_vocabulary_is_our_tokenizer(tekken):
     vocabulary = seqio_interop.TokenizerVocabulary(tekken)
-    assert (vocabulary.vocab_size, vocabulary.bos_id, vocabulary.eos_id, vocabulary.pad_id) == (131072, 1, 2, 3)
+    assert (vocabulary.vocab_size, vocabulary.bos_id, vocabulary.eos_id, vocabulary.pad_id) == (
+        131072,
+        1,
+        2,
+        3,
+    )
     texts = [d["text"] for d in load_german_prose()[:3]]
     for text in texts:
         ids = tekken.encode(text)
@@ -92,11 +113,15 @@ def test_seqio_task_documents_are_our_tokenization(tekken, udhr_task, udhr_texts
     assert len(component.documents) == len(udhr_texts) == 28
     for document, text in zip(component.documents, udhr_texts):
         np.testing.assert_array_equal(document, tekken.encode_document(text))
-    assert component.mean_tokens == pytest.approx(np.mean([len(tekken.encode_document(t)) for t in udhr_texts]))
+    assert component.mean_tokens == pytest.approx(
+        np.mean([len(tekken.encode_document(t)) for t in udhr_texts])
+    )
 
 
 def test_pipeline_over_a_seqio_task_equals_the_same_documents_read_directly(tekken, udhr_task):
-    via_seqio = {"components": {"c": {"kind": "seqio", "task": udhr_task, "split": "validation", "feature": "text"}}}
+    via_seqio = {
+        "components": {"c": {"kind": "seqio", "task": udhr_task, "split": "validation", "feature": "text"}}
+    }
     direct = {"components": {"c": UDHR_HELDOUT}}
     assert_same_batches(first_batches(via_seqio, tekken), first_batches(direct, tekken))
 
@@ -112,26 +137,40 @@ def test_bad_seqio_sources_are_rejected(tekken, udhr_task):
         normalize_data_config({"components": {"c": {"kind": "seqio"}}})
 
     foreign = seqio.PassThroughVocabulary(tekken.vocab_size, eos_id=tekken.eod_id)
-    register_function_task("test_foreign_ids", [{"targets": [1, 500, 2]}],
-                           {"targets": seqio.Feature(foreign, add_eos=False)})
+    register_function_task(
+        "test_foreign_ids", [{"targets": [1, 500, 2]}], {"targets": seqio.Feature(foreign, add_eos=False)}
+    )
     with pytest.raises(ValueError, match="holds ids of .* not of tokenizer 'tekken'"):
         seqio_interop.load_component("c", seqio_spec("test_foreign_ids", "targets"), tekken)
 
     ours = seqio_interop.TokenizerVocabulary(tekken)
-    register_function_task("test_large_ids", [{"targets": [1, 500, 2]}, {"targets": [1, 131072, 2]}],
-                           {"targets": seqio.Feature(ours, add_eos=False)})
+    register_function_task(
+        "test_large_ids",
+        [{"targets": [1, 500, 2]}, {"targets": [1, 131072, 2]}],
+        {"targets": seqio.Feature(ours, add_eos=False)},
+    )
     with pytest.raises(ValueError, match=r"example 1 .* token id 131072 outside \[0, 131072\)"):
         seqio_interop.load_component("c", seqio_spec("test_large_ids", "targets"), tekken)
 
 
 def test_exported_mixture_has_our_token_shares_and_round_trips(tekken):
-    data_config = {"components": {
-        "udhr": {**UDHR_HELDOUT, "weight": 0.7},
-        "prose": {"kind": "demo", "split": "heldout", "sources": ["german_prose"], "weight": 0.3, "take": 40},
-    }}
+    data_config = {
+        "components": {
+            "udhr": {**UDHR_HELDOUT, "weight": 0.7},
+            "prose": {
+                "kind": "demo",
+                "split": "heldout",
+                "sources": ["german_prose"],
+                "weight": 0.3,
+                "take": 40,
+            },
+        }
+    }
     names = seqio_interop.register_seqio_tasks(data_config, tekken, prefix="roundtrip_")
-    assert names == {"tasks": {"udhr": "roundtrip_udhr", "prose": "roundtrip_prose"},
-                     "mixtures": {"stage1": "roundtrip_stage1_mixture"}}
+    assert names == {
+        "tasks": {"udhr": "roundtrip_udhr", "prose": "roundtrip_prose"},
+        "mixtures": {"stage1": "roundtrip_stage1_mixture"},
+    }
 
     # Our documents, computed here from the corpus (prose: the pipeline's fixed `take` subset).
     config = normalize_data_config(data_config)
@@ -147,30 +186,38 @@ def test_exported_mixture_has_our_token_shares_and_round_trips(tekken):
     # Mixture rates are document proportions (weight / mean tokens of the whole component, as the
     # pipeline's mix) whose token shares are our weights.
     prose_texts = [d["text"] for d in load_demo_documents("heldout", ["german_prose"])]
-    mean_tokens = {name: np.mean([len(tekken.encode_document(t)) for t in corpus])
-                   for name, corpus in (("udhr", texts), ("prose", prose_texts))}
+    mean_tokens = {
+        name: np.mean([len(tekken.encode_document(t)) for t in corpus])
+        for name, corpus in (("udhr", texts), ("prose", prose_texts))
+    }
     seqio_mixture = seqio.get_mixture_or_task(names["mixtures"]["stage1"])
     rates = {task.name: seqio_mixture.get_rate(task) for task in seqio_mixture.tasks}
-    assert rates == pytest.approx({"roundtrip_udhr": 0.7 / mean_tokens["udhr"],
-                                   "roundtrip_prose": 0.3 / mean_tokens["prose"]})
-    token_mass = np.array([rates["roundtrip_udhr"] * mean_tokens["udhr"],
-                           rates["roundtrip_prose"] * mean_tokens["prose"]])
+    assert rates == pytest.approx(
+        {"roundtrip_udhr": 0.7 / mean_tokens["udhr"], "roundtrip_prose": 0.3 / mean_tokens["prose"]}
+    )
+    token_mass = np.array(
+        [rates["roundtrip_udhr"] * mean_tokens["udhr"], rates["roundtrip_prose"] * mean_tokens["prose"]]
+    )
     np.testing.assert_allclose(token_mass / token_mass.sum(), [0.7, 0.3])
 
     # Each Task yields exactly our documents (EoD appended by seqio) and their text.
     for name, task_name in names["tasks"].items():
         task = seqio.get_mixture_or_task(task_name)
-        examples = list(task.get_dataset(sequence_length=None, split="heldout", shuffle=False).as_numpy_iterator())
+        examples = list(
+            task.get_dataset(sequence_length=None, split="heldout", shuffle=False).as_numpy_iterator()
+        )
         assert len(examples) == len(expected[name])
         for example, document in zip(examples, expected[name]):
             np.testing.assert_array_equal(example["targets"], document)
             assert example["targets_pretokenized"].decode() == tekken.decode(document.tolist())
 
     # Read back as pipeline components: the same documents, and the same batches as the original mixture.
-    round_trip = {"components": {
-        "udhr": {"kind": "seqio", "task": "roundtrip_udhr", "split": "heldout", "weight": 0.7},
-        "prose": {"kind": "seqio", "task": "roundtrip_prose", "split": "heldout", "weight": 0.3},
-    }}
+    round_trip = {
+        "components": {
+            "udhr": {"kind": "seqio", "task": "roundtrip_udhr", "split": "heldout", "weight": 0.7},
+            "prose": {"kind": "seqio", "task": "roundtrip_prose", "split": "heldout", "weight": 0.3},
+        }
+    }
     for name, spec in normalize_data_config(round_trip)["components"].items():
         documents = seqio_interop.load_component(name, spec, tekken).documents
         assert len(documents) == len(expected[name])
@@ -180,7 +227,8 @@ def test_exported_mixture_has_our_token_shares_and_round_trips(tekken):
 
     # The whole Mixture as one component: its Tasks' documents in turn.
     whole = seqio_interop.load_component(
-        "all", seqio_spec(names["mixtures"]["stage1"], "targets", split="heldout"), tekken)
+        "all", seqio_spec(names["mixtures"]["stage1"], "targets", split="heldout"), tekken
+    )
     by_task = {"roundtrip_udhr": expected["udhr"], "roundtrip_prose": expected["prose"]}
     concatenated = [d for task in seqio_mixture.tasks for d in by_task[task.name]]
     assert len(whole.documents) == len(concatenated) == 68

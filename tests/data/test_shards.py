@@ -15,8 +15,14 @@ from experiments import tokenize_data
 
 def run_cli(tmp_path, inputs, out_name="shards", *extra):
     argv = [f"--input={i}" for i in inputs] + [
-        "--tokenizer=tekken", f"--out={tmp_path / out_name}", "--source=demo-german", "--licence=GPL-2.0+",
-        "--score_field=score", "--shard_tokens=4000", *extra]
+        "--tokenizer=tekken",
+        f"--out={tmp_path / out_name}",
+        "--source=demo-german",
+        "--licence=GPL-2.0+",
+        "--score_field=score",
+        "--shard_tokens=4000",
+        *extra,
+    ]
     return tokenize_data.main(argv)
 
 
@@ -49,9 +55,12 @@ def test_record_layout_round_trip():
 
 
 def test_arrayrecord_component_sorted_by_score(shard_set, tekken):
-    config = {"components": {"web": {"kind": "arrayrecord", "paths": [str(shard_set)], "order": "sorted",
-                                     "epochs": 1}},
-              "goldfish": {"k": 0}}
+    config = {
+        "components": {
+            "web": {"kind": "arrayrecord", "paths": [str(shard_set)], "order": "sorted", "epochs": 1}
+        },
+        "goldfish": {"k": 0},
+    }
     iterator = build_train_pipeline(config, tekken, 128, 4)
     spec = iterator.config["components"]["web"]
     component = mixture.load_component("web", spec, tekken)

@@ -12,8 +12,17 @@ from apertus_jax.models import create_model, get_config
 @pytest.fixture(scope="session")
 def tiny_model():
     """A 2-layer Apertus (vocab 1024, width 32), random weights with a large init so scores vary."""
-    config = get_config("tiny", vocab_size=1024, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, mlp_hidden=64,
-                        max_seq_len=128, init_std=0.5)
+    config = get_config(
+        "tiny",
+        vocab_size=1024,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=8,
+        mlp_hidden=64,
+        max_seq_len=128,
+        init_std=0.5,
+    )
     return create_model(config, seed=1)
 
 
@@ -27,10 +36,13 @@ def forward(tiny_model):
     """The tiny model's plain forward, jitted (reference logits for the scoring tests)."""
     graphdef, state = nnx.split(tiny_model)
     jitted = jax.jit(lambda state, *args: nnx.merge(graphdef, state)(*args))
-    return lambda tokens, positions, segment_ids: np.asarray(jitted(state, tokens, positions, segment_ids), np.float64)
+    return lambda tokens, positions, segment_ids: np.asarray(
+        jitted(state, tokens, positions, segment_ids), np.float64
+    )
 
 
 @pytest.fixture(scope="session")
 def tokenizer():
     from apertus_jax.train.inputs import demo_tokenizer
+
     return demo_tokenizer(1024)

@@ -18,6 +18,7 @@ nonempty = st.lists(st.integers(0, 5), min_size=1, max_size=12)
 
 def _reference_lcs(a, b):
     """Textbook recursion (independent of the vectorized row update)."""
+
     @functools.cache
     def lcs(i, j):
         if i == len(a) or j == len(b):
@@ -25,6 +26,7 @@ def _reference_lcs(a, b):
         if a[i] == b[j]:
             return 1 + lcs(i + 1, j + 1)
         return max(lcs(i + 1, j), lcs(i, j + 1))
+
     return lcs(0, 0)
 
 
@@ -42,7 +44,10 @@ def test_hand_examples():
     assert mem.rouge_l([1, 2, 3, 4, 5], [9, 2, 3, 4, 8]) == pytest.approx(0.6)
     assert mem.lccs_length([1, 2, 3, 4, 5], [9, 2, 3, 4, 8]) == 3
     # Contiguous vs not: 1 2 9 3 4 5 against 1 2 3 4 5 has LCS 5, LCCS 3.
-    assert (mem.lcs_length([1, 2, 9, 3, 4, 5], [1, 2, 3, 4, 5]), mem.lccs_length([1, 2, 9, 3, 4, 5], [1, 2, 3, 4, 5])) == (5, 3)
+    assert (
+        mem.lcs_length([1, 2, 9, 3, 4, 5], [1, 2, 3, 4, 5]),
+        mem.lccs_length([1, 2, 9, 3, 4, 5], [1, 2, 3, 4, 5]),
+    ) == (5, 3)
     assert mem.type_token_ratio([7, 7, 8, 8]) == 0.5 and mem.type_token_ratio([1, 2, 3]) == 1.0
     assert mem.rouge_l([1, 2], [3, 4]) == 0.0 and mem.rouge_l([], [1]) == 0.0
 
@@ -67,11 +72,21 @@ def test_rouge_l_properties(a, b):
 
 def test_score_generation_and_means():
     exact = mem.score_generation([5, 6, 7, 8], [5, 6, 7, 8])
-    assert (exact.rouge_l, exact.lccs, exact.lccs_fraction, exact.ttr, exact.exact_match) == (1.0, 4, 1.0, 1.0, True)
+    assert (exact.rouge_l, exact.lccs, exact.lccs_fraction, exact.ttr, exact.exact_match) == (
+        1.0,
+        4,
+        1.0,
+        1.0,
+        True,
+    )
     degenerate = mem.score_generation([5, 6, 7, 8], [5, 5, 5, 5])
     assert (degenerate.lccs, degenerate.ttr, degenerate.exact_match) == (1, 0.25, False)
     means = mem.mean_scores([exact, degenerate])
-    assert means["exact_match"] == 0.5 and means["lccs"] == 2.5 and means["rouge_l"] == pytest.approx((1 + 0.25) / 2)
+    assert (
+        means["exact_match"] == 0.5
+        and means["lccs"] == 2.5
+        and means["rouge_l"] == pytest.approx((1 + 0.25) / 2)
+    )
     with pytest.raises(ValueError, match="no memorization scores"):
         mem.mean_scores([])
 

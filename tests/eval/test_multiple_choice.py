@@ -30,13 +30,20 @@ def test_option_requests_split_the_joint_encoding(tokenizer, questions):
 
 def test_normalisations_pick_by_hand(tokenizer):
     """With every token costing exactly 1 nat, each normalisation's choice follows from the lengths alone."""
+
     def one_nat_per_token(tokens, positions, segment_ids):
         return -np.ones((tokens.shape[0], tokens.shape[1] - 1), np.float32)
 
-    question = mc.MultipleChoiceQuestion("q", "Welche Farbe hat der Himmel?\nAnswer:",
-                                         (" Blau", " ein sehr helles Blau am Mittag", " Grün"), answer=1)
+    question = mc.MultipleChoiceQuestion(
+        "q",
+        "Welche Farbe hat der Himmel?\nAnswer:",
+        (" Blau", " ein sehr helles Blau am Mittag", " Grün"),
+        answer=1,
+    )
     lengths = [len(option_ids) for _, option_ids in mc.option_requests(tokenizer, question)]
-    result = mc.evaluate_multiple_choice(one_nat_per_token, tokenizer, [question], seq_len=SEQ_LEN, batch_size=2)
+    result = mc.evaluate_multiple_choice(
+        one_nat_per_token, tokenizer, [question], seq_len=SEQ_LEN, batch_size=2
+    )
     assert result.scores == [[-float(n) for n in lengths]]
     assert result.predictions["unnormalized"] == [int(np.argmin(lengths))]  # fewest tokens
     assert result.predictions["per_token"] == [0]  # all tie at -1: the first option
@@ -55,16 +62,27 @@ def test_per_byte_differs_from_per_char_on_non_ascii():
 def test_real_model_scores_equal_direct_option_scoring(token_logprobs, tokenizer, questions):
     result = mc.evaluate_multiple_choice(token_logprobs, tokenizer, questions, seq_len=SEQ_LEN, batch_size=4)
     summary = result.summary()
-    assert set(summary) == {"accuracy_unnormalized", "accuracy_per_token", "accuracy_per_char", "accuracy_per_byte",
-                            "chance", "num_questions"}
+    assert set(summary) == {
+        "accuracy_unnormalized",
+        "accuracy_per_token",
+        "accuracy_per_char",
+        "accuracy_per_byte",
+        "chance",
+        "num_questions",
+    }
     assert summary["num_questions"] == 20
     assert summary["chance"] == pytest.approx(np.mean([1 / len(q.options) for q in questions]))
     for name in mc.NORMALIZATIONS:
         correct = np.mean([p == q.answer for p, q in zip(result.predictions[name], questions)])
         assert result.accuracy[name] == pytest.approx(correct)
     # Question 3 scored on its own (unpacked batch of one) gives the same option scores.
-    alone = continuation_logprobs(token_logprobs, mc.option_requests(tokenizer, questions[3]), seq_len=SEQ_LEN,
-                                  batch_size=1, pad_id=tokenizer.pad_id)
+    alone = continuation_logprobs(
+        token_logprobs,
+        mc.option_requests(tokenizer, questions[3]),
+        seq_len=SEQ_LEN,
+        batch_size=1,
+        pad_id=tokenizer.pad_id,
+    )
     np.testing.assert_allclose(result.scores[3], [a.sum() for a in alone], atol=1e-3)
 
 

@@ -20,23 +20,34 @@ def test_parses_the_real_german_extract(questions):
     assert len(questions) == 20
     first, second = questions[0], questions[1]
     assert first.question_id == "german-exams-qa/0"
-    assert first.prompt == ("Wie verändert sich die Kapazität eines Plattenkondensators, wenn zwischen seinen "
-                            "Platten vollständig, in voller Breite eine Platte aus Eisen geschoben wird?\nAnswer:")
-    assert first.options == (" Die Kapazität vermindert sich auf null.", " Sie verdoppelt sich.",
-                             " Die Kapazität ändert sich nicht.", " Sie mindert sich ungefähr auf die Hälfte.")
+    assert first.prompt == (
+        "Wie verändert sich die Kapazität eines Plattenkondensators, wenn zwischen seinen "
+        "Platten vollständig, in voller Breite eine Platte aus Eisen geschoben wird?\nAnswer:"
+    )
+    assert first.options == (
+        " Die Kapazität vermindert sich auf null.",
+        " Sie verdoppelt sich.",
+        " Die Kapazität ändert sich nicht.",
+        " Sie mindert sich ungefähr auf die Hälfte.",
+    )
     assert first.answer == 0  # ideal "[A]"
     assert len(second.options) == 3 and second.answer == 2  # ideal "[C]"
     assert all(2 <= len(q.options) <= 5 and 0 <= q.answer < len(q.options) for q in questions)
-    assert not any("\nA. " in q.prompt for q in questions)  # the lettered list is not part of the cloze prompt
+    assert not any(
+        "\nA. " in q.prompt for q in questions
+    )  # the lettered list is not part of the cloze prompt
 
 
-@pytest.mark.parametrize("row, message", [
-    ({"input": [{"content": "Frage?\nA. x\nB. y\nAnswer:"}], "ideal": "B"}, "not an exams-qa row"),
-    ({"input": [{"content": "Frage?\nA. x\nB. y"}], "ideal": "[B]"}, "does not end with"),
-    ({"input": [{"content": "Frage?\nA. x\nAnswer:"}], "ideal": "[A]"}, "could not parse"),
-    ({"input": [{"content": "Frage?\nA. x\nB. y\nAnswer:"}], "ideal": "[C]"}, "could not parse"),
-    ({"input": [{"content": "Frage?\nA. x\nC. y\nAnswer:"}], "ideal": "[A]"}, "could not parse"),
-])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ({"input": [{"content": "Frage?\nA. x\nB. y\nAnswer:"}], "ideal": "B"}, "not an exams-qa row"),
+        ({"input": [{"content": "Frage?\nA. x\nB. y"}], "ideal": "[B]"}, "does not end with"),
+        ({"input": [{"content": "Frage?\nA. x\nAnswer:"}], "ideal": "[A]"}, "could not parse"),
+        ({"input": [{"content": "Frage?\nA. x\nB. y\nAnswer:"}], "ideal": "[C]"}, "could not parse"),
+        ({"input": [{"content": "Frage?\nA. x\nC. y\nAnswer:"}], "ideal": "[A]"}, "could not parse"),
+    ],
+)
 def test_malformed_rows_raise(row, message):
     with pytest.raises(ValueError, match=message):
         tasks.parse_exams_qa(row, "x/0")

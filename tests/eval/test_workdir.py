@@ -9,13 +9,13 @@ import pytest
 from flax import nnx
 
 from apertus_jax.eval.workdir import load_workdir
+from apertus_jax.models.partitioning import make_mesh
 from apertus_jax.optim import BatchSizePlan
 from apertus_jax.train import config as config_lib
 from apertus_jax.train import inputs
 from apertus_jax.train.checkpoint import Checkpointer, param_shapes
 from apertus_jax.train.loop import make_lr_schedule, make_tx
 from apertus_jax.train.train_state import make_train_state_spec
-from apertus_jax.models.partitioning import make_mesh
 from experiments.evaluate import run
 
 
@@ -24,8 +24,16 @@ def workdir(tmp_path_factory):
     """A workdir as the trainer writes it (config.json + an Orbax checkpoint at step 7) of a tiny model."""
     workdir = str(tmp_path_factory.mktemp("run"))
     config = config_lib.base_config()
-    config.model = config_lib.model_section("tiny", vocab_size=1024, d_model=32, n_heads=4, n_kv_heads=2,
-                                            head_dim=8, mlp_hidden=64, max_seq_len=64)
+    config.model = config_lib.model_section(
+        "tiny",
+        vocab_size=1024,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=8,
+        mlp_hidden=64,
+        max_seq_len=64,
+    )
     config.data.demo_tokenizer_vocab = 1024
     config.data.seq_len = 64
     config.train.batch_plan = ((0, 8 * 64),)
@@ -33,11 +41,15 @@ def workdir(tmp_path_factory):
         json.dump(config.to_dict(), f)
     plan = BatchSizePlan(config.train.batch_plan)
     tx = make_tx(config.optim, make_lr_schedule(config.optim, plan))
-    spec = make_train_state_spec(config_lib.model_config(config), tx, make_mesh(1, 1, 1, jax.devices()[:1]), seed=5)
+    spec = make_train_state_spec(
+        config_lib.model_config(config), tx, make_mesh(1, 1, 1, jax.devices()[:1]), seed=5
+    )
     state = spec.init()
     checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=2, async_save=False)
     data_iter = inputs.make_train_iterator(config, inputs.load_run_tokenizer(config.data), plan)
-    checkpointer.save(7, state, data_iter, {"progress": {"step": 7}, "param_shapes": param_shapes(state["params"])})
+    checkpointer.save(
+        7, state, data_iter, {"progress": {"step": 7}, "param_shapes": param_shapes(state["params"])}
+    )
     checkpointer.close()
     return workdir, jax.device_get(state["params"])
 
@@ -54,7 +66,9 @@ def test_perplexity_and_memorization_tasks_run(workdir):
     directory, _ = workdir
     ppl = run(directory, "perplexity", limit=2, batch_size=4)
     assert ppl["step"] == 7 and ppl["num_documents"] == 2 and ppl["seq_len"] == 64
-    assert 100 < ppl["perplexity"] < 5000 and ppl["bits_per_byte"] > 0  # random init: about the vocabulary size
+    assert (
+        100 < ppl["perplexity"] < 5000 and ppl["bits_per_byte"] > 0
+    )  # random init: about the vocabulary size
     memo = run(directory, "memorization", limit=3, batch_size=3, prefix_len=8, suffix_len=8)
     assert memo["train"]["num_documents"] == 3 and memo["heldout"]["num_documents"] == 3
     assert 0 <= memo["train"]["rouge_l"] <= 1 and memo["train"]["exact_match"] == 0

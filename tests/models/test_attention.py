@@ -31,7 +31,7 @@ def _inputs(t, n=4, k=2, h=16, seed=0):
     rng = np.random.default_rng(seed)
     q, key, v = (rng.normal(size=(2, t, heads, h)).astype(np.float32) for heads in (n, k, k))
     segment_ids = np.zeros((2, t), np.int32)
-    segment_ids[0, : t // 3], segment_ids[0, t // 3: t - 5] = 1, 2  # two documents, then padding
+    segment_ids[0, : t // 3], segment_ids[0, t // 3 : t - 5] = 1, 2  # two documents, then padding
     segment_ids[1, :] = 1 + (np.arange(t) >= t // 2)  # two documents, no padding
     return q, key, v, segment_ids
 
@@ -39,14 +39,17 @@ def _inputs(t, n=4, k=2, h=16, seed=0):
 def test_mask_is_causal_same_segment():
     seg = jnp.array([[1, 1, 2, 2, 0, 0]])
     mask = np.asarray(attention_mask(seg))[0, 0]
-    expected = np.array([
-        [1, 0, 0, 0, 0, 0],
-        [1, 1, 0, 0, 0, 0],
-        [0, 0, 1, 0, 0, 0],
-        [0, 0, 1, 1, 0, 0],
-        [0, 0, 0, 0, 1, 0],  # padding only sees earlier padding (never an empty softmax row)
-        [0, 0, 0, 0, 1, 1],
-    ], bool)
+    expected = np.array(
+        [
+            [1, 0, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0, 0],
+            [0, 0, 1, 0, 0, 0],
+            [0, 0, 1, 1, 0, 0],
+            [0, 0, 0, 0, 1, 0],  # padding only sees earlier padding (never an empty softmax row)
+            [0, 0, 0, 0, 1, 1],
+        ],
+        bool,
+    )
     np.testing.assert_array_equal(mask, expected)
 
 
@@ -60,7 +63,7 @@ def test_cpu_kernels_match_naive_reference(impl):
 def test_splash_kernel_matches_xla_in_pallas_interpreter():
     q, k, v, seg = (jnp.asarray(a) for a in _inputs(128, h=64))
     reference = dot_product_attention(q, k, v, seg, impl="xla")
-    out = splash_attention(q, k, v, seg, scale=64 ** -0.5, interpret=True)
+    out = splash_attention(q, k, v, seg, scale=64**-0.5, interpret=True)
     out = jnp.where((seg != 0)[:, :, None, None], out, 0.0)
     np.testing.assert_allclose(np.asarray(out), np.asarray(reference), atol=2e-6)
 
@@ -70,7 +73,7 @@ def test_splash_kernel_under_a_mesh_runs_per_shard():
     reference = dot_product_attention(q, k, v, seg, impl="xla")
     mesh = make_mesh(data=2, fsdp=2, tensor=2)
     with jax.set_mesh(mesh):
-        out = jax.jit(functools.partial(splash_attention, scale=64 ** -0.5, interpret=True))(q, k, v, seg)
+        out = jax.jit(functools.partial(splash_attention, scale=64**-0.5, interpret=True))(q, k, v, seg)
     assert tuple(out.sharding.spec)[:3] == (("data", "fsdp"), None, "tensor")  # 4 batch x 2 head shards
     out = jnp.where((seg != 0)[:, :, None, None], out, 0.0)
     np.testing.assert_allclose(np.asarray(out), np.asarray(reference), atol=2e-6)

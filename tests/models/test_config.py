@@ -15,18 +15,21 @@ def test_defaults_follow_apertus():
     assert cfg.q_per_kv == 2
 
 
-@pytest.mark.parametrize("override, message", [
-    (dict(n_kv_heads=3), "must divide n_heads"),
-    (dict(head_dim=7), "must be even"),
-    (dict(mlp_type="gelu"), "mlp_type"),
-    (dict(attention_impl="flash"), "attention_impl"),
-    (dict(remat_policy="some"), "remat_policy"),
-    (dict(rope_scaling="yarn"), "rope_scaling"),
-    (dict(dtype="int8"), "dtype"),
-    (dict(d_model=0), "d_model must be a positive integer"),
-    (dict(attention_impl="cudnn"), "needs dtype 'bfloat16' or 'float16'"),
-    (dict(rope_low_freq_factor=4.0, rope_high_freq_factor=1.0), "low_freq_factor < high_freq_factor"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (dict(n_kv_heads=3), "must divide n_heads"),
+        (dict(head_dim=7), "must be even"),
+        (dict(mlp_type="gelu"), "mlp_type"),
+        (dict(attention_impl="flash"), "attention_impl"),
+        (dict(remat_policy="some"), "remat_policy"),
+        (dict(rope_scaling="yarn"), "rope_scaling"),
+        (dict(dtype="int8"), "dtype"),
+        (dict(d_model=0), "d_model must be a positive integer"),
+        (dict(attention_impl="cudnn"), "needs dtype 'bfloat16' or 'float16'"),
+        (dict(rope_low_freq_factor=4.0, rope_high_freq_factor=1.0), "low_freq_factor < high_freq_factor"),
+    ],
+)
 def test_invalid_fields_raise_one_line_errors(override, message):
     with pytest.raises(ValueError, match=message) as info:
         ModelConfig(**{**BASE, **override})

@@ -16,8 +16,12 @@ def test_param_counts_by_eval_shape(name, expected):
 def test_param_count_matches_closed_form():
     for name in ("tiny", "tiny-llama", "boldt-350m"):
         c = get_config(name)
-        mlp = (3 if c.mlp_type == "swiglu" else 2) * c.d_model * c.mlp_hidden + (2 if c.mlp_type == "xielu" else 0)
-        attn = c.d_model * c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads) + (2 * c.head_dim if c.qk_norm else 0)
+        mlp = (3 if c.mlp_type == "swiglu" else 2) * c.d_model * c.mlp_hidden + (
+            2 if c.mlp_type == "xielu" else 0
+        )
+        attn = c.d_model * c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads) + (
+            2 * c.head_dim if c.qk_norm else 0
+        )
         per_layer = attn + mlp + 2 * c.d_model
         expected = c.n_layers * per_layer + c.d_model + 2 * c.vocab_size * c.d_model
         assert flops.param_count(c) == expected
@@ -31,9 +35,13 @@ def test_matmul_flops_are_2_n_per_token_plus_attention():
     t = 64
     breakdown = flops.forward_flops_breakdown(cfg, t)
     # Matrices that multiply activations: every >= 2-D parameter (the tied embedding acts as lm_head).
-    n_matmul = sum(math.prod(v.shape) for _, v in nnx.to_flat_state(flops.abstract_params(cfg)) if len(v.shape) >= 2)
+    n_matmul = sum(
+        math.prod(v.shape) for _, v in nnx.to_flat_state(flops.abstract_params(cfg)) if len(v.shape) >= 2
+    )
     attention = 2 * 2 * t * t * cfg.n_heads * cfg.head_dim * cfg.n_layers  # QK^T and AV, full square
-    matmul = sum(breakdown[k] for k in ("attn_qkv", "attn_out", "mlp", "logits", "attn_scores", "attn_values"))
+    matmul = sum(
+        breakdown[k] for k in ("attn_qkv", "attn_out", "mlp", "logits", "attn_scores", "attn_values")
+    )
     assert matmul == 2 * n_matmul * t + attention
     assert flops.forward_flops(cfg, t) == sum(breakdown.values()) > matmul
     assert flops.train_flops_per_token(cfg, t) == 3 * flops.forward_flops(cfg, t) / t

@@ -16,11 +16,14 @@ from apertus_jax.models.generate import generate, left_pad, top_p_filter
 from apertus_jax.models.presets import get_config
 from apertus_jax.models.transformer import Apertus, create_model, export_weights, import_weights
 
-PROMPTS = [text.encode("utf-8") for text in (
-    "Alle Menschen",
-    "Everyone has the right to life, liberty",
-    "Nul ne sera tenu en esclavage",
-)]
+PROMPTS = [
+    text.encode("utf-8")
+    for text in (
+        "Alle Menschen",
+        "Everyone has the right to life, liberty",
+        "Nul ne sera tenu en esclavage",
+    )
+]
 MAX_NEW = 12
 
 
@@ -30,15 +33,26 @@ def random_model(scan_layers: bool = False, seed: int = 3) -> Apertus:
     Norm weights and xIELU scalars 1 + N(0, 0.1^2), embeddings N(0, 1), other matrices N(0, 4 / fan_in):
     larger than the training init, so greedy continuations vary instead of repeating one token.
     """
-    config = get_config("tiny", vocab_size=256, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16,
-                        mlp_hidden=96, scan_layers=scan_layers, rope_original_max_position_embeddings=16)
+    config = get_config(
+        "tiny",
+        vocab_size=256,
+        d_model=64,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=16,
+        mlp_hidden=96,
+        scan_layers=scan_layers,
+        rope_original_max_position_embeddings=16,
+    )
     model = create_model(config)
     rng = np.random.default_rng(seed)
     weights = {}
     for name, w in sorted(export_weights(model).items()):  # same draws for both layer layouts
         noise = rng.standard_normal(w.shape).astype(np.float32)
         fan_in = np.prod(w.shape[:-1]) if name.endswith("o_proj") else w.shape[0]
-        weights[name] = 1 + 0.1 * noise if w.ndim == 1 else noise if name == "embed" else 2 * noise / fan_in ** 0.5
+        weights[name] = (
+            1 + 0.1 * noise if w.ndim == 1 else noise if name == "embed" else 2 * noise / fan_in**0.5
+        )
     import_weights(model, weights)
     return model
 
@@ -56,12 +70,12 @@ def greedy_by_full_forwards(model: Apertus, prompt: bytes, n: int) -> list[int]:
     """
     width = len(prompt) + n
     tokens = np.zeros((1, width), np.int32)
-    tokens[0, :len(prompt)] = list(prompt)
+    tokens[0, : len(prompt)] = list(prompt)
     for length in range(len(prompt), width):
         segment_ids = (np.arange(width) < length).astype(np.int32)[None]
         logits = _forward(model, jnp.asarray(tokens), jnp.arange(width)[None], jnp.asarray(segment_ids))
         tokens[0, length] = int(np.argmax(logits[0, length - 1]))
-    return tokens[0, len(prompt):].tolist()
+    return tokens[0, len(prompt) :].tolist()
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +119,9 @@ def test_eos_stops_a_row_and_pads_the_rest(model, reference):
 
 
 def test_top_p_towards_zero_is_greedy(model, reference):
-    out = generate(model, [list(p) for p in PROMPTS], max_new_tokens=MAX_NEW, temperature=1.0, top_p=1e-6,
-                   seed=7)
+    out = generate(
+        model, [list(p) for p in PROMPTS], max_new_tokens=MAX_NEW, temperature=1.0, top_p=1e-6, seed=7
+    )
     assert out.tolist() == reference
 
 
@@ -135,11 +150,14 @@ def test_top_p_keeps_the_smallest_most_likely_set_reaching_p(logits, top_p):
 _top_p_filter = jax.jit(top_p_filter)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(max_new_tokens=0), "max_new_tokens"),
-    (dict(max_new_tokens=4, temperature=-1.0), "temperature"),
-    (dict(max_new_tokens=4, top_p=0.0), "top_p"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(max_new_tokens=4, temperature=-1.0), "temperature"),
+        (dict(max_new_tokens=4, top_p=0.0), "top_p"),
+    ],
+)
 def test_bad_settings_are_rejected(model, kwargs, message):
     with pytest.raises(ValueError, match=message):
         generate(model, [[5, 6]], **kwargs)

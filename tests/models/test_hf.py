@@ -13,7 +13,7 @@ import pytest
 from flax import nnx
 
 from apertus_jax.models.generate import generate
-from apertus_jax.models.hf import config_from_hf, config_to_hf, from_hf, load_hf, save_hf, to_hf
+from apertus_jax.models.hf import config_from_hf, config_to_hf, from_hf, load_hf, save_hf
 from apertus_jax.models.presets import get_config
 from apertus_jax.models.transformer import Apertus, export_weights, import_weights
 
@@ -27,24 +27,53 @@ TEXTS = (
     "All human beings are born free and equal in dignity and rights. They are endowed with reason and conscience.",
 )
 
-LLAMA3_SMALL_ORIG = {"rope_type": "llama3", "rope_theta": 10_000.0, "factor": 8.0,
-                     "original_max_position_embeddings": 16, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+LLAMA3_SMALL_ORIG = {
+    "rope_type": "llama3",
+    "rope_theta": 10_000.0,
+    "factor": 8.0,
+    "original_max_position_embeddings": 16,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+}
 HF_CONFIGS = {
     # kv_heads = 1, head_dim 24 (not a power of two), llama3 scaling with positions 0..63 beyond orig = 16:
     # the 12 frequencies cover all three llama3 regimes (kept, interpolated, divided by factor).
-    "mqa_hd24_llama3": dict(vocab_size=256, hidden_size=48, intermediate_size=80, num_hidden_layers=2,
-                            num_attention_heads=2, num_key_value_heads=1, head_dim=24,
-                            rope_parameters=LLAMA3_SMALL_ORIG, max_position_embeddings=64),
+    "mqa_hd24_llama3": dict(
+        vocab_size=256,
+        hidden_size=48,
+        intermediate_size=80,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=24,
+        rope_parameters=LLAMA3_SMALL_ORIG,
+        max_position_embeddings=64,
+    ),
     # GQA 4/2, plain RoPE with the pretraining theta, three layers.
-    "gqa_default_rope": dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
-                             num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                             rope_parameters={"rope_type": "default", "rope_theta": 500_000.0},
-                             max_position_embeddings=128),
+    "gqa_default_rope": dict(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        rope_parameters={"rope_type": "default", "rope_theta": 500_000.0},
+        max_position_embeddings=128,
+    ),
     # heads * head_dim (40) != hidden_size (32), tied embeddings, llama3 with orig 32.
-    "tied_hd20": dict(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, head_dim=20, tie_word_embeddings=True,
-                      rope_parameters={**LLAMA3_SMALL_ORIG, "original_max_position_embeddings": 32},
-                      max_position_embeddings=64),
+    "tied_hd20": dict(
+        vocab_size=256,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=20,
+        tie_word_embeddings=True,
+        rope_parameters={**LLAMA3_SMALL_ORIG, "original_max_position_embeddings": 32},
+        max_position_embeddings=64,
+    ),
 }
 
 
@@ -84,7 +113,9 @@ def _forward(model, tokens, positions, segment_ids):
 def our_logits(model: Apertus, tokens: np.ndarray) -> np.ndarray:
     b, t = tokens.shape
     positions = np.broadcast_to(np.arange(t, dtype=np.int32), (b, t))
-    return np.asarray(_forward(model, jnp.asarray(tokens), jnp.asarray(positions), jnp.ones((b, t), jnp.int32)))
+    return np.asarray(
+        _forward(model, jnp.asarray(tokens), jnp.asarray(positions), jnp.ones((b, t), jnp.int32))
+    )
 
 
 def hf_state_dict(model) -> dict[str, np.ndarray]:
@@ -95,12 +126,19 @@ def perturb(model: Apertus, seed: int) -> None:
     """Move every parameter of `model` in place, on our side, so an export carries weights HF never had."""
     rng = np.random.default_rng(seed)
     weights = {name: np.asarray(w) for name, w in export_weights(model).items()}
-    import_weights(model, {name: w + 0.1 * np.std(w + 1.0) * rng.standard_normal(w.shape).astype(np.float32)
-                           for name, w in weights.items()})
+    import_weights(
+        model,
+        {
+            name: w + 0.1 * np.std(w + 1.0) * rng.standard_normal(w.shape).astype(np.float32)
+            for name, w in weights.items()
+        },
+    )
 
 
-@pytest.mark.parametrize("name, scan_layers", [
-    ("mqa_hd24_llama3", False), ("mqa_hd24_llama3", True), ("gqa_default_rope", True), ("tied_hd20", False)])
+@pytest.mark.parametrize(
+    "name, scan_layers",
+    [("mqa_hd24_llama3", False), ("mqa_hd24_llama3", True), ("gqa_default_rope", True), ("tied_hd20", False)],
+)
 def test_parity_with_transformers_both_directions(name, scan_layers, tmp_path):
     hf_model = random_hf_model(HF_CONFIGS[name])
     tokens = text_tokens()
@@ -116,7 +154,8 @@ def test_parity_with_transformers_both_directions(name, scan_layers, tmp_path):
     assert np.abs(expected - reference).max() > 1e-2  # the export below really carries new weights
     save_hf(ours, tmp_path)
     reloaded, info = transformers.ApertusForCausalLM.from_pretrained(
-        tmp_path, dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
+        tmp_path, dtype=torch.float32, attn_implementation="eager", output_loading_info=True
+    )
     assert not any(info.values()), info  # no missing, unexpected or mismatched tensors
     export_diff = np.abs(hf_logits(reloaded.eval(), tokens) - expected).max()
     assert export_diff <= TOLERANCE, f"{name}: ours -> HF max abs logit diff {export_diff}"
@@ -140,8 +179,13 @@ def test_greedy_generation_matches_transformers_generate():
     ours = from_hf(hf_state_dict(hf_model), hf_model.config.to_dict())
     prompt = text_tokens()[1, :20]
     with torch.no_grad():
-        expected = hf_model.generate(torch.from_numpy(prompt[None]).long(), max_new_tokens=24, do_sample=False,
-                                     eos_token_id=None, pad_token_id=3)[0, len(prompt):].numpy()
+        expected = hf_model.generate(
+            torch.from_numpy(prompt[None]).long(),
+            max_new_tokens=24,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=3,
+        )[0, len(prompt) :].numpy()
     assert len(set(expected.tolist())) > 4  # a varied continuation, not one repeated token
     np.testing.assert_array_equal(generate(ours, [prompt], max_new_tokens=24)[0], expected)
 
@@ -171,12 +215,15 @@ def test_config_round_trip_and_legacy_rope_fields():
     assert config_from_hf(config_to_hf(config), scan_layers=True).scan_layers
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"hidden_act": "silu"}, "hidden_act"),
-    ({"attention_bias": True}, "attention_bias"),
-    ({"model_type": "llama"}, "model_type"),
-    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}}, "rope_type"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"hidden_act": "silu"}, "hidden_act"),
+        ({"attention_bias": True}, "attention_bias"),
+        ({"model_type": "llama"}, "model_type"),
+        ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}}, "rope_type"),
+    ],
+)
 def test_unsupported_hf_configs_are_rejected(change, message):
     hf_config = {**config_to_hf(get_config("tiny")), **change}
     with pytest.raises(ValueError, match=message):

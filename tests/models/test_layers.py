@@ -5,7 +5,7 @@ import pytest
 from flax import nnx
 
 from apertus_jax.models.config import ModelConfig
-from apertus_jax.models.layers import MLP, XIELU, RMSNorm, XIELU_BETA, rms_norm
+from apertus_jax.models.layers import MLP, XIELU, XIELU_BETA, RMSNorm, rms_norm
 
 
 def test_xielu_known_values_at_init():
@@ -23,7 +23,9 @@ def test_xielu_gradients_reach_a_p_and_a_n():
     grads = nnx.grad(lambda m: m(x).sum())(act)
     # d f / d a_p = sigmoid(a_p) * x^2 (x > 0); d f / d a_n = sigmoid(a_n) * (expm1(x) - x) (x <= 0).
     np.testing.assert_allclose(grads.a_p[...], jax.nn.sigmoid(act.a_p[...]) * 4.0, rtol=1e-6)
-    np.testing.assert_allclose(grads.a_n[...], jax.nn.sigmoid(act.a_n[...]) * (np.expm1(-1.0) + 1.0), rtol=1e-6)
+    np.testing.assert_allclose(
+        grads.a_n[...], jax.nn.sigmoid(act.a_n[...]) * (np.expm1(-1.0) + 1.0), rtol=1e-6
+    )
 
 
 def test_xielu_matches_transformers_activation():
@@ -60,6 +62,8 @@ def test_swiglu_and_xielu_mlp_match_numpy():
 
 
 def test_init_std():
-    cfg = ModelConfig(vocab_size=8, d_model=256, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=8, mlp_hidden=512)
+    cfg = ModelConfig(
+        vocab_size=8, d_model=256, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=8, mlp_hidden=512
+    )
     up = np.asarray(MLP(cfg, rngs=nnx.Rngs(0)).up[...])
     assert up.dtype == np.float32 and abs(up.std() - 0.02) < 5e-4 and abs(up.mean()) < 5e-4

@@ -4,10 +4,17 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from apertus_jax.models.partitioning import (
-    LOGICAL_AXIS_RULES, constrain, logical_to_spec, make_mesh, state_logical_axes, state_shardings)
+    LOGICAL_AXIS_RULES,
+    constrain,
+    logical_to_spec,
+    make_mesh,
+    state_logical_axes,
+    state_shardings,
+)
 from apertus_jax.models.presets import get_config
 from apertus_jax.models.transformer import Apertus, create_model
 
@@ -15,8 +22,12 @@ MESH_2x2x2 = {"data": 2, "fsdp": 2, "tensor": 2}
 
 
 def test_rule_table_maxtext_style():
-    assert logical_to_spec(("batch", "length", "embed"), (8, 16, 64), MESH_2x2x2) == P(("data", "fsdp"), None, None)
-    assert logical_to_spec(("embed", "heads", "head_dim"), (64, 4, 32), MESH_2x2x2) == P("fsdp", "tensor", None)
+    assert logical_to_spec(("batch", "length", "embed"), (8, 16, 64), MESH_2x2x2) == P(
+        ("data", "fsdp"), None, None
+    )
+    assert logical_to_spec(("embed", "heads", "head_dim"), (64, 4, 32), MESH_2x2x2) == P(
+        "fsdp", "tensor", None
+    )
     assert logical_to_spec(("vocab", "embed"), (512, 64), MESH_2x2x2) == P("tensor", "fsdp")
     assert logical_to_spec(("layers", "mlp", "embed"), (2, 96, 64), MESH_2x2x2) == P(None, "tensor", "fsdp")
 

@@ -6,8 +6,20 @@ from apertus_jax.models.presets import PRESET_NAMES, get_config
 def test_apertus_8b_and_70b_shapes_match_spec():
     c8, c70 = get_config("apertus-8b"), get_config("apertus-70b")
     assert (c8.n_layers, c8.d_model, c8.mlp_hidden, c8.n_heads, c8.n_kv_heads, c8.vocab_size) == (
-        32, 4096, 21504, 32, 8, 131072)
-    assert (c70.n_layers, c70.d_model, c70.mlp_hidden, c70.n_heads, c70.n_kv_heads) == (80, 8192, 43008, 64, 8)
+        32,
+        4096,
+        21504,
+        32,
+        8,
+        131072,
+    )
+    assert (c70.n_layers, c70.d_model, c70.mlp_hidden, c70.n_heads, c70.n_kv_heads) == (
+        80,
+        8192,
+        43008,
+        64,
+        8,
+    )
     assert c8.head_dim == c70.head_dim == 128
     assert c8.mlp_type == "xielu" and c8.qk_norm and not c8.tie_embeddings
 
@@ -15,15 +27,33 @@ def test_apertus_8b_and_70b_shapes_match_spec():
 def test_llama_style_presets_are_gated_without_qk_norm():
     for name in ("boldt-350m", "boldt-1b", "tiny-llama", "bench-18m-llama"):
         cfg = get_config(name)
-        assert (cfg.mlp_type, cfg.qk_norm, cfg.rope_scaling, cfg.vocab_size) == ("swiglu", False, "none", 32000)
+        assert (cfg.mlp_type, cfg.qk_norm, cfg.rope_scaling, cfg.vocab_size) == (
+            "swiglu",
+            False,
+            "none",
+            32000,
+        )
 
 
 def test_bench_presets_match_the_brief():
-    a, l = get_config("bench-18m-apertus"), get_config("bench-18m-llama")
-    for cfg in (a, l):
-        assert (cfg.vocab_size, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-                cfg.max_seq_len, cfg.dtype) == (32000, 256, 2, 4, 4, 64, 256, "float32")
-    assert (a.mlp_hidden, a.mlp_type, l.mlp_hidden, l.mlp_type) == (1536, "xielu", 1024, "swiglu")
+    apertus, llama = get_config("bench-18m-apertus"), get_config("bench-18m-llama")
+    for cfg in (apertus, llama):
+        assert (
+            cfg.vocab_size,
+            cfg.d_model,
+            cfg.n_layers,
+            cfg.n_heads,
+            cfg.n_kv_heads,
+            cfg.head_dim,
+            cfg.max_seq_len,
+            cfg.dtype,
+        ) == (32000, 256, 2, 4, 4, 64, 256, "float32")
+    assert (apertus.mlp_hidden, apertus.mlp_type, llama.mlp_hidden, llama.mlp_type) == (
+        1536,
+        "xielu",
+        1024,
+        "swiglu",
+    )
 
 
 def test_ablation_xielu_hidden_is_1_5x_swiglu():

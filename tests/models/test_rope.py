@@ -4,15 +4,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.rope import apply_rope, rope_inv_freq
 
 
 def _config(**overrides):
-    return ModelConfig(vocab_size=8, d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=128,
-                       mlp_hidden=8, **overrides)
+    return ModelConfig(
+        vocab_size=8, d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=128, mlp_hidden=8, **overrides
+    )
 
 
 def test_unscaled_frequencies():
@@ -30,7 +32,9 @@ def test_llama3_scaling_bands():
     np.testing.assert_array_equal(scaled[high], plain[high])
     np.testing.assert_allclose(scaled[low], plain[low] / 8, rtol=1e-6)
     middle = ~high & ~low
-    assert middle.any() and np.all(scaled[middle] < plain[middle]) and np.all(scaled[middle] > plain[middle] / 8)
+    assert (
+        middle.any() and np.all(scaled[middle] < plain[middle]) and np.all(scaled[middle] > plain[middle] / 8)
+    )
 
 
 def test_llama3_frequencies_match_transformers():
@@ -39,9 +43,19 @@ def test_llama3_frequencies_match_transformers():
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     for head_dim, theta in ((128, 500_000.0), (24, 12_000_000.0)):
-        hf = ApertusConfig(hidden_size=96, num_attention_heads=4, head_dim=head_dim, rope_parameters={
-            "rope_type": "llama3", "rope_theta": theta, "factor": 8.0, "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+        hf = ApertusConfig(
+            hidden_size=96,
+            num_attention_heads=4,
+            head_dim=head_dim,
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": theta,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+        )
         reference, _ = ROPE_INIT_FUNCTIONS["llama3"](hf, "cpu")
         ours = rope_inv_freq(_config(rope_theta=theta).replace(head_dim=head_dim))
         np.testing.assert_array_equal(ours, reference.numpy())

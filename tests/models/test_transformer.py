@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from apertus_jax.models import attention
 from apertus_jax.models.presets import get_config
@@ -21,7 +22,7 @@ def sentence_ids():
     return load_tokenizer("tekken").encode("Die Würde des Menschen ist unantastbar.")[:5]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _model(**overrides):
     return Apertus(get_config("tiny", **overrides), rngs=nnx.Rngs(0))
 
@@ -38,23 +39,30 @@ def _rows(*rows):
 @pytest.mark.parametrize("impl", ["xla", "jax_nn", "splash"])
 def test_packed_documents_equal_unpacked_runs(impl, sentence_ids, monkeypatch):
     if impl == "splash":  # the real Pallas kernel through its interpreter; T must be a multiple of 128
-        monkeypatch.setattr(attention, "splash_attention",
-                            functools.partial(attention.splash_attention, interpret=True))
+        monkeypatch.setattr(
+            attention, "splash_attention", functools.partial(attention.splash_attention, interpret=True)
+        )
     t = 128 if impl == "splash" else 8
     a, b, c = sentence_ids[:3]
     pad = t - 6
-    tokens, positions, segments = _rows([[a, b, c, a, b, c] + [0] * pad],
-                                        [[0, 1, 2, 0, 1, 2] + [0] * pad],
-                                        [[1, 1, 1, 2, 2, 2] + [0] * pad])
+    tokens, positions, segments = _rows(
+        [[a, b, c, a, b, c] + [0] * pad], [[0, 1, 2, 0, 1, 2] + [0] * pad], [[1, 1, 1, 2, 2, 2] + [0] * pad]
+    )
     model = _model(attention_impl=impl)
     logits = np.asarray(_forward(model, tokens, positions, segments))[0]
-    alone = np.asarray(_forward(model, *_rows([[a, b, c] + [0] * (t - 3)], [[0, 1, 2] + [0] * (t - 3)],
-                                    [[1, 1, 1] + [0] * (t - 3)])))[0]
+    alone = np.asarray(
+        _forward(
+            model,
+            *_rows([[a, b, c] + [0] * (t - 3)], [[0, 1, 2] + [0] * (t - 3)], [[1, 1, 1] + [0] * (t - 3)]),
+        )
+    )[0]
     np.testing.assert_allclose(logits[3:6], logits[0:3], atol=1e-5)
     np.testing.assert_allclose(logits[0:3], alone[:3], atol=1e-5)
     # Perturbing document 1 leaves document 2 unchanged.
     d, e = sentence_ids[3:5]
-    perturbed = np.asarray(_forward(model, tokens.at[0, :3].set(jnp.array([d, e, d])), positions, segments))[0]
+    perturbed = np.asarray(_forward(model, tokens.at[0, :3].set(jnp.array([d, e, d])), positions, segments))[
+        0
+    ]
     np.testing.assert_allclose(perturbed[3:6], logits[3:6], atol=1e-6)
     assert np.abs(perturbed[:3] - logits[:3]).max() > 1e-3
     reference = np.asarray(_forward(_model(), tokens, positions, segments))[0]
@@ -71,20 +79,31 @@ def test_each_segment_equals_its_solo_run(lengths, seed):
     segments = np.repeat(np.arange(1, len(lengths) + 1), lengths)
     positions = np.concatenate([np.arange(n) for n in lengths])
     fill = t - len(ids)
-    packed = np.asarray(forward(*_rows([np.r_[ids, [0] * fill]], [np.r_[positions, [0] * fill]],
-                                       [np.r_[segments, [0] * fill]])))[0]
+    packed = np.asarray(
+        forward(
+            *_rows([np.r_[ids, [0] * fill]], [np.r_[positions, [0] * fill]], [np.r_[segments, [0] * fill]])
+        )
+    )[0]
     start = 0
     for n in lengths:
-        solo = np.asarray(forward(*_rows([np.r_[ids[start:start + n], [0] * (t - n)]],
-                                         [np.r_[np.arange(n), [0] * (t - n)]], [[1] * n + [0] * (t - n)])))[0]
-        np.testing.assert_allclose(packed[start:start + n], solo[:n], atol=1e-5)
+        solo = np.asarray(
+            forward(
+                *_rows(
+                    [np.r_[ids[start : start + n], [0] * (t - n)]],
+                    [np.r_[np.arange(n), [0] * (t - n)]],
+                    [[1] * n + [0] * (t - n)],
+                )
+            )
+        )[0]
+        np.testing.assert_allclose(packed[start : start + n], solo[:n], atol=1e-5)
         start += n
 
 
 def test_fully_padded_row_gives_finite_logits_and_gradients():
     model = _model(**SMALL)
-    tokens, positions, segments = _rows([[5, 6, 7, 8], [3, 3, 3, 3]], [[0, 1, 2, 3], [0] * 4],
-                                        [[1, 1, 1, 1], [0] * 4])
+    tokens, positions, segments = _rows(
+        [[5, 6, 7, 8], [3, 3, 3, 3]], [[0, 1, 2, 3], [0] * 4], [[1, 1, 1, 1], [0] * 4]
+    )
 
     def loss(m):
         logits = m(tokens, positions, segments)
@@ -103,24 +122,37 @@ def test_scanned_and_unscanned_layers_agree():
     scanned = Apertus(cfg.replace(scan_layers=True, remat_policy="full"), rngs=nnx.Rngs(3))
     remat_plain = Apertus(cfg.replace(remat_policy="dots_saveable"), rngs=nnx.Rngs(3))
     assert scanned.layers.attn.q_proj.shape == (cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.head_dim)
-    assert scanned.layers.attn.q_proj.get_metadata()["logical_axes"] == ("layers", "embed", "heads", "head_dim")
+    assert scanned.layers.attn.q_proj.get_metadata()["logical_axes"] == (
+        "layers",
+        "embed",
+        "heads",
+        "head_dim",
+    )
     scanned_weights = export_weights(scanned)
     for key, value in export_weights(plain).items():
         np.testing.assert_array_equal(np.asarray(scanned_weights[key]), np.asarray(value))
     batch = _rows([[9, 8, 7, 6, 5, 4]], [[0, 1, 2, 0, 1, 2]], [[1, 1, 1, 2, 2, 2]])
-    np.testing.assert_allclose(np.asarray(_forward(plain, *batch)), np.asarray(_forward(scanned, *batch)), atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(_forward(plain, *batch)), np.asarray(_forward(scanned, *batch)), atol=1e-5
+    )
 
     def loss(m):
         return jnp.mean(m(*batch) ** 2)
 
-    (l1, g1), (l2, g2), (l3, g3) = (nnx.jit(nnx.value_and_grad(loss))(m) for m in (plain, scanned, remat_plain))
+    (l1, g1), (l2, g2), (l3, g3) = (
+        nnx.jit(nnx.value_and_grad(loss))(m) for m in (plain, scanned, remat_plain)
+    )
     np.testing.assert_allclose([float(l2), float(l3)], float(l1), rtol=1e-5)
     a_p = np.asarray(g1["layers"][1]["mlp"]["act"]["a_p"][...])
     assert np.abs(a_p).max() > 0
     np.testing.assert_allclose(np.asarray(g2["layers"]["mlp"]["act"]["a_p"][...][1]), a_p, rtol=1e-4)
     np.testing.assert_allclose(np.asarray(g3["layers"][1]["mlp"]["act"]["a_p"][...]), a_p, rtol=1e-4)
-    np.testing.assert_allclose(np.asarray(g2["layers"]["attn"]["q_proj"][...][0]),
-                               np.asarray(g1["layers"][0]["attn"]["q_proj"][...]), atol=1e-7, rtol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(g2["layers"]["attn"]["q_proj"][...][0]),
+        np.asarray(g1["layers"][0]["attn"]["q_proj"][...]),
+        atol=1e-7,
+        rtol=1e-4,
+    )
 
 
 def test_export_import_roundtrip_across_layouts():
@@ -131,8 +163,9 @@ def test_export_import_roundtrip_across_layouts():
     target = Apertus(get_config("tiny", **SMALL, scan_layers=True), rngs=nnx.Rngs(7))
     import_weights(target, weights)
     batch = _rows([[9, 8, 7]], [[0, 1, 2]], [[1, 1, 1]])
-    np.testing.assert_allclose(np.asarray(_forward(target, *batch)), np.asarray(_forward(source, *batch)),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(_forward(target, *batch)), np.asarray(_forward(source, *batch)), atol=1e-5
+    )
     with pytest.raises(ValueError, match="missing keys"):
         import_weights(target, {k: v for k, v in weights.items() if k != "embed"})
     with pytest.raises(ValueError, match="has shape"):

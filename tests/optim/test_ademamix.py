@@ -24,7 +24,9 @@ MASK = {"embed": True, "block": {"kernel": True, "norm_scale": False}, "xielu_a_
 
 
 def random_tree(rng, dtype):
-    return jax.tree.map(lambda s: rng.normal(size=s).astype(dtype), SHAPES, is_leaf=lambda s: isinstance(s, tuple))
+    return jax.tree.map(
+        lambda s: rng.normal(size=s).astype(dtype), SHAPES, is_leaf=lambda s: isinstance(s, tuple)
+    )
 
 
 def numpy_ademamix(params, grads, lr, b1, b2, b3, alpha, t_alpha, t_b3, eps, wd, mask):
@@ -92,8 +94,18 @@ def test_matches_numpy_spec_rule_with_warmups_decay_and_mask(mask):
         )
         actual, state = run_optax(tx, params, grads)
         expected = numpy_ademamix(
-            params, grads, lambda t: 1e-2 * (1 + 0.1 * (t - 1)),
-            0.9, 0.999, 0.9999, 8.0, 7, 11, 1e-8, 0.1, MASK,
+            params,
+            grads,
+            lambda t: 1e-2 * (1 + 0.1 * (t - 1)),
+            0.9,
+            0.999,
+            0.9999,
+            8.0,
+            7,
+            11,
+            1e-8,
+            0.1,
+            MASK,
         )
     assert int(state[0].count) == 20
     assert max_relative_error(actual, expected) < 1e-6

@@ -70,6 +70,7 @@ plans = st.lists(st.tuples(st.integers(1, 1000), st.integers(1, 2**24)), min_siz
     _plan_from_batches
 )
 
+
 @settings(max_examples=80, deadline=None)
 @given(plan=plans, step=st.integers(0, 10**7))
 def test_step_and_tokens_are_inverse(plan, step):

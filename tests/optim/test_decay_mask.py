@@ -56,12 +56,16 @@ def test_scanned_layers_keep_norms_and_xielu_scalars_undecayed():
         "lm_head": True,
     }
     # HF names (SPEC.md 1) stacked the same way.
-    hf = {"feedforward_layernorm": {"weight": jnp.zeros((2, 8))},
-          "act_fn": {"alpha_p": jnp.zeros((2, 1)), "alpha_n": jnp.zeros((2, 1))},
-          "up_proj": {"weight": jnp.zeros((2, 12, 8))}}
-    assert default_weight_decay_mask(hf) == {"feedforward_layernorm": {"weight": False},
-                                             "act_fn": {"alpha_p": False, "alpha_n": False},
-                                             "up_proj": {"weight": True}}
+    hf = {
+        "feedforward_layernorm": {"weight": jnp.zeros((2, 8))},
+        "act_fn": {"alpha_p": jnp.zeros((2, 1)), "alpha_n": jnp.zeros((2, 1))},
+        "up_proj": {"weight": jnp.zeros((2, 12, 8))},
+    }
+    assert default_weight_decay_mask(hf) == {
+        "feedforward_layernorm": {"weight": False},
+        "act_fn": {"alpha_p": False, "alpha_n": False},
+        "up_proj": {"weight": True},
+    }
 
 
 def test_mask_works_on_abstract_shapes():
@@ -86,6 +90,8 @@ def test_nnx_optimizer_decays_embedding_but_not_norm_or_xielu_scalar():
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
     zero_grads = jax.tree.map(jnp.zeros_like, nnx.state(model, nnx.Param))
     optimizer.update(model, zero_grads)  # zero gradients: only weight decay moves params
-    np.testing.assert_allclose(model.embed.embedding[...], before["embed"]["embedding"] * (1 - 0.5 * 0.1), rtol=1e-6)
+    np.testing.assert_allclose(
+        model.embed.embedding[...], before["embed"]["embedding"] * (1 - 0.5 * 0.1), rtol=1e-6
+    )
     np.testing.assert_array_equal(model.norm.scale[...], before["norm"]["scale"])
     np.testing.assert_array_equal(model.a_p[...], before["a_p"])

@@ -20,7 +20,10 @@ def run(tx, params, grads):
 def test_ademamix_chain_is_clip_then_masked_ademamix():
     rng = np.random.default_rng(0)
     params = {"w": jnp.asarray(rng.normal(size=(4, 3)), jnp.float32), "b": jnp.ones(3)}
-    grads = [jax.tree.map(lambda p: jnp.asarray(100 * rng.normal(size=p.shape), jnp.float32), params) for _ in range(5)]
+    grads = [
+        jax.tree.map(lambda p: jnp.asarray(100 * rng.normal(size=p.shape), jnp.float32), params)
+        for _ in range(5)
+    ]
     built = make_optimizer("ademamix", 1e-2, weight_decay=0.1, clip_norm=0.1, alpha_warmup_steps=3)
     manual = optax.chain(
         optax.clip_by_global_norm(0.1),

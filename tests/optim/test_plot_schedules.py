@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from matplotlib import image
 
-from experiments import plot_schedules
 from apertus_jax.optim import get_optim_preset
+from experiments import plot_schedules
 
 
 def test_values_follow_the_preset():

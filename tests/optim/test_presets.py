@@ -28,7 +28,9 @@ def test_apertus_70b_peak_and_doubling():
     preset = get_optim_preset("apertus-70b")
     assert preset.peak_lr == 1.0e-5
     assert preset.batch_plan.batch_tokens == (8_388_608, 16_777_216)
-    assert preset.batch_plan.start_tokens[1] >= 4_400_000_000_000 > preset.batch_plan.start_tokens[1] - 8_388_608
+    assert (
+        preset.batch_plan.start_tokens[1] >= 4_400_000_000_000 > preset.batch_plan.start_tokens[1] - 8_388_608
+    )
 
 
 def test_preset_optimizer_takes_a_step():

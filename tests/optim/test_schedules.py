@@ -105,8 +105,14 @@ def test_cosine_schedule_baseline():
         (dict(peak_value=1.0, warmup=600, decay=500, total=1000), "warmup \\+ decay must be <= total"),
         (dict(peak_value=0.0, warmup=0, decay=10, total=100), "peak_value must be > 0"),
         (dict(peak_value=1.0, warmup=-1, decay=10, total=100), "must be >= 0 tokens"),
-        (dict(peak_value=1.0, warmup=0, decay=10, total=100, final_fraction=1.5), "final_fraction must be in"),
-        (dict(peak_value=1.0, warmup=0, decay=10, total=100, decay_shape="exp"), "decay_shape must be one of"),
+        (
+            dict(peak_value=1.0, warmup=0, decay=10, total=100, final_fraction=1.5),
+            "final_fraction must be in",
+        ),
+        (
+            dict(peak_value=1.0, warmup=0, decay=10, total=100, decay_shape="exp"),
+            "decay_shape must be one of",
+        ),
     ],
 )
 def test_wsd_rejects_bad_arguments(kwargs, message):
@@ -128,7 +134,9 @@ def test_cosine_rejects_warmup_longer_than_run():
     final_fraction=st.floats(0.0, 1.0),
     shape=st.sampled_from(["1-sqrt", "linear", "cosine"]),
 )
-def test_wsd_is_continuous_at_every_phase_boundary(warmup, stable, decay, init_fraction, final_fraction, shape):
+def test_wsd_is_continuous_at_every_phase_boundary(
+    warmup, stable, decay, init_fraction, final_fraction, shape
+):
     total = warmup + stable + decay
     peak = 3e-4
     with jax.enable_x64(True):

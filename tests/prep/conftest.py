@@ -10,9 +10,14 @@ from apertus_jax.prep.classifier import Classifier, HeadConfig
 from apertus_jax.prep.pipeline import resolve_work_dir
 from configs.prep import demo as demo_config
 
-CODE_DOC = {"id": "code/0", "lang": "de", "source": "code", "url": "https://code-0.example/repo/settings.py",
-            "text": "# Kontakt: admin@example.com\nALLOWED_HOSTS = ['10.0.0.1', '2001:db8::1']\n"
-                    "IBAN = 'DE89370400440532013000'\n"}
+CODE_DOC = {
+    "id": "code/0",
+    "lang": "de",
+    "source": "code",
+    "url": "https://code-0.example/repo/settings.py",
+    "text": "# Kontakt: admin@example.com\nALLOWED_HOSTS = ['10.0.0.1', '2001:db8::1']\n"
+    "IBAN = 'DE89370400440532013000'\n",
+}
 
 
 @pytest.fixture(scope="session")
@@ -21,19 +26,30 @@ def small_inputs(tmp_path_factory):
     docs = demo.demo_documents()[::30] + [CODE_DOC]
     for i in range(4):
         demo.write_jsonl(docs[i::4], str(root / "input" / f"part-{i:05d}.jsonl"))
-    demo.write_jsonl([{"domain": h, "robots_txt": t} for h, t in sorted(demo.DEMO_ROBOTS.items())],
-                     str(root / "robots.jsonl"))
+    demo.write_jsonl(
+        [{"domain": h, "robots_txt": t} for h, t in sorted(demo.DEMO_ROBOTS.items())],
+        str(root / "robots.jsonl"),
+    )
     heads = {}
     rng = np.random.default_rng(0)
     for name, rows in demo.demo_labels().items():
         pick = rng.permutation(len(rows))[:600]
-        head = Classifier.train([rows[i]["text"] for i in pick], np.array([rows[i]["label"] for i in pick]),
-                                config=HeadConfig(epochs=3))
+        head = Classifier.train(
+            [rows[i]["text"] for i in pick],
+            np.array([rows[i]["label"] for i in pick]),
+            config=HeadConfig(epochs=3),
+        )
         heads[name] = str(root / "heads" / f"{name}.safetensors")
         os.makedirs(os.path.dirname(heads[name]), exist_ok=True)
         head.save(heads[name])
-    return {"root": root, "docs": docs, "heads": heads, "input_dir": str(root / "input"),
-            "robots": str(root / "robots.jsonl"), "code_doc": CODE_DOC}
+    return {
+        "root": root,
+        "docs": docs,
+        "heads": heads,
+        "input_dir": str(root / "input"),
+        "robots": str(root / "robots.jsonl"),
+        "code_doc": CODE_DOC,
+    }
 
 
 @pytest.fixture(scope="session")

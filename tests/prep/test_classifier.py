@@ -26,7 +26,11 @@ def labels():
 
 def test_embedder_is_deterministic_normalized_and_text_sensitive():
     emb = HashedCharNgramEmbedder(dim=512)
-    texts = ["Die Würde des Menschen ist unantastbar.", "die   würde des menschen ist unantastbar.", "Ganz anders."]
+    texts = [
+        "Die Würde des Menschen ist unantastbar.",
+        "die   würde des menschen ist unantastbar.",
+        "Ganz anders.",
+    ]
     x = emb(texts)
     assert x.shape == (3, 512) and x.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, rtol=1e-6)
@@ -70,7 +74,9 @@ def test_save_load_round_trip_and_custom_embedder(tmp_path):
     loaded = Classifier.load(str(tmp_path / "h.safetensors"))
     np.testing.assert_allclose(loaded.score(texts[:20]), head.score(texts[:20]), rtol=1e-6)
 
-    lengths = CallableEmbedder(lambda ts: np.array([[len(t) / 100.0, t.count(" ") / 10.0] for t in ts]), 2, "len")
+    lengths = CallableEmbedder(
+        lambda ts: np.array([[len(t) / 100.0, t.count(" ") / 10.0] for t in ts]), 2, "len"
+    )
     custom = Classifier.train(texts, y, embedder=lengths, config=HeadConfig(epochs=2))
     custom.save(str(tmp_path / "c.safetensors"))
     with pytest.raises(ValueError, match="pass the same embedder"):

@@ -8,12 +8,20 @@ import pytest
 from apertus_jax.prep.decontam import Decontaminator, default_tokenize
 
 ASSETS = pathlib.Path(__file__).parent / "assets"
-EXAMS = [json.loads(line) for line in (ASSETS / "exams_qa_extract.jsonl").read_text(encoding="utf-8").splitlines()]
+EXAMS = [
+    json.loads(line) for line in (ASSETS / "exams_qa_extract.jsonl").read_text(encoding="utf-8").splitlines()
+]
 BY_LANG = {lang: [r for r in EXAMS if r["lang"] == lang] for lang in ("hr", "sr", "de")}
 
 
 def test_tokens_ignore_case_line_breaks_and_script():
-    assert default_tokenize("Koji  od\nnavedenih,\tORGANIZAMA") == ["koji", "od", "navedenih", ",", "organizama"]
+    assert default_tokenize("Koji  od\nnavedenih,\tORGANIZAMA") == [
+        "koji",
+        "od",
+        "navedenih",
+        ",",
+        "organizama",
+    ]
     assert default_tokenize("Који од наведених организама") == ["koji", "od", "navedenih", "organizama"]
     assert default_tokenize("水は100度で沸騰する") == ["水", "は", "100", "度", "で", "沸", "騰", "す", "る"]
 
@@ -34,8 +42,10 @@ def test_cyrillic_translations_of_croatian_questions_are_caught():
 def test_latin_serbian_translation_is_caught():
     """Same script, other language: the Serbian (Latin alphabet, ekavian) version of a Croatian question."""
     decon = Decontaminator({r["id"]: r["prompt"] for r in BY_LANG["hr"]})
-    serbian = "Koji od navedenih organizama sadržava hlorofil u svojim ćelijama?\nA. zelena plesan\nB. krednjak\n" \
-              "C. cijanobakterija\nD. zelena pupavka\nAnswer:"
+    serbian = (
+        "Koji od navedenih organizama sadržava hlorofil u svojim ćelijama?\nA. zelena plesan\nB. krednjak\n"
+        "C. cijanobakterija\nD. zelena pupavka\nAnswer:"
+    )
     assert [f.prompt_id for f in decon.check(serbian)] == ["croatian-exams-qa/3"]
 
 
@@ -45,7 +55,9 @@ def test_rewrapped_question_in_a_chat_prompt_is_caught():
     rewrapped = "\n".join(" ".join(words[i : i + 5]) for i in range(0, len(words), 5))
     assert rewrapped.replace("\n", " ") != question and "\n" in rewrapped
     decon = Decontaminator({r["id"]: r["prompt"] for r in BY_LANG["de"]})
-    flags = decon.check(f"User: Please solve this exam question step by step.\n\n{rewrapped}\n\nAssistant: ...")
+    flags = decon.check(
+        f"User: Please solve this exam question step by step.\n\n{rewrapped}\n\nAssistant: ..."
+    )
     assert [f.prompt_id for f in flags] == [BY_LANG["de"][1]["id"]]
     assert flags[0].ratio == 1.0
 

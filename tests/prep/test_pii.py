@@ -8,8 +8,13 @@ from hypothesis import strategies as st
 from apertus_jax.prep.pii import anonymize_pii, iban_is_valid
 
 # Published example IBANs (valid check digits).
-VALID_IBANS = ["DE89 3704 0044 0532 0130 00", "CH93 0076 2011 6238 5295 7", "GB82 WEST 1234 5698 7654 32",
-               "FR14 2004 1010 0505 0001 3M02 606", "AT61 1904 3002 3457 3201"]
+VALID_IBANS = [
+    "DE89 3704 0044 0532 0130 00",
+    "CH93 0076 2011 6238 5295 7",
+    "GB82 WEST 1234 5698 7654 32",
+    "FR14 2004 1010 0505 0001 3M02 606",
+    "AT61 1904 3002 3457 3201",
+]
 
 
 def _one_digit_changed(iban: str) -> str:
@@ -42,7 +47,9 @@ def test_only_the_published_check_digits_pass():
 
 
 def test_iban_followed_by_code_word_is_cut_at_country_length():
-    assert anonymize_pii("IBAN: DE89 3704 0044 0532 0130 00 BLZ 37040044")[0] == "IBAN: <iban-pii> BLZ 37040044"
+    assert (
+        anonymize_pii("IBAN: DE89 3704 0044 0532 0130 00 BLZ 37040044")[0] == "IBAN: <iban-pii> BLZ 37040044"
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -54,10 +61,14 @@ def test_random_digit_runs_after_a_country_code_are_replaced_only_if_valid(digit
 
 
 def test_ipv4_and_ipv6_forms():
-    text = ("Server 192.168.0.17, Loopback ::1, Doku 2001:db8::8a2e:370:7334, voll "
-            "2001:0db8:0000:0000:0000:ff00:0042:8329, gemischt ::ffff:192.0.2.128 und 64:ff9b::10.0.0.1.")
+    text = (
+        "Server 192.168.0.17, Loopback ::1, Doku 2001:db8::8a2e:370:7334, voll "
+        "2001:0db8:0000:0000:0000:ff00:0042:8329, gemischt ::ffff:192.0.2.128 und 64:ff9b::10.0.0.1."
+    )
     out, counts = anonymize_pii(text)
-    assert out == ("Server <ip-pii>, Loopback <ip-pii>, Doku <ip-pii>, voll <ip-pii>, gemischt <ip-pii> und <ip-pii>.")
+    assert out == (
+        "Server <ip-pii>, Loopback <ip-pii>, Doku <ip-pii>, voll <ip-pii>, gemischt <ip-pii> und <ip-pii>."
+    )
     assert counts["ip"] == 6
 
 
@@ -68,8 +79,7 @@ def test_non_addresses_are_kept():
 
 def test_email_amid_umlauts_keeps_adjacent_words():
     cases = {
-        "Schreiben Sie an jürgen.müller@beispiel-büro.de für Rückfragen.":
-            "Schreiben Sie an <email-pii> für Rückfragen.",
+        "Schreiben Sie an jürgen.müller@beispiel-büro.de für Rückfragen.": "Schreiben Sie an <email-pii> für Rückfragen.",
         "Grüße,anna.schäfer@firma.at;Österreich": "Grüße,<email-pii>;Österreich",
         "Kontakt: (info@straße.de) übermorgen": "Kontakt: (<email-pii>) übermorgen",
         "Mail an max@example.org. Danach Frühstück.": "Mail an <email-pii>. Danach Frühstück.",
@@ -81,6 +91,8 @@ def test_email_amid_umlauts_keeps_adjacent_words():
 
 
 def test_text_without_pii_is_unchanged():
-    text = ("Die Würde des Menschen ist unantastbar. Sie zu achten und zu schützen ist Verpflichtung aller "
-            "staatlichen Gewalt.")
+    text = (
+        "Die Würde des Menschen ist unantastbar. Sie zu achten und zu schützen ist Verpflichtung aller "
+        "staatlichen Gewalt."
+    )
     assert anonymize_pii(text) == (text, {"email": 0, "ip": 0, "iban": 0})

@@ -33,7 +33,9 @@ def runs(small_inputs, small_config, tmp_path_factory):
 
 
 def _files(directory: pathlib.Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()
+    }
 
 
 def test_two_workers_give_identical_output(runs):
@@ -47,7 +49,9 @@ def test_two_workers_give_identical_output(runs):
             assert m1 == m2
         else:
             assert shards1[name] == shards2[name], name
-    scored = lambda c: {p.name: gzip.decompress(p.read_bytes()) for p in pathlib.Path(c.work_dir, "scored").iterdir()}
+    scored = lambda c: {
+        p.name: gzip.decompress(p.read_bytes()) for p in pathlib.Path(c.work_dir, "scored").iterdir()
+    }
     assert scored(c1) == scored(c2)
 
 
@@ -56,7 +60,11 @@ def test_report_counts(runs, small_inputs):
     steps = {s["step"].split(": ")[-1]: s for stage in report["stages"].values() for s in stage}
     n_docs = len(small_inputs["docs"])
     assert steps["count tokens"]["docs_in"] == n_docs
-    assert steps["robots.txt"]["docs_removed"] == steps["robots.txt"]["removed_by_reason"]["robots_opt_out"]["docs"] > 0
+    assert (
+        steps["robots.txt"]["docs_removed"]
+        == steps["robots.txt"]["removed_by_reason"]["robots_opt_out"]["docs"]
+        > 0
+    )
     assert report["robots_by_agent"]["GPTBot"]["docs"] == steps["robots.txt"]["docs_removed"]
     assert "CCBot" in report["robots_by_agent"] and "Diffbot" not in report["robots_by_agent"]
     thresholds = json.loads(pathlib.Path(config.work_dir, "toxicity_thresholds.json").read_text())
@@ -66,12 +74,15 @@ def test_report_counts(runs, small_inputs):
     assert kept == n_docs - steps["robots.txt"]["docs_removed"] - steps["toxicity"]["docs_removed"]
     tiers = {row["subset"]: row for row in report["tiers"]}
     assert tiers["coherence"]["documents"] >= tiers["dense_core"]["documents"]
-    assert tiers["dense_core"]["documents"] <= min(tiers[t]["documents"] for t in ("information_value",
-                                                                                    "educational_quality"))
+    assert tiers["dense_core"]["documents"] <= min(
+        tiers[t]["documents"] for t in ("information_value", "educational_quality")
+    )
     assert steps["PII"]["counters"]["docs_skipped"] == 1
     table = format_report(report)
     assert "robots_opt_out" in table and "dense_core" in table and "docs/s/worker" in table
-    assert json.loads(pathlib.Path(config.work_dir, "prep_stats.json").read_text()) == json.loads(json.dumps(report))
+    assert json.loads(pathlib.Path(config.work_dir, "prep_stats.json").read_text()) == json.loads(
+        json.dumps(report)
+    )
 
 
 def test_shards_read_by_training_source_and_code_untouched(runs, small_inputs):
@@ -82,7 +93,9 @@ def test_shards_read_by_training_source_and_code_untouched(runs, small_inputs):
     steps = {s["step"].split(": ")[-1]: s for stage in report["stages"].values() for s in stage}
     assert len(source) == steps["ArrayRecord shards"]["docs_in"]
     manifest = load_manifest(config.output_dir, tokenizer)
-    records = grain.sources.ArrayRecordDataSource([f"{manifest['directory']}/{s['path']}" for s in manifest["shards"]])
+    records = grain.sources.ArrayRecordDataSource(
+        [f"{manifest['directory']}/{s['path']}" for s in manifest["shards"]]
+    )
     texts = {}
     for i in range(len(source)):
         tokens = source[i]
@@ -91,7 +104,11 @@ def test_shards_read_by_training_source_and_code_untouched(runs, small_inputs):
         texts[decode_metadata(records[i])["id"]] = tokenizer.decode(tokens)
     assert texts[code_doc["id"]] == code_doc["text"]  # code sources keep their addresses (no PII pass)
     # Every other document went through the PII pass: nothing is left for a second pass to replace.
-    assert all(anonymize_pii(t)[1] == {"email": 0, "ip": 0, "iban": 0} for i, t in texts.items() if i != code_doc["id"])
+    assert all(
+        anonymize_pii(t)[1] == {"email": 0, "ip": 0, "iban": 0}
+        for i, t in texts.items()
+        if i != code_doc["id"]
+    )
     assert any("<email-pii>" in t or "<ip-pii>" in t for t in texts.values())
 
 
@@ -116,8 +133,19 @@ def test_slurm_and_ray_executors_build_from_config(small_inputs, tmp_path):
 
 def test_cli_reports_bad_input_in_one_line(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "experiments.prepare_data", "--config=configs/prep/demo.py", "--config.demo=False",
-         f"--config.work_dir={tmp_path}", f"--config.input_dir={tmp_path / 'none'}"],
-        capture_output=True, text=True, cwd=pathlib.Path(__file__).parents[2], timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "experiments.prepare_data",
+            "--config=configs/prep/demo.py",
+            "--config.demo=False",
+            f"--config.work_dir={tmp_path}",
+            f"--config.input_dir={tmp_path / 'none'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=pathlib.Path(__file__).parents[2],
+        timeout=120,
+    )
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1].startswith("prepare_data: no *.jsonl")

@@ -10,10 +10,12 @@ THRESHOLDS = {"coherence": 0.5, "information_value": 0.7, "educational_quality":
 
 
 def test_tiers_and_dense_core():
-    assert assign_tiers({"coherence": 0.9, "information_value": 0.8, "educational_quality": 3.5}, THRESHOLDS) == \
-        {"coherence": True, "information_value": True, "educational_quality": True, DENSE_CORE: True}
-    assert assign_tiers({"coherence": 0.9, "information_value": 0.1, "educational_quality": 4.0}, THRESHOLDS) == \
-        {"coherence": True, "information_value": False, "educational_quality": True, DENSE_CORE: False}
+    assert assign_tiers(
+        {"coherence": 0.9, "information_value": 0.8, "educational_quality": 3.5}, THRESHOLDS
+    ) == {"coherence": True, "information_value": True, "educational_quality": True, DENSE_CORE: True}
+    assert assign_tiers(
+        {"coherence": 0.9, "information_value": 0.1, "educational_quality": 4.0}, THRESHOLDS
+    ) == {"coherence": True, "information_value": False, "educational_quality": True, DENSE_CORE: False}
     at_thresholds = {"coherence": 0.5, "information_value": 0.7, "educational_quality": 3.0}
     assert assign_tiers(at_thresholds, THRESHOLDS)[DENSE_CORE]
 

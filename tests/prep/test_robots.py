@@ -8,7 +8,9 @@ from protego import Protego
 from apertus_jax.prep.robots import AI_AGENTS, RobotsSnapshot, blocked_agents, check_document
 
 ALL = set(AI_AGENTS)
-GARBAGE = b"\x89PNG\r\n\x1a\n\x00\xff\xfe<html><body>502 Bad Gateway</body></html>".decode("utf-8", errors="replace")
+GARBAGE = b"\x89PNG\r\n\x1a\n\x00\xff\xfe<html><body>502 Bad Gateway</body></html>".decode(
+    "utf-8", errors="replace"
+)
 
 # (name, robots.txt or None, url, expected blocked agents in `url` mode, expected blocked in `domain` mode)
 CASES = [
@@ -16,36 +18,111 @@ CASES = [
     ("garbage bytes", GARBAGE, "https://h/a", set(), set()),
     ("empty file", "", "https://h/a", set(), set()),
     ("star disallows all", "User-agent: *\nDisallow: /\n", "https://h/a", ALL, ALL),
-    ("agent group beats star", "User-agent: *\nDisallow: /\n\nUser-agent: GPTBot\nAllow: /\n", "https://h/a",
-     ALL - {"GPTBot"}, ALL - {"GPTBot"}),
+    (
+        "agent group beats star",
+        "User-agent: *\nDisallow: /\n\nUser-agent: GPTBot\nAllow: /\n",
+        "https://h/a",
+        ALL - {"GPTBot"},
+        ALL - {"GPTBot"},
+    ),
     ("agent-specific block only", "User-agent: GPTBot\nDisallow: /\n", "https://h/a", {"GPTBot"}, {"GPTBot"}),
-    ("agent names are case-insensitive", "user-agent: gptbot\nDISALLOW: /\n", "https://h/a", {"GPTBot"}, {"GPTBot"}),
+    (
+        "agent names are case-insensitive",
+        "user-agent: gptbot\nDISALLOW: /\n",
+        "https://h/a",
+        {"GPTBot"},
+        {"GPTBot"},
+    ),
     ("empty Disallow allows all", "User-agent: *\nDisallow:\n", "https://h/a", set(), set()),
-    ("longer Allow wins", "User-agent: *\nDisallow: /docs\nAllow: /docs/public\n", "https://h/docs/public/x",
-     set(), set()),
-    ("longer Disallow wins", "User-agent: *\nAllow: /docs\nDisallow: /docs/private\n", "https://h/docs/private/x",
-     ALL, set()),
+    (
+        "longer Allow wins",
+        "User-agent: *\nDisallow: /docs\nAllow: /docs/public\n",
+        "https://h/docs/public/x",
+        set(),
+        set(),
+    ),
+    (
+        "longer Disallow wins",
+        "User-agent: *\nAllow: /docs\nDisallow: /docs/private\n",
+        "https://h/docs/private/x",
+        ALL,
+        set(),
+    ),
     ("Allow wins a tie", "User-agent: *\nDisallow: /page\nAllow: /page\n", "https://h/page", set(), set()),
-    ("wildcard in path", "User-agent: CCBot\nDisallow: /*.pdf\n", "https://h/files/report.pdf?v=2", {"CCBot"}, set()),
-    ("$ anchors the end", "User-agent: CCBot\nDisallow: /*.pdf$\n", "https://h/files/report.pdf?v=2", set(), set()),
-    ("$ matches at the end", "User-agent: CCBot\nDisallow: /*.pdf$\n", "https://h/files/report.pdf", {"CCBot"}, set()),
+    (
+        "wildcard in path",
+        "User-agent: CCBot\nDisallow: /*.pdf\n",
+        "https://h/files/report.pdf?v=2",
+        {"CCBot"},
+        set(),
+    ),
+    (
+        "$ anchors the end",
+        "User-agent: CCBot\nDisallow: /*.pdf$\n",
+        "https://h/files/report.pdf?v=2",
+        set(),
+        set(),
+    ),
+    (
+        "$ matches at the end",
+        "User-agent: CCBot\nDisallow: /*.pdf$\n",
+        "https://h/files/report.pdf",
+        {"CCBot"},
+        set(),
+    ),
     ("paths are case-sensitive", "User-agent: *\nDisallow: /Private\n", "https://h/private", set(), set()),
-    ("comments are ignored", "# AI crawlers\nUser-agent: ClaudeBot # Anthropic\nDisallow: / # everything\n",
-     "https://h/a", {"ClaudeBot"}, {"ClaudeBot"}),
-    ("several agents share a group", "User-agent: CCBot\nUser-agent: Bytespider\nDisallow: /\n", "https://h/a",
-     {"CCBot", "Bytespider"}, {"CCBot", "Bytespider"}),
-    ("groups of one agent merge", "User-agent: Diffbot\nDisallow: /a\n\nUser-agent: Diffbot\nDisallow: /b\n",
-     "https://h/b", {"Diffbot"}, set()),
-    ("subdirectory only: domain mode keeps", "User-agent: GPTBot\nDisallow: /news/\n", "https://h/blog/x", set(),
-     set()),
-    ("subdirectory only: url mode drops inside", "User-agent: GPTBot\nDisallow: /news/\n", "https://h/news/x",
-     {"GPTBot"}, set()),
+    (
+        "comments are ignored",
+        "# AI crawlers\nUser-agent: ClaudeBot # Anthropic\nDisallow: / # everything\n",
+        "https://h/a",
+        {"ClaudeBot"},
+        {"ClaudeBot"},
+    ),
+    (
+        "several agents share a group",
+        "User-agent: CCBot\nUser-agent: Bytespider\nDisallow: /\n",
+        "https://h/a",
+        {"CCBot", "Bytespider"},
+        {"CCBot", "Bytespider"},
+    ),
+    (
+        "groups of one agent merge",
+        "User-agent: Diffbot\nDisallow: /a\n\nUser-agent: Diffbot\nDisallow: /b\n",
+        "https://h/b",
+        {"Diffbot"},
+        set(),
+    ),
+    (
+        "subdirectory only: domain mode keeps",
+        "User-agent: GPTBot\nDisallow: /news/\n",
+        "https://h/blog/x",
+        set(),
+        set(),
+    ),
+    (
+        "subdirectory only: url mode drops inside",
+        "User-agent: GPTBot\nDisallow: /news/\n",
+        "https://h/news/x",
+        {"GPTBot"},
+        set(),
+    ),
     # The four points where protego 0.7 alone differs from Google's parser (see robots.py).
     ("byte-order mark", "\ufeffUser-agent: *\nDisallow: /\n", "https://h/a", ALL, ALL),
-    ("product token with version", "User-agent: GPTBot/1.1\nDisallow: /\n", "https://h/a", {"GPTBot"}, {"GPTBot"}),
+    (
+        "product token with version",
+        "User-agent: GPTBot/1.1\nDisallow: /\n",
+        "https://h/a",
+        {"GPTBot"},
+        {"GPTBot"},
+    ),
     ("prefix agent does not match", "User-agent: Applebot\nDisallow: /\n", "https://h/a", set(), set()),
-    ("crawl-delay does not split a group", "User-agent: GPTBot\nCrawl-delay: 10\nUser-agent: CCBot\nDisallow: /\n",
-     "https://h/a", {"GPTBot", "CCBot"}, {"GPTBot", "CCBot"}),
+    (
+        "crawl-delay does not split a group",
+        "User-agent: GPTBot\nCrawl-delay: 10\nUser-agent: CCBot\nDisallow: /\n",
+        "https://h/a",
+        {"GPTBot", "CCBot"},
+        {"GPTBot", "CCBot"},
+    ),
 ]
 
 
@@ -68,7 +145,9 @@ def test_protego_alone_differs_from_google(robots_txt, agent):
 
 
 def test_raw_protego_applies_prefix_group():
-    assert not Protego.parse("User-agent: Applebot\nDisallow: /\n").can_fetch("https://h/", "Applebot-Extended")
+    assert not Protego.parse("User-agent: Applebot\nDisallow: /\n").can_fetch(
+        "https://h/", "Applebot-Extended"
+    )
     assert blocked_agents("User-agent: Applebot\nDisallow: /\n", "https://h/") == []
 
 

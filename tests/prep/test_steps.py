@@ -15,7 +15,9 @@ def _doc(i, text="Die Würde des Menschen ist unantastbar.", **meta):
 
 def _run(step, docs):
     kept = list(step.run(iter(docs)))
-    return kept, {k: (v["total"] if isinstance(v, dict) else v) for k, v in step.stats.stats.to_dict().items()}
+    return kept, {
+        k: (v["total"] if isinstance(v, dict) else v) for k, v in step.stats.stats.to_dict().items()
+    }
 
 
 def test_pii_step_skips_code_and_math(tmp_path):
@@ -30,16 +32,22 @@ def test_pii_step_skips_code_and_math(tmp_path):
 @pytest.fixture
 def snapshot(tmp_path):
     path = tmp_path / "robots.jsonl"
-    rows = [{"domain": "blocked.example", "robots_txt": "User-agent: GPTBot\nUser-agent: CCBot\nDisallow: /\n"},
-            {"domain": "news.example", "robots_txt": "User-agent: ClaudeBot\nDisallow: /archiv/\n"}]
+    rows = [
+        {"domain": "blocked.example", "robots_txt": "User-agent: GPTBot\nUser-agent: CCBot\nDisallow: /\n"},
+        {"domain": "news.example", "robots_txt": "User-agent: ClaudeBot\nDisallow: /archiv/\n"},
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)
 
 
 @pytest.mark.parametrize("mode,kept_ids", [("domain", ["d1", "d2", "d3"]), ("url", ["d1", "d3"])])
 def test_robots_step_modes_and_per_agent_counts(snapshot, mode, kept_ids):
-    docs = [_doc(0, url="https://www.blocked.example/a"), _doc(1, url="https://news.example/heute"),
-            _doc(2, url="https://news.example/archiv/2019/x", lang="fr"), _doc(3)]
+    docs = [
+        _doc(0, url="https://www.blocked.example/a"),
+        _doc(1, url="https://news.example/heute"),
+        _doc(2, url="https://news.example/archiv/2019/x", lang="fr"),
+        _doc(3),
+    ]
     kept, stats = _run(steps.RobotsFilter(snapshot, mode), docs)
     assert [d.id for d in kept] == kept_ids
     assert stats["agent/GPTBot/docs"] == stats["agent/CCBot/docs"] == 1 and stats["agent/GPTBot/tokens"] == 10
@@ -50,7 +58,9 @@ def test_robots_step_modes_and_per_agent_counts(snapshot, mode, kept_ids):
 
 def test_decontaminate_step_writes_flagged_pairs(tmp_path):
     bench = tmp_path / "bench.jsonl"
-    prompt = "Wie verändert sich die Kapazität eines Plattenkondensators, wenn eine Eisenplatte eingeschoben wird?"
+    prompt = (
+        "Wie verändert sich die Kapazität eines Plattenkondensators, wenn eine Eisenplatte eingeschoben wird?"
+    )
     bench.write_text(json.dumps({"id": "q1", "prompt": prompt}, ensure_ascii=False) + "\n")
     docs = [_doc(0, f"User: {prompt}\nAssistant: Sie wird null."), _doc(1)]
     kept, stats = _run(steps.Decontaminate(str(bench), str(tmp_path / "report")), docs)
@@ -69,16 +79,38 @@ def test_toxicity_and_tier_steps(tmp_path):
     thresholds = tmp_path / "t.json"
     thresholds.write_text(json.dumps({"thresholds": {"de": 0.8}}))
     tiers = {"coherence": 0.5, "information_value": 0.5, "educational_quality": 2.0}
-    docs = [_doc(0, score_toxicity=0.9), _doc(1, score_toxicity=0.1, score_coherence=0.9,
-                                                score_information_value=0.9, score_educational_quality=2.5),
-            _doc(2, score_toxicity=0.3, score_coherence=0.9, score_information_value=0.1,
-                 score_educational_quality=2.5), _doc(3, lang="sw", score_toxicity=0.99)]
+    docs = [
+        _doc(0, score_toxicity=0.9),
+        _doc(
+            1,
+            score_toxicity=0.1,
+            score_coherence=0.9,
+            score_information_value=0.9,
+            score_educational_quality=2.5,
+        ),
+        _doc(
+            2,
+            score_toxicity=0.3,
+            score_coherence=0.9,
+            score_information_value=0.1,
+            score_educational_quality=2.5,
+        ),
+        _doc(3, lang="sw", score_toxicity=0.99),
+    ]
     kept, stats = _run(steps.ToxicityFilter(str(thresholds)), docs)
     assert [d.id for d in kept] == ["d1", "d2", "d3"] and stats["reason/toxicity_top_fraction/docs"] == 1
     kept, stats = _run(steps.QualityTiers(tiers, keep="dense_core"), kept)
     assert [d.id for d in kept] == ["d1"] and kept[0].metadata["tiers"] == [
-        "coherence", "information_value", "educational_quality", "dense_core"]
-    assert stats["tier/scored/docs"] == 2 and stats["tier/coherence/docs"] == 2 and stats["tier/dense_core/docs"] == 1
+        "coherence",
+        "information_value",
+        "educational_quality",
+        "dense_core",
+    ]
+    assert (
+        stats["tier/scored/docs"] == 2
+        and stats["tier/coherence/docs"] == 2
+        and stats["tier/dense_core/docs"] == 1
+    )
     assert stats["reason/not_dense_core/docs"] == 2
     with pytest.raises(ValueError, match="keep"):
         steps.QualityTiers(tiers, keep="gold")
@@ -89,10 +121,15 @@ def test_toxicity_and_tier_steps(tmp_path):
 def test_score_step_matches_classifier_and_respects_languages_and_sources(small_inputs):
     from apertus_jax.prep.classifier import Classifier
 
-    heads = {"toxicity": {"path": small_inputs["heads"]["toxicity"], "languages": ["de"]},
-             "coherence": {"path": small_inputs["heads"]["coherence"], "languages": None}}
+    heads = {
+        "toxicity": {"path": small_inputs["heads"]["toxicity"], "languages": ["de"]},
+        "coherence": {"path": small_inputs["heads"]["coherence"], "languages": None},
+    }
     texts = [d["text"] for d in small_inputs["docs"][-12:]]
-    docs = [_doc(i, t, source="code" if i == 0 else "web", lang="fr" if i == 1 else "de") for i, t in enumerate(texts)]
+    docs = [
+        _doc(i, t, source="code" if i == 0 else "web", lang="fr" if i == 1 else "de")
+        for i, t in enumerate(texts)
+    ]
     kept, stats = _run(steps.ScoreDocuments(heads, batch_size=5), docs)
     assert len(kept) == 12 and stats["scored/toxicity"] == 10 and stats["scored/coherence"] == 11
     assert "score_toxicity" not in kept[1].metadata and "score_coherence" in kept[1].metadata

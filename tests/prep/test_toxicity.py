@@ -8,7 +8,9 @@ from apertus_jax.prep.toxicity import is_toxic, language_thresholds, removal_cou
 
 
 def _removed(scores_by_lang, thresholds):
-    return {lang: sum(is_toxic(s, lang, thresholds) for s in scores) for lang, scores in scores_by_lang.items()}
+    return {
+        lang: sum(is_toxic(s, lang, thresholds) for s in scores) for lang, scores in scores_by_lang.items()
+    }
 
 
 def test_five_percent_per_language_including_a_shifted_language():
@@ -29,9 +31,13 @@ def test_five_percent_per_language_including_a_shifted_language():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.dictionaries(st.sampled_from(["de", "fr", "it", "nl"]),
-                       st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=300, unique=True),
-                       min_size=1))
+@given(
+    st.dictionaries(
+        st.sampled_from(["de", "fr", "it", "nl"]),
+        st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=300, unique=True),
+        min_size=1,
+    )
+)
 def test_exactly_rounded_five_percent_without_ties(scores):
     removed = _removed(scores, language_thresholds(scores))
     assert removed == {lang: removal_count(len(s)) for lang, s in scores.items()}

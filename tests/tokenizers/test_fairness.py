@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apertus_jax.tokenizers.fairness import compression_ratio, fertility, gini, parity, \
-    vocabulary_utilization
+from apertus_jax.tokenizers.fairness import compression_ratio, fertility, gini, parity, vocabulary_utilization
 
 COSTS = st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), min_size=1, max_size=60)
 
@@ -18,7 +17,7 @@ def _mean_abs_difference_gini(costs):
     c = np.asarray(costs, dtype=np.float64)
     if c.sum() == 0:
         return 0.0
-    return np.abs(c[:, None] - c[None, :]).sum() / (2 * c.size ** 2 * c.mean())
+    return np.abs(c[:, None] - c[None, :]).sum() / (2 * c.size**2 * c.mean())
 
 
 def test_gini_spec_values():

@@ -15,8 +15,9 @@ def _byte_level_bpe(path, texts, special_tokens, plain_tokens=()):
     tokenizer = tokenizers.Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=special_tokens,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=special_tokens, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tokenizer.train_from_iterator(texts, trainer)
     tokenizer.add_tokens(list(plain_tokens))
     tokenizer.save(str(path))
@@ -24,8 +25,11 @@ def _byte_level_bpe(path, texts, special_tokens, plain_tokens=()):
 
 
 def test_specials_and_round_trip(tmp_path, udhr_sample):
-    path = _byte_level_bpe(tmp_path / "tokenizer.json", udhr_sample.values(),
-                           ["<unk>", "<|begin_of_text|>", "<|end_of_text|>", "<pad>"])
+    path = _byte_level_bpe(
+        tmp_path / "tokenizer.json",
+        udhr_sample.values(),
+        ["<unk>", "<|begin_of_text|>", "<|end_of_text|>", "<pad>"],
+    )
     tokenizer = load_tokenizer(f"hf:{path}")
     assert (tokenizer.bod_id, tokenizer.eod_id, tokenizer.pad_id) == (1, 2, 3)
     assert tokenizer.vocab_size == 400
@@ -41,8 +45,7 @@ def test_specials_and_round_trip(tmp_path, udhr_sample):
 
 @pytest.fixture(name="byte_level", scope="module")
 def fixture_byte_level(tmp_path_factory, udhr_sample):
-    path = _byte_level_bpe(tmp_path_factory.mktemp("hf") / "tokenizer.json", udhr_sample.values(),
-                           ["</s>"])
+    path = _byte_level_bpe(tmp_path_factory.mktemp("hf") / "tokenizer.json", udhr_sample.values(), ["</s>"])
     return load_tokenizer(f"hf:{path}")
 
 
@@ -54,8 +57,9 @@ def test_round_trip_any_text(byte_level, text):
 
 def test_fallbacks(tmp_path, udhr_sample):
     # Qwen-like: only <|endoftext|> is special; a non-special "<s>" token must not become BoD.
-    path = _byte_level_bpe(tmp_path / "tokenizer.json", udhr_sample.values(), ["<|endoftext|>"],
-                           plain_tokens=["<s>"])
+    path = _byte_level_bpe(
+        tmp_path / "tokenizer.json", udhr_sample.values(), ["<|endoftext|>"], plain_tokens=["<s>"]
+    )
     tokenizer = HFTokenizer(path)
     assert tokenizer.eod_id == 0
     assert tokenizer.bod_id == tokenizer.eod_id and tokenizer.pad_id == tokenizer.eod_id

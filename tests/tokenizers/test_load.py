@@ -5,8 +5,7 @@ import pytest
 from apertus_jax.tokenizers import load_tokenizer
 
 
-@pytest.mark.parametrize("spec", ["", "tiktoken", "tekken:extra", "sentencepiece", "hf:",
-                                  "spm:/x.model"])
+@pytest.mark.parametrize("spec", ["", "tiktoken", "tekken:extra", "sentencepiece", "hf:", "spm:/x.model"])
 def test_unknown_spec(spec):
     with pytest.raises(ValueError, match="unknown tokenizer spec"):
         load_tokenizer(spec)

@@ -6,8 +6,14 @@ import io
 import pytest
 
 from apertus_jax.tokenizers import fairness, load_tokenizer
-from apertus_jax.tokenizers.report import LANGUAGE_COLUMNS, csv_table, evaluate, markdown_table, \
-    plot_costs, write_text
+from apertus_jax.tokenizers.report import (
+    LANGUAGE_COLUMNS,
+    csv_table,
+    evaluate,
+    markdown_table,
+    plot_costs,
+    write_text,
+)
 from apertus_jax.tokenizers.words import count_words
 
 LANGS = ("eng", "deu_1996", "rus", "cmn_hans", "hin", "amh", "mya")
@@ -21,7 +27,8 @@ def fixture_report(udhr_sample):
 def test_rows_match_direct_computation(report, udhr_sample):
     tekken = load_tokenizer("tekken")
     assert [row["lang"] for row in report.rows] == sorted(
-        LANGS, key=lambda lang: len(tekken.encode(udhr_sample[lang])))
+        LANGS, key=lambda lang: len(tekken.encode(udhr_sample[lang]))
+    )
     english = len(tekken.encode(udhr_sample["eng"]))
     for row in report.rows:
         text = udhr_sample[row["lang"]]
@@ -34,7 +41,8 @@ def test_rows_match_direct_computation(report, udhr_sample):
         assert row["chars_per_token"] == pytest.approx(len(text) / tokens)
     assert report.gini == fairness.gini(row["tokens"] for row in report.rows)
     assert report.subset_gini(["eng", "rus"]) == fairness.gini(
-        [len(tekken.encode(udhr_sample[lang])) for lang in ("eng", "rus")])
+        [len(tekken.encode(udhr_sample[lang])) for lang in ("eng", "rus")]
+    )
     # Burmese costs more than English with tekken (Petrov et al. 2023's "tokenization premium").
     assert report.rows[-1]["parity"] > 2
 

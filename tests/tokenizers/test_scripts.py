@@ -5,13 +5,30 @@ import pytest
 from apertus_jax.tokenizers.scripts import dominant_script
 
 
-@pytest.mark.parametrize("lang, script", [
-    ("eng", "Latin"), ("vie", "Latin"), ("yor", "Latin"), ("rus", "Cyrillic"), ("cmn_hans", "Han"),
-    ("jpn", "Hiragana"), ("arb", "Arabic"), ("heb", "Hebrew"), ("hin", "Devanagari"),
-    ("tha", "Thai"), ("kor", "Hangul"), ("amh", "Ethiopic"), ("ell_monotonic", "Greek"),
-    ("mya", "Myanmar"), ("khm", "Khmer"), ("bod", "Tibetan"), ("tam", "Tamil"),
-    ("chr_cased", "Cherokee"), ("zgh", "Tifinagh"),
-])
+@pytest.mark.parametrize(
+    "lang, script",
+    [
+        ("eng", "Latin"),
+        ("vie", "Latin"),
+        ("yor", "Latin"),
+        ("rus", "Cyrillic"),
+        ("cmn_hans", "Han"),
+        ("jpn", "Hiragana"),
+        ("arb", "Arabic"),
+        ("heb", "Hebrew"),
+        ("hin", "Devanagari"),
+        ("tha", "Thai"),
+        ("kor", "Hangul"),
+        ("amh", "Ethiopic"),
+        ("ell_monotonic", "Greek"),
+        ("mya", "Myanmar"),
+        ("khm", "Khmer"),
+        ("bod", "Tibetan"),
+        ("tam", "Tamil"),
+        ("chr_cased", "Cherokee"),
+        ("zgh", "Tifinagh"),
+    ],
+)
 def test_udhr_scripts(udhr_sample, lang, script):
     assert dominant_script(udhr_sample[lang]) == script
 

@@ -32,8 +32,7 @@ def test_matches_mistral_common(tekken, udhr_sample):
 
 def test_known_ids(tekken):
     # Reference ids printed by mistral-common 1.13.1's Tekkenizer.encode(..., bos=False, eos=False).
-    assert tekken.encode("Hello world, Grüße 你好") == [22177, 4304, 1044, 3564, 1671, 9755, 1032,
-                                                          124108]
+    assert tekken.encode("Hello world, Grüße 你好") == [22177, 4304, 1044, 3564, 1671, 9755, 1032, 124108]
     assert tekken.encode("") == []
     assert tekken.encode_document("").tolist() == [1, 2]
 

@@ -7,8 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apertus_jax.tokenizers import load_tokenizer
-from apertus_jax.tokenizers.train import SPECIAL_IDS, BPEConfig, train_per_subset, \
-    train_sentencepiece
+from apertus_jax.tokenizers.train import SPECIAL_IDS, BPEConfig, train_per_subset, train_sentencepiece
 
 CONFIG = BPEConfig(vocab_size=1200)  # > the sample's ~880 distinct characters + specials
 
@@ -55,8 +54,10 @@ def test_bpe_learns_frequent_words(bpe):
 
 
 def test_per_subset(tmp_path, udhr_sample):
-    subsets = {"latin": [udhr_sample[c] for c in ("eng", "deu_1996", "vie", "yor")],
-               "cyrillic_greek": [udhr_sample[c] for c in ("rus", "ell_monotonic")]}
+    subsets = {
+        "latin": [udhr_sample[c] for c in ("eng", "deu_1996", "vie", "yor")],
+        "cyrillic_greek": [udhr_sample[c] for c in ("rus", "ell_monotonic")],
+    }
     paths = train_per_subset(subsets, str(tmp_path), BPEConfig(vocab_size=400))
     assert sorted(os.listdir(tmp_path)) == ["cyrillic_greek.model", "latin.model"]
     latin = load_tokenizer(f"sentencepiece:{paths['latin']}")

@@ -13,89 +13,104 @@ TEXT = (
     "equal in dignity and rights. They are endowed with reason and conscience and should act towards one "
     "another in a spirit of brotherhood. Tous les êtres humains naissent libres et égaux en dignité et en "
     "droits. Ils sont doués de raison et de conscience et doivent agir les uns envers les autres dans un "
-    "esprit de fraternité. ")
+    "esprit de fraternité. "
+)
 
 
 def _text_batch(rows: int, length: int, offset: int = 0) -> dict[str, np.ndarray]:
-  """A [rows, length] batch of UTF-8 bytes of UDHR article 1 (de/en/fr), one document per row."""
-  data = np.frombuffer((TEXT * 8).encode(), np.uint8).astype(np.int32)
-  starts = offset + np.arange(rows) * 37
-  window = np.stack([data[s:s + length + 1] for s in starts])
-  return {
-      "tokens": window[:, :-1], "targets": window[:, 1:],
-      "positions": np.broadcast_to(np.arange(length, dtype=np.int32), (rows, length)).copy(),
-      "segment_ids": np.ones((rows, length), np.int32), "loss_mask": np.ones((rows, length), np.int32)}
+    """A [rows, length] batch of UTF-8 bytes of UDHR article 1 (de/en/fr), one document per row."""
+    data = np.frombuffer((TEXT * 8).encode(), np.uint8).astype(np.int32)
+    starts = offset + np.arange(rows) * 37
+    window = np.stack([data[s : s + length + 1] for s in starts])
+    return {
+        "tokens": window[:, :-1],
+        "targets": window[:, 1:],
+        "positions": np.broadcast_to(np.arange(length, dtype=np.int32), (rows, length)).copy(),
+        "segment_ids": np.ones((rows, length), np.int32),
+        "loss_mask": np.ones((rows, length), np.int32),
+    }
 
 
 def _tiny_model_and_params(seed: int = 0):
-  """A 2-layer Apertus over UTF-8 bytes (vocab 256): (apply_fn, params as a plain dict)."""
-  config = get_config("tiny", vocab_size=256, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64)
-  graphdef, params = nnx.split(Apertus(config, rngs=nnx.Rngs(seed)), nnx.Param)
+    """A 2-layer Apertus over UTF-8 bytes (vocab 256): (apply_fn, params as a plain dict)."""
+    config = get_config(
+        "tiny", vocab_size=256, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64
+    )
+    graphdef, params = nnx.split(Apertus(config, rngs=nnx.Rngs(seed)), nnx.Param)
 
-  def apply_fn(p, tokens, positions, segment_ids):
-    return nnx.merge(graphdef, p)(tokens, positions, segment_ids)
-  return apply_fn, params.to_pure_dict()
+    def apply_fn(p, tokens, positions, segment_ids):
+        return nnx.merge(graphdef, p)(tokens, positions, segment_ids)
+
+    return apply_fn, params.to_pure_dict()
 
 
 def _demo_iterator(seq_len: int = 32, rows: int = 8):
-  """The real data pipeline over the UDHR part of the demo corpus with the 1,024-id demo BPE."""
-  from apertus_jax.data.pipeline import build_train_pipeline
-  from apertus_jax.train.inputs import demo_tokenizer
-  return build_train_pipeline({"components": {"demo": {"kind": "demo", "sources": ["udhr"]}}},
-                              demo_tokenizer(1024), seq_len=seq_len, batch_size=rows)
+    """The real data pipeline over the UDHR part of the demo corpus with the 1,024-id demo BPE."""
+    from apertus_jax.data.pipeline import build_train_pipeline
+    from apertus_jax.train.inputs import demo_tokenizer
+
+    return build_train_pipeline(
+        {"components": {"demo": {"kind": "demo", "sources": ["udhr"]}}},
+        demo_tokenizer(1024),
+        seq_len=seq_len,
+        batch_size=rows,
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
 def compilation_cache(tmp_path_factory):
-  """A persistent XLA cache shared by this session's in-process runs and subprocesses: each train step
-  compiles once (a restarted run reuses it, as a resumed job does with the CLI's cache)."""
-  import jax
-  path = str(tmp_path_factory.mktemp("xla_cache"))
-  jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-  return path
+    """A persistent XLA cache shared by this session's in-process runs and subprocesses: each train step
+    compiles once (a restarted run reuses it, as a resumed job does with the CLI's cache)."""
+    import jax
+
+    path = str(tmp_path_factory.mktemp("xla_cache"))
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    return path
 
 
 @pytest.fixture(scope="session")
 def text_batch():
-  return _text_batch
+    return _text_batch
 
 
 @pytest.fixture(scope="session")
 def tiny_model():
-  return _tiny_model_and_params()
+    return _tiny_model_and_params()
 
 
 @pytest.fixture(scope="session")
 def demo_iterator():
-  return _demo_iterator
+    return _demo_iterator
 
 
 def _read_metrics(workdir: str) -> list[dict]:
-  """The records of WORKDIR/metrics.jsonl."""
-  import json
-  import os
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    return [json.loads(line) for line in f]
+    """The records of WORKDIR/metrics.jsonl."""
+    import json
+    import os
+
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
 
 
 @pytest.fixture(scope="session")
 def read_records():
-  """workdir -> the records of its metrics.jsonl."""
-  return _read_metrics
+    """workdir -> the records of its metrics.jsonl."""
+    return _read_metrics
 
 
 @pytest.fixture(scope="session")
 def losses_of():
-  """workdir -> [(step, loss), ...] from its metrics.jsonl."""
-  return lambda workdir: [(r["step"], r["loss"]) for r in _read_metrics(workdir)]
+    """workdir -> [(step, loss), ...] from its metrics.jsonl."""
+    return lambda workdir: [(r["step"], r["loss"]) for r in _read_metrics(workdir)]
 
 
 @pytest.fixture(scope="session")
 def uninterrupted(tmp_path_factory):
-  """An uninterrupted in-process run of configs/tiny_resume.py: the reference for every resume test."""
-  from apertus_jax.train.loop import train
-  from configs import tiny_resume
-  workdir = str(tmp_path_factory.mktemp("uninterrupted"))
-  assert train(tiny_resume.get_config(), workdir) == "done"
-  return workdir
+    """An uninterrupted in-process run of configs/tiny_resume.py: the reference for every resume test."""
+    from apertus_jax.train.loop import train
+    from configs import tiny_resume
+
+    workdir = str(tmp_path_factory.mktemp("uninterrupted"))
+    assert train(tiny_resume.get_config(), workdir) == "done"
+    return workdir

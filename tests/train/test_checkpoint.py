@@ -14,99 +14,104 @@ from apertus_jax.train.sharding import batch_sharding, make_global_batch
 from apertus_jax.train.step import make_train_step
 from apertus_jax.train.train_state import make_train_state_spec
 
-MODEL = get_config("tiny", vocab_size=1024, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, mlp_hidden=64,
-                   max_seq_len=32)
+MODEL = get_config(
+    "tiny", vocab_size=1024, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, mlp_hidden=64, max_seq_len=32
+)
 TX = make_optimizer("ademamix", 1e-3, weight_decay=0.1, clip_norm=1.0)
 
 
 def _step_fn(spec, mesh):
-  return jax.jit(make_train_step(spec.apply_fn, TX, 2),
-                 in_shardings=(spec.shardings["params"], spec.shardings["opt_state"], batch_sharding(mesh)))
+    return jax.jit(
+        make_train_step(spec.apply_fn, TX, 2),
+        in_shardings=(spec.shardings["params"], spec.shardings["opt_state"], batch_sharding(mesh)),
+    )
 
 
 def _meta(spec, step):
-  return {"progress": {"step": step}, "param_shapes": param_shapes(spec.abstract["params"])}
+    return {"progress": {"step": step}, "param_shapes": param_shapes(spec.abstract["params"])}
 
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory, demo_iterator):
-  """Two steps on an 8-device (fsdp 4, tensor 2) mesh, checkpoints after steps 1 and 2, then step 3's loss."""
-  directory = str(tmp_path_factory.mktemp("ckpt") / "checkpoints")
-  mesh = make_mesh(1, 4, 2)
-  spec = make_train_state_spec(MODEL, TX, mesh, seed=0)
-  step = _step_fn(spec, mesh)
-  state, data = spec.init(), demo_iterator()
-  checkpointer = Checkpointer(directory, keep=5)
-  for i in (1, 2):
-    params, opt_state, _ = step(state["params"], state["opt_state"], make_global_batch(next(data), mesh))
-    state = {"params": params, "opt_state": opt_state}
-    checkpointer.save(i, state, data, _meta(spec, i))
-  checkpointer.wait()
-  host_state = jax.device_get(state)
-  next_batch = next(data)
-  _, _, metrics = step(state["params"], state["opt_state"], make_global_batch(next_batch, mesh))
-  return directory, host_state, next_batch, float(metrics["loss"])
+    """Two steps on an 8-device (fsdp 4, tensor 2) mesh, checkpoints after steps 1 and 2, then step 3's loss."""
+    directory = str(tmp_path_factory.mktemp("ckpt") / "checkpoints")
+    mesh = make_mesh(1, 4, 2)
+    spec = make_train_state_spec(MODEL, TX, mesh, seed=0)
+    step = _step_fn(spec, mesh)
+    state, data = spec.init(), demo_iterator()
+    checkpointer = Checkpointer(directory, keep=5)
+    for i in (1, 2):
+        params, opt_state, _ = step(state["params"], state["opt_state"], make_global_batch(next(data), mesh))
+        state = {"params": params, "opt_state": opt_state}
+        checkpointer.save(i, state, data, _meta(spec, i))
+    checkpointer.wait()
+    host_state = jax.device_get(state)
+    next_batch = next(data)
+    _, _, metrics = step(state["params"], state["opt_state"], make_global_batch(next_batch, mesh))
+    return directory, host_state, next_batch, float(metrics["loss"])
 
 
 @pytest.mark.parametrize("mesh_shape", [(1, 2, 4), (1, 8, 1), (1, 1, 1)], ids=["2x4", "8x1", "1device"])
 def test_restore_onto_another_mesh(saved, mesh_shape, demo_iterator):
-  directory, host_state, next_batch, next_loss = saved
-  devices = jax.devices()[:int(np.prod(mesh_shape))]
-  mesh = make_mesh(*mesh_shape, devices=devices)
-  spec = make_train_state_spec(MODEL, TX, mesh, seed=1)  # another seed: everything must come from the checkpoint
-  data = demo_iterator()
-  state, meta = Checkpointer(directory, keep=5).restore_latest(spec.abstract, data)
-  assert meta["progress"]["step"] == 2
-  for restored, expected in zip(jax.tree.leaves(state), jax.tree.leaves(host_state)):
-    np.testing.assert_array_equal(np.asarray(restored), expected)
-    assert len(restored.sharding.device_set) == len(devices)
-  batch = next(data)
-  for key in next_batch:
-    np.testing.assert_array_equal(batch[key], next_batch[key])
-  _, _, metrics = _step_fn(spec, mesh)(state["params"], state["opt_state"], make_global_batch(batch, mesh))
-  # Same math, different reduction order over shards: equal to float32 rounding.
-  np.testing.assert_allclose(float(metrics["loss"]), next_loss, rtol=2e-6)
+    directory, host_state, next_batch, next_loss = saved
+    devices = jax.devices()[: int(np.prod(mesh_shape))]
+    mesh = make_mesh(*mesh_shape, devices=devices)
+    spec = make_train_state_spec(
+        MODEL, TX, mesh, seed=1
+    )  # another seed: everything must come from the checkpoint
+    data = demo_iterator()
+    state, meta = Checkpointer(directory, keep=5).restore_latest(spec.abstract, data)
+    assert meta["progress"]["step"] == 2
+    for restored, expected in zip(jax.tree.leaves(state), jax.tree.leaves(host_state)):
+        np.testing.assert_array_equal(np.asarray(restored), expected)
+        assert len(restored.sharding.device_set) == len(devices)
+    batch = next(data)
+    for key in next_batch:
+        np.testing.assert_array_equal(batch[key], next_batch[key])
+    _, _, metrics = _step_fn(spec, mesh)(state["params"], state["opt_state"], make_global_batch(batch, mesh))
+    # Same math, different reduction order over shards: equal to float32 rounding.
+    np.testing.assert_allclose(float(metrics["loss"]), next_loss, rtol=2e-6)
 
 
 def test_corrupt_latest_is_set_aside_and_previous_used(saved, tmp_path, demo_iterator):
-  directory = str(tmp_path / "checkpoints")
-  os.system(f"cp -r {saved[0]} {directory}")
-  state_dir = os.path.join(directory, "2", "state")
-  for name in os.listdir(state_dir):  # truncate every file of step 2's arrays
-    path = os.path.join(state_dir, name)
-    if os.path.isfile(path):
-      open(path, "w").close()
-  spec = make_train_state_spec(MODEL, TX, make_mesh(1, 8, 1), seed=0)
-  checkpointer = Checkpointer(directory, keep=5)
-  _, meta = checkpointer.restore_latest(spec.abstract, demo_iterator())
-  assert meta["progress"]["step"] == 1
-  assert checkpointer.all_steps() == [1]
-  assert os.path.isdir(os.path.join(directory + "_corrupt", "2"))
+    directory = str(tmp_path / "checkpoints")
+    os.system(f"cp -r {saved[0]} {directory}")
+    state_dir = os.path.join(directory, "2", "state")
+    for name in os.listdir(state_dir):  # truncate every file of step 2's arrays
+        path = os.path.join(state_dir, name)
+        if os.path.isfile(path):
+            open(path, "w").close()
+    spec = make_train_state_spec(MODEL, TX, make_mesh(1, 8, 1), seed=0)
+    checkpointer = Checkpointer(directory, keep=5)
+    _, meta = checkpointer.restore_latest(spec.abstract, demo_iterator())
+    assert meta["progress"]["step"] == 1
+    assert checkpointer.all_steps() == [1]
+    assert os.path.isdir(os.path.join(directory + "_corrupt", "2"))
 
 
 def test_checkpoint_of_another_model_shape_is_refused_untouched(saved, demo_iterator):
-  directory = saved[0]
-  before = sorted(os.walk(directory))
-  other = MODEL.replace(d_model=48)
-  spec = make_train_state_spec(other, TX, make_mesh(1, 8, 1), seed=0)
-  with pytest.raises(ValueError, match="different model shape"):
-    Checkpointer(directory, keep=5).restore_latest(spec.abstract, demo_iterator())
-  assert sorted(os.walk(directory)) == before
+    directory = saved[0]
+    before = sorted(os.walk(directory))
+    other = MODEL.replace(d_model=48)
+    spec = make_train_state_spec(other, TX, make_mesh(1, 8, 1), seed=0)
+    with pytest.raises(ValueError, match="different model shape"):
+        Checkpointer(directory, keep=5).restore_latest(spec.abstract, demo_iterator())
+    assert sorted(os.walk(directory)) == before
 
 
 def test_keep_n(saved, tmp_path, demo_iterator):
-  host_state, data = saved[1], demo_iterator()
-  checkpointer = Checkpointer(str(tmp_path / "c"), keep=2)
-  for i in range(1, 5):
-    checkpointer.save(i, host_state, data, {"progress": {"step": i}})
-  checkpointer.wait()
-  assert checkpointer.all_steps() == [3, 4]
+    host_state, data = saved[1], demo_iterator()
+    checkpointer = Checkpointer(str(tmp_path / "c"), keep=2)
+    for i in range(1, 5):
+        checkpointer.save(i, host_state, data, {"progress": {"step": i}})
+    checkpointer.wait()
+    assert checkpointer.all_steps() == [3, 4]
 
 
 def test_workdir_lock_excludes_a_second_run(tmp_path):
-  with WorkdirLock(str(tmp_path)):
-    with pytest.raises(WorkdirLockedError, match="in use by another run"):
-      with WorkdirLock(str(tmp_path)):
+    with WorkdirLock(str(tmp_path)):
+        with pytest.raises(WorkdirLockedError, match="in use by another run"):
+            with WorkdirLock(str(tmp_path)):
+                pass
+    with WorkdirLock(str(tmp_path)):  # released
         pass
-  with WorkdirLock(str(tmp_path)):  # released
-    pass

@@ -9,44 +9,47 @@ from configs import tiny_resume
 
 
 def test_counter_rolls_back_after_n_in_a_row():
-  counter = NonFiniteCounter(max_in_a_row=3)
-  decisions = [counter.record(finite) for finite in [True, False, False, True, False, False, False, False]]
-  assert decisions == [False, False, False, False, False, False, True, False]
-  assert counter.skipped_total == 6
-  assert not any(NonFiniteCounter(0).record(False) for _ in range(10))  # 0 disables rollbacks
+    counter = NonFiniteCounter(max_in_a_row=3)
+    decisions = [counter.record(finite) for finite in [True, False, False, True, False, False, False, False]]
+    assert decisions == [False, False, False, False, False, False, True, False]
+    assert counter.skipped_total == 6
+    assert not any(NonFiniteCounter(0).record(False) for _ in range(10))  # 0 disables rollbacks
 
 
-def test_rollback_restores_last_checkpoint_and_skips_the_window(tmp_path, monkeypatch, losses_of, read_records):
-  """Batches 3 and 4 make the loss NaN: both steps are skipped, the run rolls back to step 2 and goes on
-  with batch 5, so the new step 3 trains on batch 5 and the run still ends at step 8."""
-  poisoned_batches = {3, 4}
-  served = []
-  make_step = loop.make_train_step
+def test_rollback_restores_last_checkpoint_and_skips_the_window(
+    tmp_path, monkeypatch, losses_of, read_records
+):
+    """Batches 3 and 4 make the loss NaN: both steps are skipped, the run rolls back to step 2 and goes on
+    with batch 5, so the new step 3 trains on batch 5 and the run still ends at step 8."""
+    poisoned_batches = {3, 4}
+    served = []
+    make_step = loop.make_train_step
 
-  next_batch = inputs.ShardedIterator.__next__
+    next_batch = inputs.ShardedIterator.__next__
 
-  def poisoning_next(self):
-    batch = next_batch(self)
-    served.append(batch["tokens"].copy())
-    if len(served) in poisoned_batches:
-      batch["positions"][0, 0] = -1
-    return batch
+    def poisoning_next(self):
+        batch = next_batch(self)
+        served.append(batch["tokens"].copy())
+        if len(served) in poisoned_batches:
+            batch["positions"][0, 0] = -1
+        return batch
 
-  def nan_on_negative_position(apply_fn, tx, num_microbatches):
-    def apply(params, tokens, positions, segment_ids):
-      logits = apply_fn(params, tokens, positions, segment_ids)
-      return jnp.where(jnp.any(positions < 0), jnp.nan, logits)
-    return make_step(apply, tx, num_microbatches)
+    def nan_on_negative_position(apply_fn, tx, num_microbatches):
+        def apply(params, tokens, positions, segment_ids):
+            logits = apply_fn(params, tokens, positions, segment_ids)
+            return jnp.where(jnp.any(positions < 0), jnp.nan, logits)
 
-  monkeypatch.setattr(inputs.ShardedIterator, "__next__", poisoning_next)
-  monkeypatch.setattr(loop, "make_train_step", nan_on_negative_position)
-  config = tiny_resume.get_config()
-  config.unlock()
-  config.train.steps, config.train.batch_plan, config.faults.max_nonfinite_in_a_row = 8, ((0, 256),), 2
-  assert loop.train(config, str(tmp_path)) == "done"
+        return make_step(apply, tx, num_microbatches)
 
-  records = read_records(str(tmp_path))
-  assert [r["step"] for r in records] == list(range(1, 9))  # the skipped steps' lines were rewound
-  assert records[-1]["skipped_steps"] == 2 and records[-1]["rollbacks"] == 1
-  assert len(served) == 10  # 8 steps + the 2 skipped batches
-  assert all(np.isfinite(r["loss"]) for r in records)
+    monkeypatch.setattr(inputs.ShardedIterator, "__next__", poisoning_next)
+    monkeypatch.setattr(loop, "make_train_step", nan_on_negative_position)
+    config = tiny_resume.get_config()
+    config.unlock()
+    config.train.steps, config.train.batch_plan, config.faults.max_nonfinite_in_a_row = 8, ((0, 256),), 2
+    assert loop.train(config, str(tmp_path)) == "done"
+
+    records = read_records(str(tmp_path))
+    assert [r["step"] for r in records] == list(range(1, 9))  # the skipped steps' lines were rewound
+    assert records[-1]["skipped_steps"] == 2 and records[-1]["rollbacks"] == 1
+    assert len(served) == 10  # 8 steps + the 2 skipped batches
+    assert all(np.isfinite(r["loss"]) for r in records)

@@ -17,87 +17,112 @@ CRASH_STEPS = sorted({7, 9, *_RANDOM.tolist()})
 
 
 class Crash(Exception):
-  """Stands in for kill -9: raised after a step's metrics line, before that step's checkpoint."""
+    """Stands in for kill -9: raised after a step's metrics line, before that step's checkpoint."""
 
 
 def _tree_snapshot(directory):
-  return sorted((root, tuple(sorted(files)), tuple(os.path.getmtime(os.path.join(root, f)) for f in sorted(files)))
-                for root, _, files in os.walk(directory))
+    return sorted(
+        (root, tuple(sorted(files)), tuple(os.path.getmtime(os.path.join(root, f)) for f in sorted(files)))
+        for root, _, files in os.walk(directory)
+    )
 
 
 def test_uninterrupted_run_writes_everything(uninterrupted, losses_of):
-  losses = losses_of(uninterrupted)
-  assert [s for s, _ in losses] == list(range(1, 13))
-  for name in ("config.json", "loss.png", "checkpoints/12", "tensorboard"):
-    assert os.path.exists(os.path.join(uninterrupted, name)), name
-  with open(os.path.join(uninterrupted, "metrics.jsonl")) as f:
-    record = json.loads(f.readline())
-  assert set(record) >= {"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "mfu",
-                         "goldfish_dropped_fraction", "skipped_steps"}
+    losses = losses_of(uninterrupted)
+    assert [s for s, _ in losses] == list(range(1, 13))
+    for name in ("config.json", "loss.png", "checkpoints/12", "tensorboard"):
+        assert os.path.exists(os.path.join(uninterrupted, name)), name
+    with open(os.path.join(uninterrupted, "metrics.jsonl")) as f:
+        record = json.loads(f.readline())
+    assert set(record) >= {
+        "step",
+        "tokens",
+        "loss",
+        "lr",
+        "grad_norm",
+        "tokens_per_s",
+        "mfu",
+        "goldfish_dropped_fraction",
+        "skipped_steps",
+    }
 
 
 def test_resume_after_crashes_is_bitwise_identical(uninterrupted, tmp_path, monkeypatch, losses_of):
-  workdir = str(tmp_path)
-  write = metrics_lib.MetricsWriter.write
-  pending = list(CRASH_STEPS)
+    workdir = str(tmp_path)
+    write = metrics_lib.MetricsWriter.write
+    pending = list(CRASH_STEPS)
 
-  def write_then_crash(self, record):
-    write(self, record)
-    if pending and record["step"] == pending[0]:
-      pending.pop(0)
-      raise Crash(record["step"])
+    def write_then_crash(self, record):
+        write(self, record)
+        if pending and record["step"] == pending[0]:
+            pending.pop(0)
+            raise Crash(record["step"])
 
-  monkeypatch.setattr(metrics_lib.MetricsWriter, "write", write_then_crash)
-  crashes = 0
-  while True:
-    try:
-      assert train(tiny_resume.get_config(), workdir) == "done"
-      break
-    except Crash:
-      crashes += 1
-  assert crashes == len(CRASH_STEPS) >= 5
-  assert losses_of(workdir) == losses_of(uninterrupted)  # float equality of every step's loss: bitwise
+    monkeypatch.setattr(metrics_lib.MetricsWriter, "write", write_then_crash)
+    crashes = 0
+    while True:
+        try:
+            assert train(tiny_resume.get_config(), workdir) == "done"
+            break
+        except Crash:
+            crashes += 1
+    assert crashes == len(CRASH_STEPS) >= 5
+    assert losses_of(workdir) == losses_of(uninterrupted)  # float equality of every step's loss: bitwise
 
 
 def _bad(**changes):
-  config = tiny_resume.get_config()
-  config.unlock()
-  for dotted, value in changes.items():
-    *path, key = dotted.split(".")
-    node = config
-    for part in path:
-      node = node[part]
-    node[key] = value
-  return config
+    config = tiny_resume.get_config()
+    config.unlock()
+    for dotted, value in changes.items():
+        *path, key = dotted.split(".")
+        node = config
+        for part in path:
+            node = node[part]
+        node[key] = value
+    return config
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"train.bogus_key": 1}, "unknown \\['train.bogus_key'\\]"),
-    ({"mesh.fsdp": 3}, "does not divide the 8 devices"),
-    ({"mesh.data": 8, "mesh.fsdp": 1, "mesh.tensor": 1}, "not divisible by the data\\*fsdp mesh axes \\(8\\)"),
-    ({"model.vocab_size": 512}, "has 1024 ids but model.vocab_size is 512"),
-    ({"data.pipeline": {"components": {"web": {"kind": "arrayrecord", "paths": ["/nonexistent/shards"]}}}},
-     "/nonexistent/shards"),
-    ({"model.d_model": 64}, "different model shape"),
-], ids=["unknown-key", "mesh", "batch-vs-data-axis", "tokenizer-vocab", "missing-data", "other-model-shape"])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"train.bogus_key": 1}, "unknown \\['train.bogus_key'\\]"),
+        ({"mesh.fsdp": 3}, "does not divide the 8 devices"),
+        (
+            {"mesh.data": 8, "mesh.fsdp": 1, "mesh.tensor": 1},
+            "not divisible by the data\\*fsdp mesh axes \\(8\\)",
+        ),
+        ({"model.vocab_size": 512}, "has 1024 ids but model.vocab_size is 512"),
+        (
+            {
+                "data.pipeline": {
+                    "components": {"web": {"kind": "arrayrecord", "paths": ["/nonexistent/shards"]}}
+                }
+            },
+            "/nonexistent/shards",
+        ),
+        ({"model.d_model": 64}, "different model shape"),
+    ],
+    ids=["unknown-key", "mesh", "batch-vs-data-axis", "tokenizer-vocab", "missing-data", "other-model-shape"],
+)
 def test_bad_inputs_fail_in_one_line_and_write_nothing(uninterrupted, changes, message):
-  before = _tree_snapshot(uninterrupted)
-  with pytest.raises((ValueError, FileNotFoundError), match=message) as error:
-    train(_bad(**changes), uninterrupted)
-  assert "\n" not in str(error.value)
-  assert _tree_snapshot(uninterrupted) == before
+    before = _tree_snapshot(uninterrupted)
+    with pytest.raises((ValueError, FileNotFoundError), match=message) as error:
+        train(_bad(**changes), uninterrupted)
+    assert "\n" not in str(error.value)
+    assert _tree_snapshot(uninterrupted) == before
 
 
 def test_config_json_keeps_the_original_run_config(tmp_path):
-  from apertus_jax.train.loop import record_config
-  workdir = str(tmp_path)
-  original = {"train": {"steps": 12, "batch_plan": ((0, 256),)}}
-  assert record_config(workdir, original, None).endswith("config.json")
-  assert record_config(workdir, original, 12).endswith("config.json")  # same values (tuples as JSON lists)
-  changed = {"train": {"steps": 20, "batch_plan": ((0, 256),)}}
-  assert record_config(workdir, changed, 12).endswith("config.step12.json")
-  with open(tmp_path / "config.json") as f:
-    assert json.load(f)["train"]["steps"] == 12
-  with open(tmp_path / "config.step12.json") as f:
-    assert json.load(f)["train"]["steps"] == 20
-  assert record_config(workdir, changed, None).endswith("config.json")  # no checkpoint: a new run
+    from apertus_jax.train.loop import record_config
+
+    workdir = str(tmp_path)
+    original = {"train": {"steps": 12, "batch_plan": ((0, 256),)}}
+    assert record_config(workdir, original, None).endswith("config.json")
+    assert record_config(workdir, original, 12).endswith("config.json")  # same values (tuples as JSON lists)
+    changed = {"train": {"steps": 20, "batch_plan": ((0, 256),)}}
+    assert record_config(workdir, changed, 12).endswith("config.step12.json")
+    with open(tmp_path / "config.json") as f:
+        assert json.load(f)["train"]["steps"] == 12
+    with open(tmp_path / "config.step12.json") as f:
+        assert json.load(f)["train"]["steps"] == 20
+    assert record_config(workdir, changed, None).endswith("config.json")  # no checkpoint: a new run

@@ -12,50 +12,52 @@ FLOAT32_BYTES = 4
 
 @pytest.fixture(scope="module")
 def config():
-  return tiny_demo.get_config()
+    return tiny_demo.get_config()
 
 
 def _analytical_param_bytes(model, fsdp: int, tensor: int) -> int:
-  """Float32 parameter bytes per device from the ModelConfig shapes and the rule table
-  (apertus_jax/models/partitioning.py): matrices and embeddings are split over fsdp x tensor, the
-  d_model-sized norm scales over fsdp only, the per-head q/k norm scales and the two xIELU scalars of each
-  layer are replicated; k/v projections fall back to fsdp only when the kv heads do not divide over tensor."""
-  norms = (2 * model.n_layers + 1) * model.d_model
-  replicated = model.n_layers * (2 * model.head_dim + 2)
-  kv = 2 * model.n_layers * model.d_model * model.n_kv_heads * model.head_dim
-  kv_tensor = tensor if model.n_kv_heads % tensor == 0 else 1
-  matrices = flops.param_count(model) - norms - replicated - kv
-  return FLOAT32_BYTES * (matrices // (fsdp * tensor) + kv // (fsdp * kv_tensor) + norms // fsdp + replicated)
+    """Float32 parameter bytes per device from the ModelConfig shapes and the rule table
+    (apertus_jax/models/partitioning.py): matrices and embeddings are split over fsdp x tensor, the
+    d_model-sized norm scales over fsdp only, the per-head q/k norm scales and the two xIELU scalars of each
+    layer are replicated; k/v projections fall back to fsdp only when the kv heads do not divide over tensor."""
+    norms = (2 * model.n_layers + 1) * model.d_model
+    replicated = model.n_layers * (2 * model.head_dim + 2)
+    kv = 2 * model.n_layers * model.d_model * model.n_kv_heads * model.head_dim
+    kv_tensor = tensor if model.n_kv_heads % tensor == 0 else 1
+    matrices = flops.param_count(model) - norms - replicated - kv
+    return FLOAT32_BYTES * (
+        matrices // (fsdp * tensor) + kv // (fsdp * kv_tensor) + norms // fsdp + replicated
+    )
 
 
 # (1, 2, 4): 2 kv heads do not divide over tensor 4 (the fallback rule of partitioning.py).
 @pytest.mark.parametrize("mesh_shape", [(1, 1, 1), (1, 8, 1), (2, 2, 2), (1, 2, 4)])
 def test_state_bytes_per_device_match_the_analytical_count(config, mesh_shape):
-  spec, _, _ = memory_plan.state_spec(config, mesh_shape)
-  model = config_lib.model_config(config)
-  params, opt_state = (memory_plan.shard_bytes(spec.abstract[k]) for k in ("params", "opt_state"))
-  assert params == _analytical_param_bytes(model, *mesh_shape[1:])
-  if mesh_shape == (1, 1, 1):
-    assert params == FLOAT32_BYTES * flops.param_count(model)
-  # AdEMAMix keeps three float32 moments per parameter (fast and slow EMA, second moment) plus step counters.
-  assert 0 <= opt_state - 3 * params < 1024
+    spec, _, _ = memory_plan.state_spec(config, mesh_shape)
+    model = config_lib.model_config(config)
+    params, opt_state = (memory_plan.shard_bytes(spec.abstract[k]) for k in ("params", "opt_state"))
+    assert params == _analytical_param_bytes(model, *mesh_shape[1:])
+    if mesh_shape == (1, 1, 1):
+        assert params == FLOAT32_BYTES * flops.param_count(model)
+    # AdEMAMix keeps three float32 moments per parameter (fast and slow EMA, second moment) plus step counters.
+    assert 0 <= opt_state - 3 * params < 1024
 
 
 def test_compiled_plan(config):
-  one, two = (memory_plan.plan_one(config, (2, 2, 2), rows_per_device=r) for r in (1, 2))
-  assert one["params"] == two["params"] == _analytical_param_bytes(config_lib.model_config(config), 2, 2)
-  assert one["rows"] == 4 and two["rows"] == 8
-  assert one["total"] >= one["params"] + one["opt_state"] + one["activations"]
-  assert one["activations"] >= one["params"]  # at least the float32 gradient of the local shard
-  # One more row per device needs at least its float32 logits ([T, V / tensor]) for the loss.
-  logits_bytes = config.data.seq_len * config.model.vocab_size // 2 * FLOAT32_BYTES
-  assert two["activations"] - one["activations"] >= logits_bytes
+    one, two = (memory_plan.plan_one(config, (2, 2, 2), rows_per_device=r) for r in (1, 2))
+    assert one["params"] == two["params"] == _analytical_param_bytes(config_lib.model_config(config), 2, 2)
+    assert one["rows"] == 4 and two["rows"] == 8
+    assert one["total"] >= one["params"] + one["opt_state"] + one["activations"]
+    assert one["activations"] >= one["params"]  # at least the float32 gradient of the local shard
+    # One more row per device needs at least its float32 logits ([T, V / tensor]) for the loss.
+    logits_bytes = config.data.seq_len * config.model.vocab_size // 2 * FLOAT32_BYTES
+    assert two["activations"] - one["activations"] >= logits_bytes
 
 
 def test_mesh_argument_errors():
-  assert memory_plan.parse_mesh("1x64x4") == (1, 64, 4)
-  for bad in ("64", "1x64", "1x0x4", "ax1x1"):
-    with pytest.raises(ValueError, match="DATAxFSDPxTENSOR"):
-      memory_plan.parse_mesh(bad)
-  with pytest.raises(ValueError, match="needs 16 devices, 8 exist"):
-    memory_plan.state_spec(tiny_demo.get_config(), (1, 16, 1))
+    assert memory_plan.parse_mesh("1x64x4") == (1, 64, 4)
+    for bad in ("64", "1x64", "1x0x4", "ax1x1"):
+        with pytest.raises(ValueError, match="DATAxFSDPxTENSOR"):
+            memory_plan.parse_mesh(bad)
+    with pytest.raises(ValueError, match="needs 16 devices, 8 exist"):
+        memory_plan.state_spec(tiny_demo.get_config(), (1, 16, 1))

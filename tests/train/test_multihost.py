@@ -23,60 +23,92 @@ STEPS = 4
 
 
 def _command(workdir):
-  return [sys.executable, "-m", "experiments.pretrain", "--config=configs/tiny_resume.py",
-          f"--config.train.steps={STEPS}", f"--config.checkpoint.every_steps={STEPS}", f"--workdir={workdir}"]
+    return [
+        sys.executable,
+        "-m",
+        "experiments.pretrain",
+        "--config=configs/tiny_resume.py",
+        f"--config.train.steps={STEPS}",
+        f"--config.checkpoint.every_steps={STEPS}",
+        f"--workdir={workdir}",
+    ]
 
 
 def _env(compilation_cache, devices, **extra):
-  return dict(os.environ, JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=compilation_cache,
-              XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", **extra)
+    return dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        JAX_COMPILATION_CACHE_DIR=compilation_cache,
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        **extra,
+    )
 
 
 def _losses(workdir):
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    return [(r["step"], r["loss"], r["grad_norm"]) for r in map(json.loads, f)]
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [(r["step"], r["loss"], r["grad_norm"]) for r in map(json.loads, f)]
 
 
 def _free_loopback_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_each_process_reads_its_own_shard_and_together_the_global_batch(monkeypatch):
-  config = tiny_resume.get_config()
-  tokenizer = inputs.load_run_tokenizer(config.data)
-  plan = BatchSizePlan(config.train.batch_plan)
-  single = next(inputs.make_train_iterator(config, tokenizer, plan))
-  monkeypatch.setattr(inputs.jax, "process_count", lambda: 2)
-  per_process = []
-  for index in range(2):
-    monkeypatch.setattr(inputs.jax, "process_index", lambda index=index: index)
-    per_process.append(next(inputs.make_train_iterator(config, tokenizer, plan)))
-  rows = [{tuple(row) for row in batch["tokens"]} for batch in per_process]
-  assert all(len(batch["tokens"]) == len(single["tokens"]) // 2 for batch in per_process)
-  assert not rows[0] & rows[1]  # disjoint documents give different rows
-  for key in single:
-    np.testing.assert_array_equal(np.concatenate([b[key] for b in per_process]), single[key])
+    config = tiny_resume.get_config()
+    tokenizer = inputs.load_run_tokenizer(config.data)
+    plan = BatchSizePlan(config.train.batch_plan)
+    single = next(inputs.make_train_iterator(config, tokenizer, plan))
+    monkeypatch.setattr(inputs.jax, "process_count", lambda: 2)
+    per_process = []
+    for index in range(2):
+        monkeypatch.setattr(inputs.jax, "process_index", lambda index=index: index)
+        per_process.append(next(inputs.make_train_iterator(config, tokenizer, plan)))
+    rows = [{tuple(row) for row in batch["tokens"]} for batch in per_process]
+    assert all(len(batch["tokens"]) == len(single["tokens"]) // 2 for batch in per_process)
+    assert not rows[0] & rows[1]  # disjoint documents give different rows
+    for key in single:
+        np.testing.assert_array_equal(np.concatenate([b[key] for b in per_process]), single[key])
 
 
 def test_two_processes_match_one_process_bitwise(compilation_cache, tmp_path):
-  one_dir, two_dir = str(tmp_path / "one"), str(tmp_path / "two")
-  port = _free_loopback_port()
-  runs = [subprocess.Popen(_command(one_dir), cwd=ROOT, env=_env(compilation_cache, 2),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)]
-  runs += [subprocess.Popen(_command(two_dir), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True,
-                            env=_env(compilation_cache, 1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
-                                     JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)))
-           for i in range(2)]
-  for run in runs:
-    assert run.wait(timeout=300) == 0, run.stderr.read()[-3000:]
-  one, two = _losses(one_dir), _losses(two_dir)
-  assert [s for s, _, _ in two] == list(range(1, STEPS + 1))
-  # Bitwise: with two devices every cross-device reduction adds exactly two partial sums, and a + b == b + a
-  # in floating point, so gloo and the in-process CPU collectives give identical results.
-  assert two == one
-  assert len({loss for _, loss, _ in one}) == STEPS  # the runs trained (a different loss every step)
-  # Both processes wrote one checkpoint together into the shared workdir.
-  assert os.listdir(os.path.join(two_dir, "checkpoints")) == [str(STEPS)]
+    one_dir, two_dir = str(tmp_path / "one"), str(tmp_path / "two")
+    port = _free_loopback_port()
+    runs = [
+        subprocess.Popen(
+            _command(one_dir),
+            cwd=ROOT,
+            env=_env(compilation_cache, 2),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    ]
+    runs += [
+        subprocess.Popen(
+            _command(two_dir),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(
+                compilation_cache,
+                1,
+                JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
+                JAX_NUM_PROCESSES="2",
+                JAX_PROCESS_ID=str(i),
+            ),
+        )
+        for i in range(2)
+    ]
+    for run in runs:
+        assert run.wait(timeout=300) == 0, run.stderr.read()[-3000:]
+    one, two = _losses(one_dir), _losses(two_dir)
+    assert [s for s, _, _ in two] == list(range(1, STEPS + 1))
+    # Bitwise: with two devices every cross-device reduction adds exactly two partial sums, and a + b == b + a
+    # in floating point, so gloo and the in-process CPU collectives give identical results.
+    assert two == one
+    assert len({loss for _, loss, _ in one}) == STEPS  # the runs trained (a different loss every step)
+    # Both processes wrote one checkpoint together into the shared workdir.
+    assert os.listdir(os.path.join(two_dir, "checkpoints")) == [str(STEPS)]
