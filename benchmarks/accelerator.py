@@ -9,7 +9,7 @@ prints tokens/s/device and MFU against the chip's dense bf16 peak (`apertus_jax.
 `PEAK_FLOPS_PER_DEVICE`: H100/H200/GH200 989 TFLOP/s, TPU v4 275, v5e 197, v5p 459, v6e 918).
 Attention: cuDNN on GPU, the splash Pallas kernel on TPU, XLA elsewhere. Layers are scanned; activations are
 kept for matmuls without batch dimensions (`dots_with_no_batch_dims_saveable`; `--remat` changes it).
-Targets: the Apertus report's ~31-35% MFU (8B on GH200, SPEC.md section 10); the aim is MaxText's 50%+.
+Targets: the Apertus report's ~31-35% MFU (8B on GH200, docs/recipe.md section 10); the aim is MaxText's 50%+.
 
 `--dry_run` runs the same code path with tiny widths for 2 steps on any backend (CPU CI keeps it working).
 """

@@ -8,7 +8,7 @@ one run, single-threaded, per CPU second of this process (= per core):
 - the same pipeline with Goldfish off, plus a straightforward per-window reference of the Apertus rule
   (one `np.prod` per window, like the Apertus loader's loop) applied to its batches;
 and reports the effective Goldfish drop rates on that real text (the Apertus rule's rate is below 1/k
-because zero products share one table entry; SPEC.md section 3).
+because zero products share one table entry; docs/recipe.md section 3).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ token ids are random because the step's cost does not depend on their values.
 Throughput is the median over `--steps` timed steps after `--warmup` untimed ones (the first compiles).
 `cpu_ms` (process CPU time per step, all threads) is printed too: on a shared, oversubscribed machine it
 tracks the work done by the step far more stably than the wall time does.
-MFU = tokens/s x training FLOPs per token (`apertus_jax.models.flops`, SPEC.md section 10) / peak, where the
+MFU = tokens/s x training FLOPs per token (`apertus_jax.models.flops`, docs/recipe.md section 10) / peak, where the
 peak is the float32 matmul peak measured now by `benchmarks.peak` (or `--peak_gflops`).
 """
 

@@ -1,4 +1,4 @@
-"""Apertus-70B pretraining recipe (SPEC.md sections 1, 4-6): 80 layers, d_model 8192, 64/8 heads, xIELU,
+"""Apertus-70B pretraining recipe (docs/recipe.md sections 1, 4-6): 80 layers, d_model 8192, 64/8 heads, xIELU,
 peak LR 1e-5, batch 8.4M -> 16.8M tokens at 4.4T, otherwise as configs/apertus_8b.py (5 curriculum stages).
 """
 

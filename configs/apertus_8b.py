@@ -1,4 +1,4 @@
-"""Apertus-8B pretraining recipe (SPEC.md sections 1, 4-6): 32 layers, d_model 4096, xIELU, QK-norm,
+"""Apertus-8B pretraining recipe (docs/recipe.md sections 1, 4-6): 32 layers, d_model 4096, xIELU, QK-norm,
 tekken 131k vocab, 4,096-token context, AdEMAMix (alpha 8, b3 0.9999, warmups 100k steps), WSD with
 1-sqrt cooldown over the last 1.5T of 15T tokens, peak LR 1.1e-4, batch 4.2M -> 8.4M tokens at 7T,
 clipping 0.1, weight decay 0.1, Goldfish k=50 h=50. Point `data.pipeline` at your tokenized shards.

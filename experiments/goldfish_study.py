@@ -1,4 +1,4 @@
-"""Small-scale Goldfish memorization study (Hans et al. 2024 setup at CPU scale; SPEC.md section 3).
+"""Small-scale Goldfish memorization study (Hans et al. 2024 setup at CPU scale; docs/recipe.md section 3).
 
     python -m experiments.goldfish_study --out=workdir/goldfish_study
 

@@ -1,4 +1,4 @@
-"""Data preparation CLI (issue 7): robots.txt, PII, decontamination, toxicity and Boldt tiers on datatrove.
+"""Data preparation CLI: robots.txt, PII, decontamination, toxicity and Boldt tiers on datatrove.
 
   python -m experiments.prepare_data --config=configs/prep/demo.py
   python -m experiments.prepare_data --config=configs/prep/demo.py --config.executor.workers=2

@@ -1,4 +1,4 @@
-"""Goldfish loss masks (Hans et al. 2024; Apertus settings k = 50, h = 50; SPEC.md section 3).
+"""Goldfish loss masks (Hans et al. 2024; Apertus settings k = 50, h = 50; docs/recipe.md section 3).
 
 For every window of h consecutive labels ending at position i (i >= h - 1) a hash of the window decides
 whether label i is dropped from the loss. Two hashes share one interface:

@@ -1,4 +1,4 @@
-"""EoD-based document masks of a packed row (SPEC.md section 2, the Apertus loader rules).
+"""EoD-based document masks of a packed row (docs/recipe.md section 2, the Apertus loader rules).
 
 A packed row holds several `<s> ... </s>` documents back to back. From the input tokens alone we derive
 which document each token belongs to (`segment_ids`), where it sits inside that document (`positions`)
@@ -40,7 +40,7 @@ def document_masks(
       every row (0 = padding), positions restart at 0 after each EoD, loss_mask is 1 where the
       prediction of the next token counts.
 
-    Example (SPEC.md 2): tokens `<s> a b </s> <s> c d </s>` give segment ids `1 1 1 1 2 2 2 2`,
+    Example (docs/recipe.md 2): tokens `<s> a b </s> <s> c d </s>` give segment ids `1 1 1 1 2 2 2 2`,
     positions `0 1 2 3 0 1 2 3` and loss mask `1 1 1 0 1 1 1 0`.
     """
     tokens = np.asarray(tokens)

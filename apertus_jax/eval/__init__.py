@@ -1,4 +1,4 @@
-"""Evaluation: multiple-choice log-likelihood, perplexity, memorization (SPEC.md sections 3, 8, 9).
+"""Evaluation: multiple-choice log-likelihood, perplexity, memorization (docs/recipe.md sections 3, 8, 9).
 
 - `scoring`: `make_token_logprobs_fn(model)`, `continuation_logprobs(fn, [(context_ids, continuation_ids)],
   seq_len=, batch_size=, pad_id=)`: per-token log p(continuation | context), packed and batched.

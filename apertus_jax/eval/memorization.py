@@ -1,4 +1,4 @@
-"""Memorization: prefix -> generated suffix vs the true suffix (Apertus report; SPEC.md sections 3 and 9).
+"""Memorization: prefix -> generated suffix vs the true suffix (Apertus report; docs/recipe.md sections 3 and 9).
 
 Metrics, on token sequences:
 - ROUGE-L: F-measure of the longest common subsequence (LCS), `2 P R / (P + R)` with `P = LCS / len(gen)`,
@@ -140,7 +140,7 @@ def memorization_scores(
     seed: int = 0,
 ) -> list[MemorizationScore]:
     """Prompts `model` with each document's prefix, generates `suffix_len` tokens (greedy by default, or
-    nucleus sampling with `temperature`/`top_p`; SPEC.md 9) and scores them against the true suffix.
+    nucleus sampling with `temperature`/`top_p`; docs/recipe.md 9) and scores them against the true suffix.
 
     Args:
       model: an `Apertus` model.

@@ -1,7 +1,7 @@
-"""Multiple choice by conditional log-likelihood of each option (Boldt, SPEC.md sections 8 and 9).
+"""Multiple choice by conditional log-likelihood of each option (Boldt, docs/recipe.md sections 8 and 9).
 
 Each option is scored as `log p(option | prompt)`; the prediction is the option with the highest score,
-under four normalisations reported side by side (SPEC.md 9):
+under four normalisations reported side by side (docs/recipe.md 9):
 
 - `accuracy_unnormalized`: the summed log-likelihood (favours short options);
 - `accuracy_per_token`: divided by the option's number of tokens (tokenizer-dependent);

@@ -2,7 +2,7 @@
 
 A request is `(context_ids, continuation_ids)`; its score is `log p(continuation | context)` token by token.
 Requests are packed several to a row of fixed length (each its own segment, positions restarting at 0, so
-the model's segment masking keeps them apart: SPEC.md section 2), rows are batched to a fixed shape (one
+the model's segment masking keeps them apart: docs/recipe.md section 2), rows are batched to a fixed shape (one
 compilation), and padding rows/slots have segment id 0. Packing and batching never change a score.
 """
 

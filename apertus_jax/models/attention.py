@@ -1,4 +1,4 @@
-"""Grouped-query self-attention with QK-norm, RoPE and packed-document masking (SPEC.md sections 1 and 2).
+"""Grouped-query self-attention with QK-norm, RoPE and packed-document masking (docs/recipe.md sections 1 and 2).
 
 Mask rule: query i may attend key j iff `j <= i` (causal by index within the row) and
 `segment_ids[i] == segment_ids[j]`. Padding (segment 0) thus attends only to earlier padding, so no softmax

@@ -1,4 +1,4 @@
-"""Model configuration: one frozen dataclass for every Apertus / Llama-style variant (SPEC.md section 1)."""
+"""Model configuration: one frozen dataclass for every Apertus / Llama-style variant (docs/recipe.md section 1)."""
 
 import dataclasses
 
@@ -13,7 +13,7 @@ COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 class ModelConfig:
     """Architecture and numerics of a decoder-only Transformer.
 
-    The Apertus defaults follow SPEC.md section 1: ungated xIELU MLP, QK-norm, untied embeddings,
+    The Apertus defaults follow docs/recipe.md section 1: ungated xIELU MLP, QK-norm, untied embeddings,
     RoPE theta 500,000 with Llama-3.1 frequency scaling (factor 8, low 1, high 4, original 8192).
     Ablation switches give the Llama baseline: `mlp_type="swiglu"`, `qk_norm=False`, `tie_embeddings=True`.
 

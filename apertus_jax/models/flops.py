@@ -1,4 +1,4 @@
-"""Parameter counts (by `nnx.eval_shape`, no allocation) and per-operation FLOPs (SPEC.md section 10).
+"""Parameter counts (by `nnx.eval_shape`, no allocation) and per-operation FLOPs (docs/recipe.md section 10).
 
 FLOP conventions (one multiply-add = 2 FLOPs; per sequence of `seq_len` tokens):
   * matmuls: 2 * m * n * k for q/k/v/o projections, QK^T, AV, MLP and logits. Attention scores count the

@@ -1,6 +1,6 @@
 """Autoregressive generation with a KV cache: greedy, temperature and nucleus (top-p) sampling.
 
-Used by the memorization evaluation (SPEC.md section 9: prompt with a prefix, generate a 500-token suffix
+Used by the memorization evaluation (docs/recipe.md section 9: prompt with a prefix, generate a 500-token suffix
 greedily and with nucleus sampling at T = 1.0, top-p 0.9).
 
 Layout: the prompts of a batch are left-padded to a common length P, so every row's next token lands in the

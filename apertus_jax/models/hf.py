@@ -1,4 +1,4 @@
-"""HuggingFace interop: `transformers` `ApertusForCausalLM` checkpoints <-> our `Apertus` (SPEC.md section 1).
+"""HuggingFace interop: `transformers` `ApertusForCausalLM` checkpoints <-> our `Apertus` (docs/recipe.md section 1).
 
 A HF checkpoint is a directory with `config.json` and `model.safetensors`. Tensor names and layouts:
 

@@ -1,4 +1,4 @@
-"""Building blocks without attention: parameters with logical axes, RMSNorm, xIELU, MLP (SPEC.md section 1).
+"""Building blocks without attention: parameters with logical axes, RMSNorm, xIELU, MLP (docs/recipe.md section 1).
 
 Every parameter is an `nnx.Param` whose metadata `logical_axes` names its dimensions (e.g. `("embed", "mlp")`);
 `apertus_jax.models.partitioning` maps those names to mesh axes. Plain metadata (not `out_sharding`) keeps
@@ -16,7 +16,7 @@ from apertus_jax.models.partitioning import constrain
 
 XIELU_BETA = 0.5
 XIELU_EPS = -1e-6
-# softplus^-1(0.8) and softplus^-1(0.8 - beta): alpha_p = alpha_n = 0.8 at init (SPEC.md section 1).
+# softplus^-1(0.8) and softplus^-1(0.8 - beta): alpha_p = alpha_n = 0.8 at init (docs/recipe.md section 1).
 XIELU_A_P_INIT = 0.20338237
 XIELU_A_N_INIT = -1.0502256
 
@@ -41,7 +41,7 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
 
 
 class RMSNorm(nnx.Module):
-    """RMSNorm over the last axis with a ones-initialised weight of shape `(dim,)` (SPEC.md section 1)."""
+    """RMSNorm over the last axis with a ones-initialised weight of shape `(dim,)` (docs/recipe.md section 1)."""
 
     def __init__(self, dim: int, eps: float, logical_axis: str):
         self.weight = constant_param(1.0, (dim,), (logical_axis,))
@@ -53,7 +53,7 @@ class RMSNorm(nnx.Module):
 
 
 def xielu(x: jax.Array, a_p: jax.Array, a_n: jax.Array) -> jax.Array:
-    """xIELU (Huang & Schlag 2025; SPEC.md section 1 and errata 1), elementwise in `x.dtype`.
+    """xIELU (Huang & Schlag 2025; docs/recipe.md section 1 and errata 1), elementwise in `x.dtype`.
 
     `alpha_p = softplus(a_p)`, `alpha_n = beta + softplus(a_n)`;
     `f(x) = alpha_p x^2 + beta x` for x > 0, else `alpha_n (expm1(min(x, eps)) - x) + beta x`,

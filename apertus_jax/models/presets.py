@@ -1,4 +1,4 @@
-"""Named model presets (SPEC.md section 1 sizes; Llama-3.2-like shapes for the ablation sizes).
+"""Named model presets (docs/recipe.md section 1 sizes; Llama-3.2-like shapes for the ablation sizes).
 
 | preset | layers | d_model | MLP | heads / kv | head_dim | vocab | notes |
 | --- | --- | --- | --- | --- | --- | --- | --- |

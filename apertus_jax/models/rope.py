@@ -1,4 +1,4 @@
-"""Rotary position embedding, half-split ("rotate_half") layout, optional Llama-3.1 scaling (SPEC.md section 1)."""
+"""Rotary position embedding, half-split ("rotate_half") layout, optional Llama-3.1 scaling (docs/recipe.md section 1)."""
 
 import math
 

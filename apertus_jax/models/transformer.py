@@ -1,4 +1,4 @@
-"""The Apertus decoder-only Transformer (SPEC.md section 1) with optional layer scan and remat.
+"""The Apertus decoder-only Transformer (docs/recipe.md section 1) with optional layer scan and remat.
 
     h      = x + Attention(RMSNorm_attn(x))
     out    = h + MLP(RMSNorm_mlp(h))

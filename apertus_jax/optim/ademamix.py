@@ -1,6 +1,6 @@
 """AdEMAMix (Pagliardini et al. 2024) with the alpha and beta3 warmups of the Apertus recipe.
 
-Update rule (SPEC.md section 4), with t the 1-based step:
+Update rule (docs/recipe.md section 4), with t the 1-based step:
 
     m1 = b1*m1 + (1-b1)*g
     m2 = b3(t)*m2 + (1-b3(t))*g            # slow EMA, not bias-corrected
@@ -125,7 +125,7 @@ def ademamix(
     weight_decay: float = 0.0,
     mask: MaskOrFn = None,
 ) -> optax.GradientTransformation:
-    """AdEMAMix with linear alpha warmup and half-life beta3 warmup, as in Apertus (SPEC.md section 4).
+    """AdEMAMix with linear alpha warmup and half-life beta3 warmup, as in Apertus (docs/recipe.md section 4).
 
     A chain `scale_by_ademamix -> add_decayed_weights(weight_decay, mask) -> scale_by_learning_rate`,
     so it composes with `optax.chain` (e.g. after `optax.clip_by_global_norm`). Its state is a tuple

@@ -1,6 +1,6 @@
 """Batch-size plan: tokens per batch as a function of tokens consumed, and steps <-> tokens.
 
-Apertus doubles the global batch mid-run without touching the learning rate (SPEC.md section 5):
+Apertus doubles the global batch mid-run without touching the learning rate (docs/recipe.md section 5):
 8B 4.2M -> 8.4M tokens per batch at ~7T tokens, 70B 8.4M -> 16.8M at ~4.4T. The LR schedules are
 functions of tokens consumed; `schedule_in_steps` composes one with the plan's step -> tokens map so
 optax (which counts steps) can use it.

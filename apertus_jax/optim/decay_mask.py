@@ -1,4 +1,4 @@
-"""Which parameters get weight decay (SPEC.md section 4)."""
+"""Which parameters get weight decay (docs/recipe.md section 4)."""
 
 import re
 from typing import Any
@@ -35,7 +35,7 @@ def default_weight_decay_mask(params: Any) -> Any:
     norm weight is `[layers, d_model]` and the xIELU scalars `[layers, 1]`: parameters whose tree path
     names a norm (a key containing "norm", any case) or an xIELU scalar (`a_p`, `a_n`, `alpha_p`,
     `alpha_n`) are therefore never decayed, whatever their rank. Works on any pytree (dicts,
-    `nnx.State`, linen params). Source: SPEC.md section 4 (Apertus decays no 1-D parameter nor xIELU
+    `nnx.State`, linen params). Source: docs/recipe.md section 4 (Apertus decays no 1-D parameter nor xIELU
     scalar; embeddings are decayed).
 
     Args:

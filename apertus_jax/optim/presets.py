@@ -1,4 +1,4 @@
-"""Apertus-8B and -70B optimizer, LR schedule and batch-size plan (SPEC.md sections 4 and 5)."""
+"""Apertus-8B and -70B optimizer, LR schedule and batch-size plan (docs/recipe.md sections 4 and 5)."""
 
 import dataclasses
 

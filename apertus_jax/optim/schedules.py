@@ -1,6 +1,6 @@
 """Schedules of the Apertus recipe: AdEMAMix alpha/beta3 warmups (in steps) and WSD/cosine LR (in tokens).
 
-Conventions (SPEC.md sections 4 and 5):
+Conventions (docs/recipe.md sections 4 and 5):
 - `alpha_scheduler` and `beta3_scheduler` take the 1-based step `t` of the AdEMAMix reference code
   (the first update is t = 1). `ademamix` calls them with `t = count + 1`, where `count` is optax's
   0-based number of completed updates.
@@ -44,7 +44,7 @@ def _warmup_fraction(t: jax.typing.ArrayLike, warmup_steps: int) -> jax.Array:
 def alpha_scheduler(alpha: float, warmup_steps: int | None) -> Schedule:
     """Linear warmup of the AdEMAMix mixing coefficient: `alpha(t) = alpha * min(t / T, 1)`.
 
-    Source: SPEC.md section 4 (AdEMAMix reference code, Pagliardini et al. 2024).
+    Source: docs/recipe.md section 4 (AdEMAMix reference code, Pagliardini et al. 2024).
 
     Args:
       alpha: final mixing coefficient (Apertus: 8.0).
@@ -95,7 +95,7 @@ def beta3_scheduler(b1: float, b3: float, warmup_steps: int | None) -> Schedule:
 
     `f(b) = ln(0.5)/ln(b) - 1`, `f_inv(x) = 0.5**(1/(x+1))`,
     `b3(t) = f_inv((1 - a) * f(b1) + a * f(b3))` with `a = min(t / T, 1)`. At and after T the value
-    is exactly `b3`. Source: SPEC.md section 4. Example: b1 0.9, b3 0.9999, T 1000 gives
+    is exactly `b3`. Source: docs/recipe.md section 4. Example: b1 0.9, b3 0.9999, T 1000 gives
     0.999009, 0.999800, 0.9999 at t = 100, 500, 1000.
 
     Args:
@@ -145,7 +145,7 @@ def wsd_schedule(
     - after `total`: `final_fraction * peak_value`.
     The schedule is continuous at every boundary when `decay > 0`: the warmup ends at the peak, the
     decay starts at the peak and ends at the final value.
-    Source: SPEC.md section 5 (Haegele et al. 2024; Apertus section 2.3). Example: peak 1, final
+    Source: docs/recipe.md section 5 (Haegele et al. 2024; Apertus section 2.3). Example: peak 1, final
     0.1, decay over 800..1000 of 1000 gives 1.0, 0.55, 0.36360, 0.1 at 800, 850, 900, 1000.
     The cooldown can be started late without re-warming: resuming with a larger `total` (same
     `warmup`) gives the same values up to the new decay start.

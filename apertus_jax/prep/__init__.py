@@ -1,4 +1,4 @@
-"""Data preparation on datatrove (issue 7): compliance and quality filtering before tokenization.
+"""Data preparation on datatrove: compliance and quality filtering before tokenization.
 
 Modules: `robots` (retroactive robots.txt on protego), `pii` (email/IP/IBAN anonymization), `embedders` and
 `classifier` (embedding + JAX MLP head), `toxicity` (per-language top-5% removal), `quality` (Boldt tiers,

@@ -1,4 +1,4 @@
-"""Decontamination of post-training data against benchmark prompts (Apertus 4.1.2, SPEC.md 9).
+"""Decontamination of post-training data against benchmark prompts (Apertus 4.1.2, docs/recipe.md 9).
 
 Two stages on token sequences: (1) a screen keeps the benchmark prompts sharing at least one exact token
 n-gram (n = 8) with the training text; (2) for each of them, Ratcliff-Obershelp matching blocks
@@ -65,7 +65,7 @@ class Flag:
 
 
 class Decontaminator:
-    """Flags training texts that contain a benchmark prompt (SPEC.md 9: 8-gram screen, difflib blocks >= 5).
+    """Flags training texts that contain a benchmark prompt (docs/recipe.md 9: 8-gram screen, difflib blocks >= 5).
 
     Args:
       prompts: benchmark prompts, `{prompt_id: text}`.

@@ -1,4 +1,4 @@
-"""Regex PII anonymization: email addresses, IP addresses (v4 and v6) and IBANs (Apertus 3.1.2, SPEC.md 7).
+"""Regex PII anonymization: email addresses, IP addresses (v4 and v6) and IBANs (Apertus 3.1.2, docs/recipe.md 7).
 
 Matches are replaced by the markers `<email-pii>`, `<ip-pii>` and `<iban-pii>`. Candidates are validated
 before replacement so that ordinary text survives: IPv6 candidates must parse with `ipaddress`, IBANs
@@ -102,7 +102,7 @@ def anonymize_pii(text: str) -> tuple[str, dict[str, int]]:
       text: a document (any language).
     Returns:
       (anonymized text, counts) with counts `{"email": n, "ip": n, "iban": n}` (replacements made).
-    Source: Apertus 3.1.2; SPEC.md section 7. Code and math sources are skipped by the pipeline step, not here.
+    Source: Apertus 3.1.2; docs/recipe.md section 7. Code and math sources are skipped by the pipeline step, not here.
     """
     counts = {}
     text, counts["email"] = _EMAIL.subn(EMAIL_MARKER, text)

@@ -1,4 +1,4 @@
-"""Boldt's hierarchical quality tiers and their intersection, Dense-Core (Boldt 3.1; SPEC.md 8).
+"""Boldt's hierarchical quality tiers and their intersection, Dense-Core (Boldt 3.1; docs/recipe.md 8).
 
 Each tier is a classifier score with a threshold: Coherence (natural, syntactically whole text),
 Information Value (fact-bearing, content-rich), Educational Quality (textbook-like). A document is in a

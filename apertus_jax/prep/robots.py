@@ -1,4 +1,4 @@
-"""Retroactive robots.txt compliance (Apertus 3.1.1, SPEC.md 7): today's robots.txt decides for every crawl year.
+"""Retroactive robots.txt compliance (Apertus 3.1.1, docs/recipe.md 7): today's robots.txt decides for every crawl year.
 
 A snapshot maps a host to the text of its current robots.txt. A host without an entry (no file, 4xx,
 unreachable) is allowed: the opt-out reading of the paper. Two modes:
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-# Apertus Appendix B, as listed in SPEC.md 7.
+# Apertus Appendix B, as listed in docs/recipe.md 7.
 AI_AGENTS = (
     "GPTBot",
     "CCBot",

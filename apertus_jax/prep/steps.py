@@ -78,7 +78,7 @@ class RobotsFilter(PrepStep):
     Args:
       snapshot: robots.txt snapshot path (directory or JSONL; see `robots.RobotsSnapshot`).
       mode: "domain" (drop the host if any agent may not fetch `/`) or "url" (every agent must fetch the URL).
-      agents: AI user agents (default: SPEC.md 7 list).
+      agents: AI user agents (default: docs/recipe.md 7 list).
       url_key: metadata key of the document URL; documents without one are kept (counted as `no_url`).
     """
 
@@ -148,7 +148,7 @@ class AnonymizePII(PrepStep):
 
 
 class Decontaminate(PrepStep):
-    """Drops documents that contain a benchmark prompt (`decontam.Decontaminator`, SPEC.md 9).
+    """Drops documents that contain a benchmark prompt (`decontam.Decontaminator`, docs/recipe.md 9).
 
     Args:
       benchmarks: JSONL of benchmark items; `prompt_key` holds the prompt text, `id_key` its id.

@@ -1,6 +1,6 @@
 """Per-language toxicity filtering: remove the top fraction (5%) of each language by classifier score.
 
-Apertus 3.1.3 / SPEC.md 7: a per-language percentile, not a global threshold, so a language whose scores
+Apertus 3.1.3 / docs/recipe.md 7: a per-language percentile, not a global threshold, so a language whose scores
 are shifted up loses 5% of its documents like every other language.
 """
 

@@ -1,7 +1,7 @@
 """The tokenizer interface shared by the data pipeline, training and the fairness report.
 
 Every tokenizer maps text to integer ids without special tokens (`encode`), back to text (`decode`),
-and frames a document as `[BoD] + ids + [EoD]` (`encode_document`, SPEC.md section 2). `checksum` is the
+and frames a document as `[BoD] + ids + [EoD]` (`encode_document`, docs/recipe.md section 2). `checksum` is the
 sha256 of the tokenizer file, so shards written with one tokenizer are never read with another.
 """
 
@@ -30,7 +30,7 @@ class Tokenizer(abc.ABC):
         vocab_size: number of ids; every id returned by `encode` is in [0, vocab_size).
         bod_id: beginning-of-document id (`<s>`).
         eod_id: end-of-document id (`</s>`); the packer's document separator.
-        pad_id: padding id (never a target, attends to nothing; SPEC.md section 2).
+        pad_id: padding id (never a target, attends to nothing; docs/recipe.md section 2).
         checksum: sha256 hex digest of the tokenizer file.
     """
 

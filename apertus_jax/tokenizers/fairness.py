@@ -1,4 +1,4 @@
-"""Tokenizer efficiency and cross-language fairness metrics (SPEC.md section 9; Apertus section 2.2, App. I).
+"""Tokenizer efficiency and cross-language fairness metrics (docs/recipe.md section 9; Apertus section 2.2, App. I).
 
 All functions are pure and take counts, so they are shared by the report and the tests:
   * fertility = tokens / words (word rule in `apertus_jax.tokenizers.words`),
@@ -18,7 +18,7 @@ import numpy as np
 def gini(costs: Iterable[float]) -> float:
     """Gini coefficient of non-negative per-language costs, in [0, 1 - 1/n].
 
-    With costs sorted ascending c_1 <= ... <= c_n (SPEC.md section 9):
+    With costs sorted ascending c_1 <= ... <= c_n (docs/recipe.md section 9):
     `G = (1/n) * (n + 1 - 2 * sum_i (n + 1 - i) * c_i / sum_i c_i)`.
     G([1, 2, 3]) = 0.2222, G([0, 0, 1]) = 0.6667, G of equal costs = 0; the order of the input does not
     matter. All-zero costs (every language free) are perfectly equal: G = 0. One language: G = 0.

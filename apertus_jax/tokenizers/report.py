@@ -2,7 +2,7 @@
 
 The cost of a language is the number of tokens of its translation of the same text (UDHR), its parity
 the cost relative to the reference language (English); the Gini coefficient over languages summarizes
-how unequal the costs are (SPEC.md section 9, Apertus Figure 1). Outputs are written atomically.
+how unequal the costs are (docs/recipe.md section 9, Apertus Figure 1). Outputs are written atomically.
 """
 
 import csv

@@ -1,6 +1,6 @@
 """The Apertus tokenizer: Mistral-Nemo "tekken" with the Apertus special-token layout.
 
-Source: `mistral-common==1.13.1`, file `mistral_common/data/tekken_240718.json` (SPEC.md section 2,
+Source: `mistral-common==1.13.1`, file `mistral_common/data/tekken_240718.json` (docs/recipe.md section 2,
 DATA.md). 131,072 ids: ids 0..999 are special (0 `<unk>`, 1 BoD `<s>`, 2 EoD `</s>`, 3 pad in the
 Apertus layout), ids 1000.. are the first 130,072 BPE ranks shifted by +1000.
 

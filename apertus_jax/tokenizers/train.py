@@ -1,6 +1,6 @@
 """BPE tokenizer training with SentencePiece, with special ids that match the pipeline.
 
-Trained models use the tekken id layout (SPEC.md section 2): unk 0, BoD `<s>` 1, EoD `</s>` 2,
+Trained models use the tekken id layout (docs/recipe.md section 2): unk 0, BoD `<s>` 1, EoD `</s>` 2,
 pad `<pad>` 3, so a pipeline config can switch between tekken and a trained model without renumbering.
 Training is lossless on unseen text: byte fallback (256 byte pieces) instead of `<unk>`, no Unicode
 normalization and no whitespace folding, so `decode(encode(text)) == text`.

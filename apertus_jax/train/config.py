@@ -91,7 +91,7 @@ def apertus_recipe(
 
     bf16 compute, scanned layers with full remat, cuDNN attention, tekken at 4,096 tokens, the five
     curriculum stages ending at `stage_bounds` (tokens), the optimizer preset of the same name (AdEMAMix,
-    WSD 1-sqrt, batch doubling; SPEC.md 4-6), mesh fsdp=-1 x `tensor`. Gradient accumulation over 256-row
+    WSD 1-sqrt, batch doubling; docs/recipe.md 4-6), mesh fsdp=-1 x `tensor`. Gradient accumulation over 256-row
     microbatches: one 4,096-token row per batch-sharded device on 256 such devices; set
     `train.microbatch_size` to your data x fsdp device count x rows per device (`experiments.memory_plan`).
     """
@@ -110,8 +110,8 @@ def apertus_recipe(
 
 
 def apertus_stages(stage_bounds: tuple[float, float, float, float], root: str = "/data/apertus") -> dict:
-    """The 5-stage Apertus curriculum (SPEC.md 6) as a `data.pipeline` dict over ArrayRecord shard sets
-    `root/<component>`, each stage with its own seed. The stage composition follows SPEC.md 6; the exact
+    """The 5-stage Apertus curriculum (docs/recipe.md 6) as a `data.pipeline` dict over ArrayRecord shard sets
+    `root/<component>`, each stage with its own seed. The stage composition follows docs/recipe.md 6; the exact
     shares within a stage are illustrative (English ~57%, multilingual 33% then 10%, code/math the rest).
 
     Args:
@@ -184,7 +184,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.train = ml_collections.ConfigDict(
         dict(
             steps=300,
-            # ((start_tokens, tokens_per_batch), ...): batch-size doubling as in Apertus (SPEC.md 5).
+            # ((start_tokens, tokens_per_batch), ...): batch-size doubling as in Apertus (docs/recipe.md 5).
             batch_plan=((0, 16 * 128),),
             microbatch_size=0,  # rows per microbatch; 0 = the whole per-step batch in one pass
             log_every=1,

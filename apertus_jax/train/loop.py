@@ -40,7 +40,7 @@ class Progress:
 
 
 def make_lr_schedule(optim: ml_collections.ConfigDict, plan: BatchSizePlan):
-    """The optax schedule over applied updates, from the token-based WSD or cosine schedule (SPEC.md 5)."""
+    """The optax schedule over applied updates, from the token-based WSD or cosine schedule (docs/recipe.md 5)."""
     if optim.schedule == "wsd":
         by_tokens = wsd_schedule(
             optim.peak_lr,
@@ -59,7 +59,7 @@ def make_lr_schedule(optim: ml_collections.ConfigDict, plan: BatchSizePlan):
 
 
 def make_tx(optim: ml_collections.ConfigDict, lr_schedule):
-    """clip_by_global_norm -> AdEMAMix or AdamW, with the default weight-decay mask (SPEC.md 4)."""
+    """clip_by_global_norm -> AdEMAMix or AdamW, with the default weight-decay mask (docs/recipe.md 4)."""
     kwargs = dict(b1=optim.b1, b2=optim.b2, eps=optim.eps)
     if optim.name == "ademamix":
         kwargs.update(
@@ -73,7 +73,7 @@ def make_tx(optim: ml_collections.ConfigDict, lr_schedule):
 
 def goldfish_dropped_fraction(batch: dict[str, np.ndarray], eod_id: int) -> float:
     """Fraction of loss positions zeroed by Goldfish: positions that are neither padding nor an EoD input
-    (the only other rules that zero the loss mask, SPEC.md 2) and still have loss_mask 0."""
+    (the only other rules that zero the loss mask, docs/recipe.md 2) and still have loss_mask 0."""
     eligible = (batch["segment_ids"] > 0) & (batch["tokens"] != eod_id)
     return float(np.sum(eligible & (batch["loss_mask"] == 0)) / max(np.sum(eligible), 1))
 

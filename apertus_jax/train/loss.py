@@ -16,7 +16,7 @@ def cross_entropy_sum(
     Args:
       logits_BxTxV: logits, any float dtype (upcast to float32 for the log-softmax).
       targets_BxT: int32 next-token ids.
-      loss_mask_BxT: 0/1 (int or bool); 0 drops the position (EoD input, Goldfish, padding; SPEC.md 2-3).
+      loss_mask_BxT: 0/1 (int or bool); 0 drops the position (EoD input, Goldfish, padding; docs/recipe.md 2-3).
     """
     logits_BxTxV = logits_BxTxV.astype(jnp.float32)
     log_z_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1)

@@ -1,7 +1,7 @@
 """Per-step metrics: WORKDIR/metrics.jsonl, TensorBoard events, a human log line with ETA, MFU, loss.png.
 
 MFU = achieved model FLOP/s / (peak FLOP/s per device x devices), with the model's exact per-token FLOPs
-(apertus_jax.models.flops, SPEC.md section 10) and the peak table below.
+(apertus_jax.models.flops, docs/recipe.md section 10) and the peak table below.
 """
 
 import json

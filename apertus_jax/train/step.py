@@ -2,7 +2,7 @@
 
 The loss is normalized ONCE by the total number of unmasked tokens of the whole batch (summed over
 microbatches), so splitting a batch never changes the loss or the gradient, whatever the per-microbatch
-counts (issue 5, "Done means" 4). A batch without unmasked tokens gives loss 0 and gradient 0.
+counts. A batch without unmasked tokens gives loss 0 and gradient 0.
 """
 
 from collections.abc import Callable

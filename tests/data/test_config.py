@@ -9,7 +9,7 @@ T = 10**12
 
 
 def apertus_70b_stages():
-    """SPEC.md 6: five stages by token boundaries, each with its own seed (weights illustrative)."""
+    """docs/recipe.md 6: five stages by token boundaries, each with its own seed (weights illustrative)."""
     names = [
         "fineweb_edu_2",
         "fineweb_edu_3",

@@ -53,7 +53,7 @@ def write_fixture():
 def test_table_matches_shipped_checksum_and_apertus_entry_zero():
     table = goldfish_table()
     assert table.shape == (1_000_003,) and table.dtype == np.float32
-    # SPEC.md 3: all zero-product windows read table[0] = 0.2337.
+    # docs/recipe.md 3: all zero-product windows read table[0] = 0.2337.
     assert table[0] == pytest.approx(0.2337, abs=1e-4)
     assert not table.flags.writeable
 

@@ -1,4 +1,4 @@
-"""document_masks: the EoD rules of SPEC.md section 2."""
+"""document_masks: the EoD rules of docs/recipe.md section 2."""
 
 import numpy as np
 from hypothesis import given, settings

@@ -48,7 +48,7 @@ def test_matmul_flops_are_2_n_per_token_plus_attention():
 
 
 def test_70b_run_reproduces_reported_total():
-    # SPEC.md section 10: 70B at 4,096 context is 6.74e24 FLOPs for the 15T-token run.
+    # docs/recipe.md section 10: 70B at 4,096 context is 6.74e24 FLOPs for the 15T-token run.
     total = flops.train_flops_per_token(get_config("apertus-70b"), 4096) * 15e12
     assert abs(total - 6.74e24) / 6.74e24 < 0.01, total
 

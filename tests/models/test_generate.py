@@ -1,4 +1,4 @@
-"""KV-cached generation (issue 2, Done means 6): greedy decoding equals repeated full forwards.
+"""KV-cached generation: greedy decoding equals repeated full forwards.
 
 The tiny model has weights larger than the training init (see `random_model`), so the logits are far
 apart, an argmax never hinges on float rounding, and greedy continuations vary. Prompts are UTF-8 bytes of UDHR sentences (vocab 256 = byte ids).

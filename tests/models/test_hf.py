@@ -1,4 +1,4 @@
-"""HF interop: logits parity with `transformers.ApertusForCausalLM` in both directions (issue 2, Done means 1).
+"""HF interop: logits parity with `transformers.ApertusForCausalLM` in both directions.
 
 Every HF parameter is re-drawn (norm weights around 1, xIELU `alpha_p`/`alpha_n` away from init, matrices
 large enough for O(1) logits) so a swapped, transposed or dropped tensor shows up as a logit difference.

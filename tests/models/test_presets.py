@@ -57,7 +57,7 @@ def test_bench_presets_match_the_brief():
 
 
 def test_ablation_xielu_hidden_is_1_5x_swiglu():
-    # Apertus widens the ungated MLP 1.5x so it matches a SwiGLU MLP's parameter count (SPEC.md section 1).
+    # Apertus widens the ungated MLP 1.5x so it matches a SwiGLU MLP's parameter count (docs/recipe.md section 1).
     for name in ("apertus-1.5b", "apertus-3b"):
         assert get_config(name).mlp_hidden == 12288 == 1.5 * 8192
 

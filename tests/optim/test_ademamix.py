@@ -1,4 +1,4 @@
-"""AdEMAMix against a NumPy transcription of SPEC.md section 4, optax.contrib, and an Orbax resume."""
+"""AdEMAMix against a NumPy transcription of docs/recipe.md section 4, optax.contrib, and an Orbax resume."""
 
 import math
 
@@ -30,7 +30,7 @@ def random_tree(rng, dtype):
 
 
 def numpy_ademamix(params, grads, lr, b1, b2, b3, alpha, t_alpha, t_b3, eps, wd, mask):
-    """SPEC.md section 4 written out with t the 1-based step; `lr(t)` is the LR of step t."""
+    """docs/recipe.md section 4 written out with t the 1-based step; `lr(t)` is the LR of step t."""
 
     def f(b):
         return math.log(0.5) / math.log(b) - 1

@@ -55,7 +55,7 @@ def test_scanned_layers_keep_norms_and_xielu_scalars_undecayed():
         },
         "lm_head": True,
     }
-    # HF names (SPEC.md 1) stacked the same way.
+    # HF names (docs/recipe.md 1) stacked the same way.
     hf = {
         "feedforward_layernorm": {"weight": jnp.zeros((2, 8))},
         "act_fn": {"alpha_p": jnp.zeros((2, 1)), "alpha_n": jnp.zeros((2, 1))},

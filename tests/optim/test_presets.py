@@ -1,4 +1,4 @@
-"""Apertus-8B/70B optimizer presets match SPEC.md sections 4 and 5."""
+"""Apertus-8B/70B optimizer presets match docs/recipe.md sections 4 and 5."""
 
 import jax
 import jax.numpy as jnp

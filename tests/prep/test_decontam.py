@@ -1,4 +1,4 @@
-"""Decontamination: 8-gram screen + difflib blocks >= 5 tokens, contaminated above half the prompt (SPEC.md 9)."""
+"""Decontamination: 8-gram screen + difflib blocks >= 5 tokens, contaminated above half the prompt (docs/recipe.md 9)."""
 
 import json
 import pathlib

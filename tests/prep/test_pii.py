@@ -1,4 +1,4 @@
-"""PII anonymization: emails, IPv4/IPv6, IBANs validated by ISO 13616 mod-97 (SPEC.md 7)."""
+"""PII anonymization: emails, IPv4/IPv6, IBANs validated by ISO 13616 mod-97 (docs/recipe.md 7)."""
 
 import string
 

@@ -1,4 +1,4 @@
-"""Boldt tiers: threshold per tier, Dense-Core = intersection of the three (SPEC.md 8)."""
+"""Boldt tiers: threshold per tier, Dense-Core = intersection of the three (docs/recipe.md 8)."""
 
 import pytest
 from hypothesis import given

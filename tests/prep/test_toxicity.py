@@ -1,4 +1,4 @@
-"""Per-language top-5% toxicity removal (SPEC.md 7): a per-language percentile, not a global threshold."""
+"""Per-language top-5% toxicity removal (docs/recipe.md 7): a per-language percentile, not a global threshold."""
 
 import numpy as np
 from hypothesis import given, settings

@@ -1,4 +1,4 @@
-"""Fairness metrics: SPEC.md section 9 values, edge cases and properties."""
+"""Fairness metrics: docs/recipe.md section 9 values, edge cases and properties."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Checkpoints: restore onto other meshes (issue 5, Done means 3), corrupt latest, keep-N, lock, shape guard."""
+"""Checkpoints: restore onto other meshes, corrupt latest, keep-N, lock, shape guard."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""The training loop in-process: exact resume across crashes (issue 5, Done means 2) and bad inputs (Done 5)."""
+"""The training loop in-process: exact resume across crashes and bad inputs."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Two processes on localhost (CPU, gloo collectives) run the real main job and match one process (issue 5).
+"""Two processes on localhost (CPU, gloo collectives) run the real main job and match one process.
 
 configs/tiny_resume.py fixes `data.num_shards = 2`, so its global batch is the same whether one process reads
 both shards or each of two processes reads one; each process builds its rows into the global batch with

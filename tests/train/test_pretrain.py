@@ -1,4 +1,4 @@
-"""The CLI in subprocesses: kill -9 and SIGTERM then resume (issue 5, Done 2), one-line errors (Done 5).
+"""The CLI in subprocesses: kill -9 and SIGTERM then resume, one-line errors.
 Two processes on localhost: test_multihost.py."""
 
 import json

@@ -1,4 +1,4 @@
-"""Gradient accumulation: any microbatch split equals the unsplit batch (issue 5, Done means 4)."""
+"""Gradient accumulation: any microbatch split equals the unsplit batch."""
 
 import functools
 
