@@ -37,7 +37,9 @@ _SEQ_LEN = flags.DEFINE_integer(
 )
 _PREFIX_LEN = flags.DEFINE_integer("prefix_len", 32, "Memorization: prompt tokens (with <s>).")
 _SUFFIX_LEN = flags.DEFINE_integer("suffix_len", 32, "Memorization: generated and scored tokens.")
-_TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "Memorization: 0 = greedy; docs/recipe.md 9 also uses 1.0 ...")
+_TEMPERATURE = flags.DEFINE_float(
+    "temperature", 0.0, "Memorization: 0 = greedy; docs/recipe.md 9 also uses 1.0 ..."
+)
 _TOP_P = flags.DEFINE_float("top_p", 1.0, "Memorization: ... with nucleus top-p 0.9.")
 _OUTPUT = flags.DEFINE_string("output", None, "JSON result path (default WORKDIR/eval/TASK.json).")
 
