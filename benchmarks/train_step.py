@@ -3,9 +3,9 @@
     python -m benchmarks.train_step --config=bench-18m-apertus [--steps 15 --warmup 3 --batch 4 --seq 256
         --dtype float32 --optimizer adamw --peak_gflops 0 --json]
 
-The step is exactly what `apertus_jax.train` runs: `make_train_state_spec` (parameters + optimizer state from
-the model's logical-axis rules on a one-device mesh), `make_train_step` (loss, gradient, global-norm clip,
-AdamW or AdEMAMix update, skip-if-non-finite), jitted with the state donated. The batch is one document per
+The step is exactly what the training loop runs: `apertus_jax.train.assemble.Run.train_step` (parameters +
+optimizer state sharded by the model's logical-axis rules over the local devices, loss, gradient, global-norm
+clip, AdamW or AdEMAMix update, skip-if-non-finite; jitted with in/out shardings and the state donated). The batch is one document per
 row (positions 0..T-1, segment 1, full loss mask), the same work as the MaxText and transformers peers;
 token ids are random because the step's cost does not depend on their values.
 
@@ -24,12 +24,10 @@ import time
 import jax
 import numpy as np
 
-from apertus_jax.models import flops, partitioning
-from apertus_jax.models.presets import get_config
-from apertus_jax.optim import make_optimizer
+from apertus_jax.models import flops
+from apertus_jax.models.presets import model_section
+from apertus_jax.train.assemble import Run, step_config
 from apertus_jax.train.sharding import batch_sharding
-from apertus_jax.train.step import make_train_step
-from apertus_jax.train.train_state import make_train_state_spec
 from benchmarks import peak
 
 # Optimizer settings of the peers (MaxText defaults: AdamW b2 0.95, decay 0.1, clip 1.0); the values do not
@@ -52,27 +50,33 @@ def synthetic_batch(batch: int, seq: int, vocab_size: int, seed: int = 0) -> dic
 
 
 def build(config_name: str, batch: int, seq: int, dtype: str, optimizer: str, **model_overrides):
-    """The jitted train step, its initial (params, opt_state) and a device batch, on all local devices.
+    """The loop's jitted train step (`apertus_jax.train.assemble.Run`), its initial (params, opt_state) and
+    a device batch, on all local devices.
 
     Raises:
       ValueError: unknown preset/optimizer, or `batch` not divisible by the device count.
     """
     if optimizer not in OPTIMIZER_KWARGS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZER_KWARGS)}")
-    model_config = get_config(config_name, dtype=dtype, max_seq_len=seq, **model_overrides)
     if batch % jax.device_count():
         raise ValueError(f"--batch={batch} must be divisible by the {jax.device_count()} devices")
-    mesh = partitioning.make_mesh(data=-1, fsdp=1)
-    tx = make_optimizer(optimizer, 1e-4, weight_decay=0.1, clip_norm=1.0, **OPTIMIZER_KWARGS[optimizer])
-    spec = make_train_state_spec(model_config, tx, mesh, seed=0)
-    step = jax.jit(
-        make_train_step(spec.apply_fn, tx, num_microbatches=1),
-        in_shardings=(spec.shardings["params"], spec.shardings["opt_state"], batch_sharding(mesh)),
-        donate_argnums=(0, 1),
+    model = model_section(config_name, dtype=dtype, max_seq_len=seq, **model_overrides)
+    # A constant LR of 1e-4 (WSD without warmup or cooldown), decay 0.1, clip 1.0: MaxText's defaults.
+    optim = dict(
+        name=optimizer,
+        peak_lr=1e-4,
+        warmup_tokens=0,
+        decay_tokens=0,
+        weight_decay=0.1,
+        clip_norm=1.0,
+        **OPTIMIZER_KWARGS[optimizer],
     )
-    state = spec.init()
-    device_batch = jax.device_put(synthetic_batch(batch, seq, model_config.vocab_size), batch_sharding(mesh))
-    return model_config, step, state, device_batch
+    run = Run(step_config(model, seq_len=seq, rows=batch, steps=1, optim=optim))
+    state = run.spec.init()
+    device_batch = jax.device_put(
+        synthetic_batch(batch, seq, run.model_config.vocab_size), batch_sharding(run.mesh)
+    )
+    return run.model_config, run.train_step(batch).fn, state, device_batch
 
 
 def measure(

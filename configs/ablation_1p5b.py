@@ -2,7 +2,8 @@
 architecture and optimizer at a scale for 100B-token ablations (AdEMAMix + WSD, Goldfish, clipping 0.1).
 """
 
-from apertus_jax.train.config import base_config, model_section
+from apertus_jax.models.presets import model_section
+from apertus_jax.train.config import base_config
 
 SEQ_LEN = 4096
 BATCH_TOKENS = 256 * SEQ_LEN  # ~1M tokens per step
@@ -18,7 +19,6 @@ def get_config():
     config.data.seq_len = SEQ_LEN
     config.data.pipeline = dict(
         components=dict(web=dict(kind="arrayrecord", paths=["/data/apertus/fineweb_edu"])),
-        goldfish=dict(k=50, h=50, hash="apertus"),
         split_seed=0,
     )
     config.train.steps = TOTAL_TOKENS // BATCH_TOKENS

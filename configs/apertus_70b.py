@@ -2,7 +2,7 @@
 peak LR 1e-5, batch 8.4M -> 16.8M tokens at 4.4T, otherwise as configs/apertus_8b.py (5 curriculum stages).
 """
 
-from apertus_jax.train.config import apertus_recipe
+from configs.apertus_recipe import apertus_recipe
 
 
 def get_config():

@@ -6,7 +6,7 @@ clipping 0.1, weight decay 0.1, Goldfish k=50 h=50. Point `data.pipeline` at you
     python -m experiments.pretrain --config=configs/apertus_8b.py --workdir=gs://... (or a shared FS path)
 """
 
-from apertus_jax.train.config import apertus_recipe
+from configs.apertus_recipe import apertus_recipe
 
 
 def get_config():

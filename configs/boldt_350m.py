@@ -2,7 +2,8 @@
 trained on a small high-quality subset repeated for several epochs (the Boldt data-filtering study).
 """
 
-from apertus_jax.train.config import base_config, model_section
+from apertus_jax.models.presets import model_section
+from apertus_jax.train.config import base_config
 
 SEQ_LEN = 2048
 BATCH_TOKENS = 256 * SEQ_LEN  # ~0.5M tokens per step

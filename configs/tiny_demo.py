@@ -6,7 +6,8 @@ A 4,096-id SentencePiece BPE trained on the demo corpus (cached), 128-token rows
 AdEMAMix with WSD (1-sqrt cooldown), Goldfish k=50 h=50 as in Apertus. A few minutes on 2 CPU cores.
 """
 
-from apertus_jax.train.config import base_config, model_section
+from apertus_jax.models.presets import model_section
+from apertus_jax.train.config import base_config
 
 
 def get_config():

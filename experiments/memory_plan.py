@@ -1,11 +1,12 @@
 """Memory plan: AOT-compile the train step on virtual CPU meshes and print per-device bytes.
 
     python -m experiments.memory_plan --config=configs/apertus_8b.py
-    python -m experiments.memory_plan --config=configs/apertus_70b.py --meshes=1x256x1,1x64x4
+    python -m experiments.memory_plan --config=configs/apertus_70b.py --meshes=1x256x1,1x64x4 --rows_per_device=1
 
-Nothing is allocated: the state is `jax.eval_shape`d, the trainer's step (`make_train_step`, jitted with the
-loop's shardings and donation, traced under `jax.set_mesh` so the model's activation constraints apply) is
-lowered on `jax.ShapeDtypeStruct`s over up to 256 virtual CPU devices (XLA_FLAGS, set before jax is
+Nothing is allocated: the run is assembled by `apertus_jax.train.assemble.Run`, the same code the training
+loop uses, and THE train step the loop would run for the config's largest batch (same shardings, donation and
+`train.microbatch_size` microbatches; traced under `jax.set_mesh` so the model's activation constraints
+apply) is lowered on `jax.ShapeDtypeStruct`s over up to 256 virtual CPU devices (XLA_FLAGS, set before jax is
 imported) and compiled. Per device:
 
   params       float32 parameters, from their shardings (exact)
@@ -14,8 +15,10 @@ imported) and compiled. Per device:
                collective and matmul workspace (`memory_analysis().temp_size_in_bytes`)
   total        everything the executable needs: arguments + outputs - donated aliases + temporaries
 
-A microbatch is `--rows_per_device` sequences per batch-sharded (data x fsdp) device; gradient accumulation
-over more microbatches adds no activation memory (they run one after another under `lax.scan`).
+The microbatch is the config's `train.microbatch_size` (override it like any field), or, with
+`--rows_per_device=N`, N sequences per batch-sharded (data x fsdp) device of each mesh (the plan then sets
+`train.microbatch_size` to data x fsdp x N for that mesh). Gradient accumulation over more microbatches adds
+no activation memory (they run one after another under `lax.scan`).
 
 Caveats: the CPU compiler's buffer assignment approximates a GPU/TPU one; attention is lowered with the plain
 XLA implementation (it materializes the [heads, T, T] scores that cuDNN/splash kernels avoid), so activation
@@ -28,6 +31,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=256"
 
+import copy  # noqa: E402
 import time  # noqa: E402
 
 import jax  # noqa: E402
@@ -35,17 +39,16 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from apertus_jax.models import partitioning  # noqa: E402
-from apertus_jax.optim import BatchSizePlan  # noqa: E402
-from apertus_jax.train import config as config_lib  # noqa: E402
-from apertus_jax.train.loop import make_lr_schedule, make_tx  # noqa: E402
-from apertus_jax.train.sharding import batch_sharding  # noqa: E402
-from apertus_jax.train.step import make_train_step  # noqa: E402
-from apertus_jax.train.train_state import TrainStateSpec, make_train_state_spec  # noqa: E402
+from apertus_jax.train.assemble import Run  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/apertus_8b.py", "Run config to plan.")
 _MESHES = flags.DEFINE_list("meshes", [], "Meshes as DATAxFSDPxTENSOR (default: two per model size).")
-_ROWS = flags.DEFINE_integer("rows_per_device", 1, "Sequences per batch-sharded device in one microbatch.")
+_ROWS = flags.DEFINE_integer(
+    "rows_per_device",
+    0,
+    "Sequences per batch-sharded device in one microbatch (sets train.microbatch_size per mesh); "
+    "0 = the config's train.microbatch_size as it is.",
+)
 
 GB = 1e9
 DEVICE_MEMORY_GB = {"H100 80GB": 80, "H200 141GB": 141, "TPU v5p 95GB": 95}
@@ -53,7 +56,6 @@ DEFAULT_MESHES = {  # by d_model: 8B on 64 devices, 70B on 256
     4096: ["1x64x1", "1x16x4"],
     8192: ["1x256x1", "1x64x4"],
 }
-BATCH_KEYS = ("tokens", "targets", "positions", "segment_ids", "loss_mask")
 
 
 def shard_bytes(tree) -> int:
@@ -63,41 +65,44 @@ def shard_bytes(tree) -> int:
     )
 
 
-def state_spec(config, mesh_shape: tuple[int, int, int]) -> tuple[TrainStateSpec, object, jax.sharding.Mesh]:
-    """(train-state spec, optax transformation, mesh) of `config` on the first devices; nothing allocated.
+def plan_run(config, mesh_shape: tuple[int, int, int], rows_per_device: int = 0) -> Run:
+    """The run of `config` on a `mesh_shape` mesh of the first virtual devices, as the loop assembles it;
+    XLA einsum attention (the CPU compiler has no flash kernel: an upper bound); nothing allocated.
+
+    Args:
+      rows_per_device: > 0 sets `train.microbatch_size` to data x fsdp x rows_per_device.
 
     Raises:
-      ValueError: a mesh with more devices than exist.
+      ValueError: a mesh with more devices than exist, or a config the mesh does not fit (one line).
     """
-    if np.prod(mesh_shape) > jax.device_count():
+    devices = int(np.prod(mesh_shape))
+    if devices > jax.device_count():
         raise ValueError(
-            f"mesh {'x'.join(map(str, mesh_shape))} needs {np.prod(mesh_shape)} devices, "
-            f"{jax.device_count()} exist"
+            f"mesh {'x'.join(map(str, mesh_shape))} needs {devices} devices, {jax.device_count()} exist"
         )
-    mesh = partitioning.make_mesh(*mesh_shape, devices=jax.devices()[: int(np.prod(mesh_shape))])
-    # The CPU compiler has no flash attention; the einsum kernel is the (upper-bound) stand-in.
-    model_config = config_lib.model_config(config).replace(attention_impl="xla")
-    tx = make_tx(config.optim, make_lr_schedule(config.optim, BatchSizePlan(config.train.batch_plan)))
-    return make_train_state_spec(model_config, tx, mesh, config.seed), tx, mesh
+    config = copy.deepcopy(config)
+    with config.unlocked():
+        config.mesh.data, config.mesh.fsdp, config.mesh.tensor = mesh_shape
+        config.model.attention_impl = "xla"
+        if rows_per_device:
+            config.train.microbatch_size = mesh_shape[0] * mesh_shape[1] * rows_per_device
+    return Run(config, devices=jax.devices()[:devices])
 
 
-def plan_one(config, mesh_shape: tuple[int, int, int], rows_per_device: int) -> dict:
-    """Compiles the train step for `mesh_shape` and returns per-device bytes (see the module docstring)."""
-    spec, tx, mesh = state_spec(config, mesh_shape)
-    rows = mesh_shape[0] * mesh_shape[1] * rows_per_device
-    batch = {
-        k: jax.ShapeDtypeStruct((rows, config.data.seq_len), np.int32, sharding=batch_sharding(mesh))
-        for k in BATCH_KEYS
-    }
-    step = jax.jit(
-        make_train_step(spec.apply_fn, tx, 1),
-        in_shardings=(spec.shardings["params"], spec.shardings["opt_state"], batch_sharding(mesh)),
-        out_shardings=(spec.shardings["params"], spec.shardings["opt_state"], None),
-        donate_argnums=(0, 1),
-    )
+def state_spec(config, mesh_shape: tuple[int, int, int]):
+    """(train-state spec, optax transformation, mesh) of `config` on `mesh_shape`; nothing allocated."""
+    run = plan_run(config, mesh_shape)
+    return run.spec, run.tx, run.mesh
+
+
+def plan_one(config, mesh_shape: tuple[int, int, int], rows_per_device: int = 0) -> dict:
+    """Compiles the loop's train step for the config's largest batch on `mesh_shape`; returns per-device
+    bytes (module docstring), the batch rows, the microbatch rows (`rows`) and the microbatch count."""
+    run = plan_run(config, mesh_shape, rows_per_device)
+    batch_rows = max(tokens for _, tokens in run.sections.train.batch_plan) // run.sections.data.seq_len
+    step = run.train_step(batch_rows)
     start = time.time()
-    with jax.set_mesh(mesh):
-        compiled = step.lower(spec.abstract["params"], spec.abstract["opt_state"], batch).compile()
+    compiled = run.lower_train_step(batch_rows).compile()
     memory = compiled.memory_analysis()
     total = (
         memory.argument_size_in_bytes
@@ -108,9 +113,11 @@ def plan_one(config, mesh_shape: tuple[int, int, int], rows_per_device: int) -> 
     return {
         "mesh": "x".join(map(str, mesh_shape)),
         "devices": int(np.prod(mesh_shape)),
-        "rows": rows,
-        "params": shard_bytes(spec.abstract["params"]),
-        "opt_state": shard_bytes(spec.abstract["opt_state"]),
+        "batch_rows": batch_rows,
+        "microbatches": step.num_microbatches,
+        "rows": batch_rows // step.num_microbatches,
+        "params": shard_bytes(run.spec.abstract["params"]),
+        "opt_state": shard_bytes(run.spec.abstract["opt_state"]),
         "activations": memory.temp_size_in_bytes,
         "total": total,
         "compile_s": time.time() - start,
@@ -140,10 +147,11 @@ def main(argv) -> None:
     except ValueError as error:
         raise app.UsageError(str(error)) from None
     name = config.model.preset
+    per_device = f"{_ROWS.value} row(s) per batch-sharded device" if _ROWS.value else "train.microbatch_size"
     print(
-        f"{name}: seq_len {config.data.seq_len}, {_ROWS.value} row(s) per batch-sharded device, "
-        f"compute {config.model.dtype}, remat {config.model.remat_policy}, XLA einsum attention; "
-        f"GB = 1e9 bytes per device"
+        f"{name}: the training loop's own step (apertus_jax.train.assemble), seq_len {config.data.seq_len}, "
+        f"microbatches of {per_device}, compute {config.model.dtype}, remat {config.model.remat_policy}, "
+        "XLA einsum attention; GB = 1e9 bytes per device"
     )
     header = [
         "mesh (data x fsdp x tensor)",
@@ -159,19 +167,17 @@ def main(argv) -> None:
         try:
             r = plan_one(config, shape, _ROWS.value)
         except ValueError as error:
-            raise app.UsageError(str(error)) from None
+            raise app.UsageError(" ".join(str(error).split())) from None
         fits = ["yes" if r["total"] <= gb * GB else "no" for gb in DEVICE_MEMORY_GB.values()]
         print(
-            f"| {r['mesh']} ({r['devices']} dev, {r['rows']} rows) | {r['params'] / GB:.2f} | "
-            f"{r['opt_state'] / GB:.2f} | {r['activations'] / GB:.2f} | {r['total'] / GB:.2f} | "
-            + " | ".join(fits)
-            + f" |  (compiled in {r['compile_s']:.0f} s)",
+            f"| {r['mesh']} ({r['devices']} dev; batch {r['batch_rows']} rows = {r['microbatches']} x "
+            f"{r['rows']}) | {r['params'] / GB:.2f} | {r['opt_state'] / GB:.2f} | {r['activations'] / GB:.2f} | "
+            f"{r['total'] / GB:.2f} | " + " | ".join(fits) + f" |  (compiled in {r['compile_s']:.0f} s)",
             flush=True,
         )
-    largest = max(tokens for _, tokens in config.train.batch_plan) // config.data.seq_len
     print(
-        f"Microbatches of the 'rows' column: train with --config.train.microbatch_size=ROWS (this config has "
-        f"{config.train.microbatch_size}, 0 = its whole batch of up to {largest} rows in one pass)."
+        "Train with the same microbatches: --config.train.microbatch_size=ROWS of a microbatch (the 'x ROWS' "
+        f"above; this config has {config.train.microbatch_size}, 0 = the whole batch in one pass)."
     )
 
 

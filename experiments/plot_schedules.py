@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from apertus_jax.optim import OptimPreset, alpha_scheduler, beta3_scheduler, get_optim_preset
+from apertus_jax.optim.config import make_lr_schedule
 
 ZOOM_TOKENS = 600e9
 SAMPLES = 4000
@@ -31,7 +32,7 @@ def schedule_values(preset: OptimPreset, steps: np.ndarray) -> dict[str, np.ndar
     t = count + 1  # AdEMAMix's 1-based step
     return {
         "tokens": plan.tokens_at_step(steps).astype(np.float64),
-        "lr": np.asarray(jax.vmap(preset.learning_rate())(count)),
+        "lr": np.asarray(jax.vmap(make_lr_schedule(preset, plan))(count)),
         "alpha": np.asarray(alpha_scheduler(preset.alpha, preset.alpha_warmup_steps)(t)),
         "beta3": np.asarray(beta3_scheduler(preset.b1, preset.b3, preset.b3_warmup_steps)(t)),
     }

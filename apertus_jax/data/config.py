@@ -19,7 +19,7 @@ A plain dict (or `ml_collections.ConfigDict`)::
                                             #   the same in every stage and epoch)
           "text_field": "text", "id_field": "id", "score_field": None,   # raw kinds
           "split": "train", "sources": None,                             # demo kind
-          "task": None, "feature": "targets",   # seqio kind (and "split"): see data.seqio_interop
+          "task": None, "feature": "targets",   # seqio kind (and "split"): see data.seqio_import
         },
       },
       "stages": [                           # optional; default one endless stage with component weights
@@ -40,9 +40,11 @@ is `order: "sorted"` (scores from the shard record headers or the raw `score_fie
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
-from apertus_jax.data.goldfish import HASHES
+from apertus_jax.checks import check_number
+from apertus_jax.data.goldfish import APERTUS_H, APERTUS_K, HASHES
 
 COMPONENT_KINDS = ("arrayrecord", "jsonl", "parquet", "text", "demo", "seqio")
 ORDERS = ("shuffle", "sorted", "sequential")
@@ -62,7 +64,7 @@ _COMPONENT_DEFAULTS = {
     "feature": "targets",
 }
 _STAGE_DEFAULTS = {"name": None, "until_tokens": None, "weights": None, "seed": None}
-_GOLDFISH_DEFAULTS = {"k": 50, "h": 50, "hash": "apertus"}
+GOLDFISH_DEFAULTS = {"k": APERTUS_K, "h": APERTUS_H, "hash": "apertus"}
 _TOP_LEVEL = {"components", "stages", "goldfish", "split_seed"}
 
 
@@ -124,8 +126,7 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
             raise ValueError(f"{where}: order 'sorted' needs a 'score_field' for raw documents")
         _positive_int(f"{where}['epochs']", component["epochs"])
         _positive_int(f"{where}['take']", component["take"])
-        if not float(component["weight"]) > 0:
-            raise ValueError(f"{where}['weight'] must be > 0, got {component['weight']!r}")
+        check_number(f"{where}['weight']", component["weight"], low=0, low_open=True)
         components[name] = component
 
     stages_given = data_config.get("stages") or [
@@ -140,9 +141,9 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
         missing = set(weights) - set(components)
         if missing:
             raise ValueError(f"{where}['weights'] names unknown components {sorted(missing)}")
-        if any(not float(w) >= 0 for w in weights.values()) or not any(
-            float(w) > 0 for w in weights.values()
-        ):
+        for name, weight in weights.items():
+            check_number(f"{where}['weights'][{name!r}]", weight, low=0)
+        if not any(weight > 0 for weight in weights.values()):
             raise ValueError(f"{where}['weights'] must be >= 0 with at least one > 0, got {weights}")
         stage["weights"] = {name: float(w) for name, w in weights.items() if float(w) > 0}
         end = stage["until_tokens"]
@@ -164,7 +165,7 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
         stages.append(stage)
 
     goldfish = _with_defaults(
-        "data_config['goldfish']", dict(data_config.get("goldfish") or {}), _GOLDFISH_DEFAULTS
+        "data_config['goldfish']", dict(data_config.get("goldfish") or {}), GOLDFISH_DEFAULTS
     )
     if goldfish["hash"] not in HASHES:
         raise ValueError(f"data_config['goldfish']['hash'] = {goldfish['hash']!r}; use one of {HASHES}")
@@ -177,3 +178,62 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
     if not isinstance(split_seed, int) or split_seed < 0:
         raise ValueError(f"data_config['split_seed'] must be a non-negative integer, got {split_seed!r}")
     return {"components": components, "stages": stages, "goldfish": goldfish, "split_seed": split_seed}
+
+
+def default_pipeline() -> dict[str, Any]:
+    """The demo pipeline: the vendored demo corpus, Goldfish with the Apertus settings."""
+    return {"components": {"demo": {"kind": "demo"}}, "goldfish": dict(GOLDFISH_DEFAULTS), "split_seed": 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """The `data` section of a run.
+
+    Attributes:
+      tokenizer: "demo" (a SentencePiece BPE of `demo_tokenizer_vocab` ids trained on the demo corpus,
+        cached; `apertus_jax.train.inputs`) or any `apertus_jax.tokenizers.load_tokenizer` spec
+        ("tekken", "sentencepiece:/path/m.model", "hf:/path/tokenizer.json").
+      demo_tokenizer_vocab: ids of the demo BPE (>= 256 byte-fallback ids plus merges).
+      seq_len: tokens per packed row (the model's inputs; rows hold seq_len + 1 ids).
+      num_shards: data shards (0: one per process); fixing it makes the batches independent of the
+        process count.
+      pipeline: the pipeline's own config (this module's docstring), validated by `normalize_data_config`.
+
+    Raises:
+      ValueError: in `__post_init__`, one line naming the field ("data.<field>") and its valid range.
+    """
+
+    tokenizer: str = "demo"
+    demo_tokenizer_vocab: int = 4096
+    seq_len: int = 128
+    num_shards: int = 0
+    pipeline: dict = dataclasses.field(default_factory=default_pipeline)
+
+    def __post_init__(self):
+        if not isinstance(self.tokenizer, str) or not self.tokenizer:
+            raise ValueError(
+                f"data.tokenizer={self.tokenizer!r} must name a tokenizer, e.g. 'demo' or 'tekken'"
+            )
+        check_number("data.demo_tokenizer_vocab", self.demo_tokenizer_vocab, low=260, integer=True)
+        check_number("data.seq_len", self.seq_len, low=2, integer=True)
+        check_number("data.num_shards", self.num_shards, low=0, integer=True)
+        object.__setattr__(self, "pipeline", normalize_data_config(self.pipeline))
+
+
+def section() -> dict[str, Any]:
+    """The `data` section of a run config: the defaults of `DataConfig` (the pipeline as given, unnormalized)."""
+    fields = {f.name: f.default for f in dataclasses.fields(DataConfig) if f.name != "pipeline"}
+    return {**fields, "pipeline": default_pipeline()}
+
+
+def from_section(section: Any) -> DataConfig:
+    """The validated `DataConfig` of a `data` section (dict or ConfigDict; `pipeline` normalized).
+
+    Raises:
+      ValueError: an unknown field, a value out of range or an invalid pipeline (one line).
+    """
+    section = section.to_dict() if hasattr(section, "to_dict") else dict(section)
+    unknown = set(section) - {f.name for f in dataclasses.fields(DataConfig)}
+    if unknown:
+        raise ValueError(f"data: unknown fields {sorted(unknown)}")
+    return DataConfig(**section)

@@ -28,6 +28,9 @@ import numpy as np
 TABLE_SIZE = 1_000_003
 TABLE_SHA256 = "6bfbcc32675eb4159a8170345aca398f10c13f1e7db65b2fa83eabd075f94589"
 HASHES = ("apertus", "mixed")
+# The Apertus settings (docs/recipe.md section 3): drop 1 token in k = 50, hashing the h = 50 tokens up to it.
+APERTUS_K = 50
+APERTUS_H = 50
 
 _MASK64 = (1 << 64) - 1
 _POLY_BASE = 0x9E3779B97F4A7C15  # odd, hence invertible modulo 2^64
@@ -111,8 +114,8 @@ def _mixed_window_hashes(x: np.ndarray, h: int) -> np.ndarray:
 
 def goldfish_drop_mask(
     labels: np.ndarray,
-    k: int = 50,
-    h: int = 50,
+    k: int = APERTUS_K,
+    h: int = APERTUS_H,
     hash: str = "apertus",  # noqa: A002 (config name)
 ) -> np.ndarray:
     """Which labels the Goldfish rule drops from the loss (True = dropped).

@@ -9,16 +9,14 @@ Per component (config in `apertus_jax.data.config`), in this order:
    on to the shuffle below it),
 5. "shuffle" order: `MapDataset.shuffle(seed)`, which Grain reseeds per epoch (a fresh order each epoch),
 6. `repeat(epochs)` (None: forever).
-The packer reads the documents themselves (`Component.documents[index]`), outside the Grain graph.
+Components are loaded by `apertus_jax.data.components`; the packer reads the documents themselves
+(`Component.documents[index]`), outside the Grain graph.
 A stage mixes its components with `MapDataset.mix` in document proportions `weight / mean tokens per
 document`, i.e. token shares as configured.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import logging
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -26,106 +24,13 @@ from typing import Any
 import grain
 import numpy as np
 
-from apertus_jax.data import shards, sources
-
-
-@dataclasses.dataclass
-class Component:
-    """A loaded document source: random access to int32 token arrays, their scores, mean length."""
-
-    name: str
-    documents: Any  # Sequence-like: len() and [i] -> int32 tokens [L]
-    mean_tokens: float
-    scores: np.ndarray | None = None  # float64 [N], only for "sorted" order
-    replaced_invalid_utf8: int = 0
-
-
-_RAW_CACHE: dict[str, Component] = {}
+from apertus_jax.data.documents import Component
 
 
 def derive_seed(*parts: int | str) -> int:
     """A uint32 seed from integers and names (names via crc32: stable across processes and runs)."""
     entropy = [zlib.crc32(p.encode()) if isinstance(p, str) else int(p) for p in parts]
     return int(np.random.SeedSequence(entropy).generate_state(1)[0])
-
-
-def _tokenize(name: str, texts: Sequence[str], scores: list[float | None], tokenizer) -> Component:
-    ids = tokenizer.encode_batch(list(texts))
-    documents = [np.array([tokenizer.bod_id, *doc, tokenizer.eod_id], dtype=np.int32) for doc in ids]
-    mean_tokens = float(np.mean([len(d) for d in documents]))
-    score_array = np.array([np.nan if s is None else s for s in scores], np.float64)
-    return Component(name, documents, mean_tokens, score_array)
-
-
-def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
-    """Opens (shard sets) or reads and tokenizes (raw, demo, seqio; cached per process) a component.
-
-    Raises:
-      ValueError: an empty source, a shard set from another tokenizer, bad raw records.
-      FileNotFoundError: a missing path or shard.
-    """
-    kind = spec["kind"]
-    if kind == "arrayrecord":
-        sets = [shards.ShardSource(path, tokenizer) for path in spec["paths"]]
-        documents = sets[0] if len(sets) == 1 else _Concatenated(sets)
-        tokens = sum(s.manifest["tokens"] for s in sets)
-        count = sum(s.manifest["documents"] for s in sets)
-        if count == 0:
-            raise ValueError(f"component {name!r}: shard sets {spec['paths']} hold no documents")
-        scores = np.concatenate([s.scores() for s in sets]) if spec["order"] == "sorted" else None
-        return Component(name, documents, tokens / count, scores)
-
-    key = json.dumps([name, spec, tokenizer.checksum], sort_keys=True)
-    if key not in _RAW_CACHE and kind == "seqio":
-        from apertus_jax.data import seqio_interop  # the optional extra "seqio" (pulls TensorFlow)
-
-        _RAW_CACHE[key] = seqio_interop.load_component(name, spec, tokenizer)
-    if key not in _RAW_CACHE:
-        if kind == "demo":
-            from apertus_jax.data.demo_corpus import load_demo_documents
-
-            records = load_demo_documents(split=spec["split"], sources=spec["sources"])
-            texts, scores, replaced = [r["text"] for r in records], [None] * len(records), 0
-        else:
-            stats = sources.RawStats()
-            raw = list(
-                sources.iter_raw_documents(
-                    spec["paths"],
-                    kind,
-                    stats,
-                    text_field=spec["text_field"],
-                    id_field=spec["id_field"],
-                    score_field=spec["score_field"],
-                )
-            )
-            texts, scores, replaced = (
-                [d.text for d in raw],
-                [d.score for d in raw],
-                stats.replaced_invalid_utf8,
-            )
-            if replaced:
-                logging.warning("component %r: replaced %d invalid UTF-8 bytes by U+FFFD", name, replaced)
-        if not texts:
-            raise ValueError(f"component {name!r}: no documents in {spec['paths'] or spec['kind']}")
-        component = _tokenize(name, texts, scores, tokenizer)
-        component.replaced_invalid_utf8 = replaced
-        _RAW_CACHE[key] = component
-    return _RAW_CACHE[key]
-
-
-class _Concatenated:
-    """Several shard sets as one random-access sequence."""
-
-    def __init__(self, parts: Sequence[Any]):
-        self.parts = list(parts)
-        self.starts = np.cumsum([0] + [len(p) for p in self.parts])
-
-    def __len__(self) -> int:
-        return int(self.starts[-1])
-
-    def __getitem__(self, index: int) -> np.ndarray:
-        part = int(np.searchsorted(self.starts, index, side="right")) - 1
-        return self.parts[part][index - int(self.starts[part])]
 
 
 class _Tagged:

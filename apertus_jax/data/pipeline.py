@@ -39,7 +39,7 @@ from typing import Any
 import grain
 import numpy as np
 
-from apertus_jax.data import mixture
+from apertus_jax.data import components, mixture
 from apertus_jax.data.config import normalize_data_config
 from apertus_jax.data.goldfish import goldfish_drop_mask
 from apertus_jax.data.masks import document_masks
@@ -124,7 +124,8 @@ class TrainIterator(grain.DatasetIterator):
         self._rows_at = _batch_rule(batch_size, seq_len)
         self.component_names = list(self.config["components"])
         self.components = [
-            mixture.load_component(name, spec, tokenizer) for name, spec in self.config["components"].items()
+            components.load_component(name, spec, tokenizer)
+            for name, spec in self.config["components"].items()
         ]
         self.stage_ends = [
             None if s["until_tokens"] is None else math.ceil(s["until_tokens"] / (seq_len * process_count))

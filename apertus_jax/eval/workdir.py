@@ -1,9 +1,9 @@
 """Restore a trained model and its tokenizer from a training workdir (`experiments/pretrain.py` output).
 
 The workdir holds `config.json` (the run config) and Orbax checkpoints under `checkpoints/`. The model is
-rebuilt from the config, and the newest readable checkpoint is restored with the trainer's own
-`Checkpointer` onto one device (the optimizer state is restored too, as the trainer stores both together,
-and then dropped).
+rebuilt from the config, and the parameters of the newest readable checkpoint are restored with the
+trainer's own `Checkpointer` onto one device; the optimizer state is neither built nor read (parameters
+are a checkpoint item of their own).
 """
 
 from __future__ import annotations
@@ -20,13 +20,11 @@ from flax import nnx
 from apertus_jax.models import partitioning
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.transformer import Apertus
-from apertus_jax.optim import BatchSizePlan
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.train import config as config_lib
 from apertus_jax.train import inputs
-from apertus_jax.train.checkpoint import Checkpointer
-from apertus_jax.train.loop import make_lr_schedule, make_tx
-from apertus_jax.train.train_state import make_train_state_spec
+from apertus_jax.train.checkpoint import restore_workdir_params
+from apertus_jax.train.train_state import make_param_spec
 
 
 @dataclasses.dataclass
@@ -58,24 +56,11 @@ def load_workdir(workdir: str) -> TrainedModel:
         config = ml_collections.ConfigDict(json.load(f))
     model_config = config_lib.model_config(config)
     tokenizer = inputs.load_run_tokenizer(config.data)
-    tx = make_tx(config.optim, make_lr_schedule(config.optim, BatchSizePlan(config.train.batch_plan)))
     mesh = partitioning.make_mesh(1, 1, 1, devices=jax.devices()[:1])
-    spec = make_train_state_spec(model_config, tx, mesh, config.seed)
-    checkpointer = Checkpointer(
-        os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep, async_save=False
-    )
-    try:
-        restored = checkpointer.restore_latest(spec.abstract)
-    finally:
-        checkpointer.close()
-    if restored is None:
-        raise FileNotFoundError(
-            f"no readable checkpoint under {workdir}/checkpoints; train first "
-            f"(`python -m experiments.pretrain --workdir={workdir}`)"
-        )
-    state, meta = restored
+    abstract_params = make_param_spec(model_config, mesh, config.seed).abstract
+    params, meta = restore_workdir_params(workdir, abstract_params)
     return TrainedModel(
-        model=model_from_params(model_config, state["params"]),
+        model=model_from_params(model_config, params),
         tokenizer=tokenizer,
         config=config,
         step=int(meta["progress"]["step"]),

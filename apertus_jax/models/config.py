@@ -2,6 +2,8 @@
 
 import dataclasses
 
+from apertus_jax.checks import check_number
+
 MLP_TYPES = ("xielu", "swiglu")
 ROPE_SCALINGS = ("none", "llama3")
 ATTENTION_IMPLS = ("xla", "jax_nn", "cudnn", "splash")
@@ -72,10 +74,16 @@ class ModelConfig:
             "max_seq_len",
             "rope_original_max_position_embeddings",
         ):
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(
-                    f"ModelConfig.{name} must be a positive integer, got {getattr(self, name)!r}"
-                )
+            check_number(f"ModelConfig.{name}", getattr(self, name), low=1, integer=True)
+        for name in (
+            "rope_theta",
+            "rms_norm_eps",
+            "init_std",
+            "rope_low_freq_factor",
+            "rope_high_freq_factor",
+        ):
+            check_number(f"ModelConfig.{name}", getattr(self, name), low=0, low_open=True)
+        check_number("ModelConfig.rope_factor", self.rope_factor, low=1)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"ModelConfig.n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} (GQA)"
@@ -98,11 +106,7 @@ class ModelConfig:
                 "ModelConfig.attention_impl='cudnn' needs dtype 'bfloat16' or 'float16' (cuDNN flash "
                 "attention has no float32 kernel); use 'jax_nn' or 'xla' for float32"
             )
-        if self.rope_theta <= 0 or self.rms_norm_eps <= 0 or self.init_std <= 0:
-            raise ValueError("ModelConfig.rope_theta, rms_norm_eps and init_std must be > 0")
-        if self.rope_scaling == "llama3" and not (
-            self.rope_factor >= 1 and 0 < self.rope_low_freq_factor < self.rope_high_freq_factor
-        ):
+        if self.rope_scaling == "llama3" and not self.rope_low_freq_factor < self.rope_high_freq_factor:
             raise ValueError(
                 "llama3 RoPE scaling needs rope_factor >= 1 and 0 < low_freq_factor < high_freq_factor"
             )

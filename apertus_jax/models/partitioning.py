@@ -10,6 +10,7 @@ size 1, is already used by an earlier dimension of the same array, or does not d
 8 kv heads on a tensor axis of 16). The dimension is then replicated over that mesh axis.
 """
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -17,6 +18,8 @@ import jax
 import numpy as np
 from flax import nnx
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+from apertus_jax.checks import check_number
 
 MESH_AXES = ("data", "fsdp", "tensor")
 
@@ -33,22 +36,61 @@ LOGICAL_AXIS_RULES: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class MeshConfig:
+    """The `mesh` section of a run: sizes of the ("data", "fsdp", "tensor") axes; one may be -1 (fill).
+
+    Raises:
+      ValueError: in `__post_init__`, a size that is not an integer >= 1 or -1, or more than one -1.
+    """
+
+    data: int = -1
+    fsdp: int = 1
+    tensor: int = 1
+
+    def __post_init__(self):
+        sizes = [getattr(self, name) for name in MESH_AXES]
+        named = ", ".join(f"{n}={s}" for n, s in zip(MESH_AXES, sizes))
+        for name, size in zip(MESH_AXES, sizes):
+            if size != -1:
+                check_number(f"mesh.{name}", size, low=1, integer=True)
+        if sizes.count(-1) > 1:
+            raise ValueError(f"mesh ({named}): sizes must be >= 1, with at most one -1 (fill)")
+
+    def resolve(self, num_devices: int) -> tuple[int, int, int]:
+        """(data, fsdp, tensor) with the -1 filled so that the sizes multiply to `num_devices`.
+
+        Raises:
+          ValueError: the fixed sizes do not divide, or do not multiply to, the device count.
+        """
+        sizes = [getattr(self, name) for name in MESH_AXES]
+        named = ", ".join(f"{n}={s}" for n, s in zip(MESH_AXES, sizes))
+        fixed = math.prod(s for s in sizes if s != -1)
+        if -1 in sizes:
+            if num_devices % fixed:
+                raise ValueError(
+                    f"mesh ({named}) does not divide the {num_devices} devices; "
+                    "change --config.mesh.* so the fixed sizes divide the device count"
+                )
+            sizes[sizes.index(-1)] = num_devices // fixed
+        elif fixed != num_devices:
+            raise ValueError(
+                f"mesh ({named}) needs {fixed} devices but {num_devices} are available; "
+                "change --config.mesh.* (or set one axis to -1)"
+            )
+        return tuple(sizes)
+
+
 def make_mesh(data: int = 1, fsdp: int = -1, tensor: int = 1, devices: Sequence | None = None) -> Mesh:
     """A ("data", "fsdp", "tensor") mesh with Auto axis types over `devices` (default: all devices).
 
     One of the sizes may be -1 (takes the remaining devices).
 
     Raises:
-      ValueError: the sizes do not multiply to the device count.
+      ValueError: bad sizes, or sizes that do not multiply to the device count (`MeshConfig`).
     """
     devices = list(jax.devices() if devices is None else devices)
-    sizes = [data, fsdp, tensor]
-    if sizes.count(-1) > 1:
-        raise ValueError(f"make_mesh: at most one of data/fsdp/tensor may be -1, got {sizes}")
-    known = math.prod(s for s in sizes if s != -1)
-    sizes = [len(devices) // known if s == -1 else s for s in sizes]
-    if math.prod(sizes) != len(devices):
-        raise ValueError(f"make_mesh: data*fsdp*tensor = {sizes} must multiply to {len(devices)} devices")
+    sizes = MeshConfig(data, fsdp, tensor).resolve(len(devices))
     return Mesh(np.asarray(devices).reshape(sizes), MESH_AXES, axis_types=(AxisType.Auto,) * 3)
 
 

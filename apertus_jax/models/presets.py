@@ -19,6 +19,8 @@ The Apertus ablation sizes (1.5B, 3B) are not tabulated in the report; the shape
 Llama-style presets use QK-norm off, RoPE theta 10,000 without scaling and untied embeddings.
 """
 
+import dataclasses
+
 from apertus_jax.models.config import ModelConfig
 
 _LLAMA_STYLE = dict(mlp_type="swiglu", qk_norm=False, rope_theta=10_000.0, rope_scaling="none")
@@ -145,3 +147,26 @@ def get_config(name: str, **overrides) -> ModelConfig:
     if unknown:
         raise ValueError(f"unknown ModelConfig field(s) {sorted(unknown)} for preset {name!r}")
     return ModelConfig(**{**_PRESETS[name], **overrides})
+
+
+def model_section(preset: str, **overrides) -> dict:
+    """The `model` section of a run config: every `ModelConfig` field of `preset` (with `overrides`), plus
+    the preset name.
+
+    Raises:
+      ValueError: as `get_config`.
+    """
+    return {"preset": preset, **dataclasses.asdict(get_config(preset, **overrides))}
+
+
+def from_section(section) -> ModelConfig:
+    """The validated `ModelConfig` of a `model` section (dict or ConfigDict; the `preset` key is a label).
+
+    Raises:
+      ValueError: an unknown field or an inconsistent value (one line).
+    """
+    fields = {k: v for k, v in dict(section).items() if k != "preset"}
+    unknown = set(fields) - {f.name for f in dataclasses.fields(ModelConfig)}
+    if unknown:
+        raise ValueError(f"model: unknown fields {sorted(unknown)}")
+    return ModelConfig(**fields)

@@ -1,12 +1,17 @@
 """Checkpoints of the training run with Orbax: async saves, keep-N, restore onto any mesh, a workdir lock.
 
-One checkpoint step holds three items (an `ocp.args.Composite`):
-- `state`: {"params", "opt_state"} arrays (Orbax/TensorStore, each process writes its shards);
+One checkpoint step holds four items (an `ocp.args.Composite`):
+- `params`: the parameter arrays (Orbax/TensorStore, each process writes its shards);
+- `opt_state`: the optimizer state arrays, likewise;
 - `data_iter`: the Grain iterator state (`grain.checkpoint.CheckpointSave`, one JSON file per process);
-- `meta`: JSON with step, tokens consumed, fault counters, the seed and the parameter shapes.
+- `meta`: JSON with the layout name (`FORMAT`), step, tokens consumed, fault counters, the seed and the
+  parameter shapes.
 
-Restoring passes abstract targets (`jax.ShapeDtypeStruct` with the CURRENT mesh's NamedSharding), so a run
-may resume on a different mesh shape or device count (JAX_NOTES.md, Orbax).
+Parameters are an item of their own, so evaluation, export and fine-tuning restore them alone
+(`restore_latest_params`) without building an optimizer or reading its state. Restoring passes abstract
+targets (`jax.ShapeDtypeStruct` with the CURRENT mesh's NamedSharding), so a run may resume on a different
+mesh shape or device count (Orbax restores each array onto the sharding of its target). A checkpoint of
+another layout is refused with one line, never set aside or overwritten.
 """
 
 import fcntl
@@ -16,10 +21,11 @@ from typing import Any
 
 import grain
 import jax
-import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from jax.experimental import multihost_utils
+
+FORMAT = "apertus_jax/params+opt_state"
 
 
 class WorkdirLockedError(RuntimeError):
@@ -95,14 +101,15 @@ class Checkpointer:
         return sorted(self.manager.all_steps())
 
     def save(self, step: int, state: dict[str, Any], data_iter, meta: dict[str, Any]) -> None:
-        """Starts saving `state` (params, opt_state), the data iterator state and `meta` at `step`."""
+        """Starts saving `state` ({"params", "opt_state"}), the data iterator state and `meta` at `step`."""
         self.manager.save(
             step,
             force=True,
             args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state),
+                params=ocp.args.StandardSave(state["params"]),
+                opt_state=ocp.args.StandardSave(state["opt_state"]),
                 data_iter=grain.checkpoint.CheckpointSave(data_iter),
-                meta=ocp.args.JsonSave(meta),
+                meta=ocp.args.JsonSave({**meta, "format": FORMAT}),
             ),
         )
 
@@ -125,24 +132,52 @@ class Checkpointer:
             (a rollback skips the data window that produced non-finite steps).
 
         Raises:
-          ValueError: the checkpoint holds a model of different parameter shapes (nothing is modified).
+          ValueError: the checkpoint holds a model of different parameter shapes, or is of another layout
+            (nothing is modified).
         """
+        items = {
+            "params": ocp.args.StandardRestore(abstract_state["params"]),
+            "opt_state": ocp.args.StandardRestore(abstract_state["opt_state"]),
+        }
+        if data_iter is not None:
+            items["data_iter"] = grain.checkpoint.CheckpointRestore(data_iter)
+        restored = self._restore_newest(abstract_state["params"], items)
+        if restored is None:
+            return None
+        items, meta = restored
+        return {"params": items["params"], "opt_state": items["opt_state"]}, meta
+
+    def restore_latest_params(self, abstract_params) -> tuple[Any, dict[str, Any]] | None:
+        """The newest readable checkpoint's parameters alone (the optimizer state is not read); returns
+        (params, meta) or None if there is no checkpoint. Unreadable ones are set aside as in `restore_latest`.
+
+        Raises:
+          ValueError: a model of different parameter shapes, or a checkpoint of another layout.
+        """
+        restored = self._restore_newest(
+            abstract_params, {"params": ocp.args.StandardRestore(abstract_params)}
+        )
+        return None if restored is None else (restored[0]["params"], restored[1])
+
+    def _restore_newest(self, abstract_params, items: dict) -> tuple[dict, dict] | None:
         for step in reversed(self.all_steps()):
             try:
                 meta = self.read_meta(step)
             except Exception as e:  # noqa: BLE001 - any failure to read means "unusable checkpoint"
                 self._set_aside(step, e)
                 continue
-            check_same_model(meta["param_shapes"], param_shapes(abstract_state["params"]), self.directory)
-            items = {"state": ocp.args.StandardRestore(abstract_state)}
-            if data_iter is not None:
-                items["data_iter"] = grain.checkpoint.CheckpointRestore(data_iter)
+            if meta.get("format") != FORMAT:
+                raise ValueError(
+                    f"checkpoint {step} in {self.directory} has another layout ({meta.get('format', 'unnamed')}, "
+                    f"this version reads {FORMAT}); use a new --workdir, or the apertus_jax version that wrote it"
+                )
+            check_same_model(meta["param_shapes"], param_shapes(abstract_params), self.directory)
             try:
                 restored = self.manager.restore(step, args=ocp.args.Composite(**items))
             except Exception as e:  # noqa: BLE001
                 self._set_aside(step, e)
                 continue
-            return restored["state"], meta
+            return restored, meta
         return None
 
     def _set_aside(self, step: int, error: Exception) -> None:
@@ -167,6 +202,28 @@ class Checkpointer:
         self.manager.close()
 
 
-def abstract_like(tree, shardings):
-    """ShapeDtypeStructs with the given shardings: restore targets that allocate nothing."""
-    return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=s), tree, shardings)
+def restore_workdir_params(workdir: str, abstract_params) -> tuple[Any, dict[str, Any]]:
+    """The newest readable checkpoint's parameters of a training `workdir` (its `checkpoints/`), restored onto
+    the shardings of `abstract_params`; the optimizer state is not read. Returns (params, meta).
+
+    Raises:
+      FileNotFoundError: `workdir` has no `checkpoints/` or no readable checkpoint.
+      ValueError: a model of other parameter shapes, or a checkpoint of another layout.
+    """
+    directory = os.path.join(workdir, "checkpoints")
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(
+            f"{workdir} has no checkpoints/: it must be a directory written by "
+            "`python -m experiments.pretrain --workdir=...`"
+        )
+    checkpointer = Checkpointer(directory, keep=1_000_000, async_save=False)
+    try:
+        restored = checkpointer.restore_latest_params(abstract_params)
+    finally:
+        checkpointer.close()
+    if restored is None:
+        raise FileNotFoundError(
+            f"no readable checkpoint under {directory}; train first (`python -m experiments.pretrain "
+            f"--workdir={workdir}`)"
+        )
+    return restored

@@ -1,9 +1,10 @@
 """The training loop: build, restore or initialize, step, log, checkpoint, survive faults and preemption.
 
 Order of work (every check that can fail on user input runs before anything is written):
-validate config -> tokenizer and data (vocab fits the model, data paths exist) -> workdir lock -> abstract
-state -> restore the newest readable checkpoint (refusing one of a different model shape) or initialize ->
-steps. A SIGTERM saves a checkpoint at the current step and returns "preempted" (the CLI exits 0).
+assemble the run (`assemble.Run`: validate every section, mesh, optimizer) -> tokenizer and data (vocab fits
+the model, data paths exist) -> workdir lock -> abstract state -> restore the newest readable checkpoint
+(refusing one of a different model shape or layout), else initialize (randomly, or the parameters of
+`checkpoint.init_from`) -> steps. A SIGTERM saves a checkpoint at the current step and returns "preempted" (the CLI exits 0).
 """
 
 import dataclasses
@@ -16,16 +17,12 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from apertus_jax.models import flops, partitioning
-from apertus_jax.optim import BatchSizePlan, cosine_schedule, make_optimizer, schedule_in_steps, wsd_schedule
-from apertus_jax.train import config as config_lib
-from apertus_jax.train import inputs
-from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes
+from apertus_jax.models import flops
+from apertus_jax.train.assemble import Run
+from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
 from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
 from apertus_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device, plot_loss
-from apertus_jax.train.sharding import batch_sharding, make_global_batch
-from apertus_jax.train.step import make_train_step
-from apertus_jax.train.train_state import make_train_state_spec
+from apertus_jax.train.sharding import make_global_batch
 
 
 @dataclasses.dataclass
@@ -37,38 +34,6 @@ class Progress:
     updates: int = 0
     skipped_steps: int = 0
     rollbacks: int = 0
-
-
-def make_lr_schedule(optim: ml_collections.ConfigDict, plan: BatchSizePlan):
-    """The optax schedule over applied updates, from the token-based WSD or cosine schedule (docs/recipe.md 5)."""
-    if optim.schedule == "wsd":
-        by_tokens = wsd_schedule(
-            optim.peak_lr,
-            optim.warmup_tokens,
-            optim.decay_tokens,
-            optim.total_tokens,
-            optim.init_fraction,
-            optim.final_fraction,
-            optim.decay_shape,
-        )
-    else:
-        by_tokens = cosine_schedule(
-            optim.peak_lr, optim.warmup_tokens, optim.total_tokens, optim.init_fraction, optim.final_fraction
-        )
-    return schedule_in_steps(by_tokens, plan)
-
-
-def make_tx(optim: ml_collections.ConfigDict, lr_schedule):
-    """clip_by_global_norm -> AdEMAMix or AdamW, with the default weight-decay mask (docs/recipe.md 4)."""
-    kwargs = dict(b1=optim.b1, b2=optim.b2, eps=optim.eps)
-    if optim.name == "ademamix":
-        kwargs.update(
-            b3=optim.b3,
-            alpha=optim.alpha,
-            alpha_warmup_steps=optim.alpha_warmup_steps,
-            b3_warmup_steps=optim.b3_warmup_steps,
-        )
-    return make_optimizer(optim.name, lr_schedule, optim.weight_decay, optim.clip_norm, **kwargs)
 
 
 def goldfish_dropped_fraction(batch: dict[str, np.ndarray], eod_id: int) -> float:
@@ -108,106 +73,64 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
 
     Raises:
       ValueError / FileNotFoundError: bad config, tokenizer or data (one line, before anything is written);
-        a workdir holding a checkpoint of a different model shape.
+        a workdir holding a checkpoint of a different model shape or layout; a missing `checkpoint.init_from`.
       WorkdirLockedError: another run holds `workdir`.
     """
-    mesh_shape = config_lib.validate(config, jax.device_count(), jax.process_count())
-    model_config = config_lib.model_config(config)
-    tokenizer = inputs.load_run_tokenizer(config.data)
-    if tokenizer.vocab_size > model_config.vocab_size:
-        raise ValueError(
-            f"tokenizer {tokenizer.name} has {tokenizer.vocab_size} ids but model.vocab_size is "
-            f"{model_config.vocab_size}; set --config.model.vocab_size >= {tokenizer.vocab_size}"
-        )
-    plan = BatchSizePlan(config.train.batch_plan)
-    end_tokens = plan.tokens_at_step(config.train.steps)
-    if end_tokens < config.optim.total_tokens:
-        logging.warning(
-            "train.steps=%d ends at %d tokens but the LR schedule runs to optim.total_tokens=%d: the "
-            "run stops before the cooldown; set --config.optim.total_tokens (and decay_tokens) to match",
-            config.train.steps,
-            end_tokens,
-            config.optim.total_tokens,
-        )
-    lr_schedule = make_lr_schedule(config.optim, plan)
-    tx = make_tx(config.optim, lr_schedule)
-    data_iter = inputs.make_train_iterator(config, tokenizer, plan)
-    mesh = partitioning.make_mesh(*mesh_shape)
+    run = Run(config)
+    run.warn_if_steps_end_before_cooldown()
+    data_iter = run.data_iterator()
     logging.info(
-        "mesh %s over %d devices (%d processes)", dict(mesh.shape), jax.device_count(), jax.process_count()
+        "mesh %s over %d devices (%d processes)",
+        dict(run.mesh.shape),
+        jax.device_count(),
+        jax.process_count(),
     )
 
     with WorkdirLock(workdir):
-        spec = make_train_state_spec(model_config, tx, mesh, config.seed)
         checkpointer = Checkpointer(
-            os.path.join(workdir, "checkpoints"), config.checkpoint.keep, config.checkpoint.async_save
+            os.path.join(workdir, "checkpoints"),
+            run.sections.checkpoint.keep,
+            run.sections.checkpoint.async_save,
         )
-        restored = checkpointer.restore_latest(spec.abstract, data_iter)
+        restored = checkpointer.restore_latest(run.spec.abstract, data_iter)
         if restored:
             state, meta = restored
             progress = Progress(**meta["progress"])
             logging.info("resumed from step %d (%d tokens)", progress.step, progress.tokens)
         else:
-            state, progress = spec.init(), Progress()
+            state, progress = _initial_state(run), Progress()
         if jax.process_index() == 0:
             record_config(workdir, config.to_dict(), progress.step if restored else None)
         try:
             # Under the mesh, the model's activation constraints (partitioning.constrain) take effect; without it
             # XLA picks activation shardings itself and may replicate the batch (the memory plan measured 280 GB
             # instead of 17 GB per device for apertus_8b on 1x64x1).
-            with jax.set_mesh(mesh):
-                return _run(
-                    config,
-                    workdir,
-                    spec,
-                    tx,
-                    mesh,
-                    data_iter,
-                    checkpointer,
-                    state,
-                    progress,
-                    lr_schedule,
-                    model_config,
-                    tokenizer.eod_id,
-                )
+            with jax.set_mesh(run.mesh):
+                return _run(run, workdir, data_iter, checkpointer, state, progress)
         finally:
             checkpointer.close()
 
 
-def _run(
-    config,
-    workdir,
-    spec,
-    tx,
-    mesh,
-    data_iter,
-    checkpointer,
-    state,
-    progress,
-    lr_schedule,
-    model_config,
-    eod_id,
-) -> str:
-    total_steps = config.train.steps
+def _initial_state(run: Run) -> dict:
+    """Random initialization, or the parameters of `checkpoint.init_from` with a fresh optimizer state."""
+    source = run.sections.checkpoint.init_from
+    if not source:
+        return run.spec.init()
+    params, meta = restore_workdir_params(source, run.spec.abstract["params"])
+    logging.info("initialized the parameters from %s (step %d)", source, meta["progress"]["step"])
+    return {"params": params, "opt_state": run.spec.init_opt_state(params)}
+
+
+def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
+    config, spec = run.config, run.spec
+    total_steps = run.sections.train.steps
     metrics = MetricsWriter(workdir, total_steps, progress.step)
-    counter = NonFiniteCounter(config.faults.max_nonfinite_in_a_row, progress.skipped_steps)
+    counter = NonFiniteCounter(run.sections.faults.max_nonfinite_in_a_row, progress.skipped_steps)
     preemption = PreemptionSignal()
     shapes = param_shapes(spec.abstract["params"])
-    flops_per_token = flops.train_flops_per_token(model_config, config.data.seq_len)
+    flops_per_token = flops.train_flops_per_token(run.model_config, run.sections.data.seq_len)
     peak = peak_flops_per_device()
-    steps_by_rows = {}
-
-    def compiled_step(rows: int):
-        if rows not in steps_by_rows:
-            micro = config.train.microbatch_size or rows
-            step = make_train_step(spec.apply_fn, tx, rows // micro)
-            steps_by_rows[rows] = jax.jit(
-                step,
-                in_shardings=(spec.shardings["params"], spec.shardings["opt_state"], batch_sharding(mesh)),
-                donate_argnums=(0, 1),
-            )
-        return steps_by_rows[rows]
-
+    eod_id = run.tokenizer.eod_id
     saved_step = progress.step if checkpointer.all_steps() else -1
 
     def save():
@@ -226,12 +149,14 @@ def _run(
                 checkpointer.wait()
                 return "preempted"
             local_batch = next(data_iter)
-            batch = make_global_batch(local_batch, mesh)
+            batch = make_global_batch(local_batch, run.mesh)
             rows, length = batch["tokens"].shape
-            params, opt_state, step_metrics = compiled_step(rows)(state["params"], state["opt_state"], batch)
+            params, opt_state, step_metrics = run.train_step(rows).fn(
+                state["params"], state["opt_state"], batch
+            )
             state = {"params": params, "opt_state": opt_state}
             step_metrics = jax.device_get(step_metrics)
-            lr = float(lr_schedule(progress.updates))
+            lr = float(run.lr_schedule(progress.updates))
             finite = bool(step_metrics["finite"])
             progress.step += 1
             progress.tokens += rows * length
@@ -258,7 +183,7 @@ def _run(
             if roll_back:
                 state, progress = _roll_back(checkpointer, spec, progress, metrics, state)
                 continue
-            if progress.step % config.checkpoint.every_steps == 0 or progress.step == total_steps:
+            if progress.step % run.sections.checkpoint.every_steps == 0 or progress.step == total_steps:
                 save()
         checkpointer.wait()
     finally:

@@ -1,7 +1,8 @@
 """The train state {"params", "opt_state"}: abstract shapes, shardings and sharded initialization.
 
 Parameters are kept as a plain nested dict of float32 arrays (`nnx.State.to_pure_dict()`), so checkpoints
-are plain trees; `nnx.merge(graphdef, params)` rebuilds the model inside the jitted step.
+are plain trees; `nnx.merge(graphdef, params)` rebuilds the model inside the jitted step. `ParamSpec` is the
+parameters alone (what evaluation, export and fine-tuning restore); `TrainStateSpec` adds the optimizer state.
 """
 
 import dataclasses
@@ -20,6 +21,45 @@ from apertus_jax.models.transformer import Apertus
 
 
 @dataclasses.dataclass(frozen=True)
+class ParamSpec:
+    """The model's parameters without allocating them.
+
+    Attributes:
+      apply_fn: (params, tokens[B,T], positions[B,T], segment_ids[B,T]) -> logits[B,T,V] float32.
+      shardings: tree of NamedSharding from the model's logical-axis rule table.
+      abstract: the same tree of `jax.ShapeDtypeStruct` carrying those shardings (Orbax restore targets).
+      create: () -> the initialized parameters (unjitted; `seed` fixes them).
+    """
+
+    apply_fn: Callable[..., jax.Array]
+    shardings: Any
+    abstract: Any
+    create: Callable[[], Any]
+
+
+def make_param_spec(model_config: ModelConfig, mesh: jax.sharding.Mesh, seed: int) -> ParamSpec:
+    """Builds the abstract model (no allocation) and its parameter shardings on `mesh`."""
+
+    def create_params():
+        return nnx.state(Apertus(model_config, rngs=nnx.Rngs(seed)), nnx.Param).to_pure_dict()
+
+    graphdef, abstract_state = nnx.split(
+        nnx.eval_shape(lambda: Apertus(model_config, rngs=nnx.Rngs(seed))), nnx.Param
+    )
+    shardings = partitioning.state_shardings(abstract_state, mesh).to_pure_dict()
+    abstract = jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        jax.eval_shape(create_params),
+        shardings,
+    )
+
+    def apply_fn(params, tokens, positions, segment_ids):
+        return nnx.merge(graphdef, params)(tokens, positions, segment_ids)
+
+    return ParamSpec(apply_fn=apply_fn, shardings=shardings, abstract=abstract, create=create_params)
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainStateSpec:
     """Everything the loop needs to build, shard and restore the train state without allocating it.
 
@@ -29,49 +69,42 @@ class TrainStateSpec:
         optimizer moments follow their parameter, counters are replicated).
       abstract: the same tree of `jax.ShapeDtypeStruct` carrying those shardings (Orbax restore targets).
       init: () -> the initialized, sharded state (jitted; each device creates only its shards).
+      init_opt_state: params -> a fresh, sharded optimizer state for them (jitted; fine-tuning from params).
     """
 
     apply_fn: Callable[..., jax.Array]
     shardings: dict[str, Any]
     abstract: dict[str, Any]
     init: Callable[[], dict[str, Any]]
+    init_opt_state: Callable[[Any], Any]
 
 
 def make_train_state_spec(
     model_config: ModelConfig, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh, seed: int
 ) -> TrainStateSpec:
-    """Builds the abstract model (no allocation), its shardings on `mesh`, and the sharded initializer."""
-
-    def create_params():
-        return nnx.state(Apertus(model_config, rngs=nnx.Rngs(seed)), nnx.Param).to_pure_dict()
-
-    graphdef, abstract_state = nnx.split(
-        nnx.eval_shape(lambda: Apertus(model_config, rngs=nnx.Rngs(seed))), nnx.Param
-    )
-    param_shardings = partitioning.state_shardings(abstract_state, mesh).to_pure_dict()
-    abstract_params = jax.eval_shape(create_params)
-    abstract_opt_state = jax.eval_shape(tx.init, abstract_params)
+    """The `ParamSpec` of the model plus the optimizer state of `tx`, and the sharded initializer."""
+    params = make_param_spec(model_config, mesh, seed)
+    abstract_opt_state = jax.eval_shape(tx.init, params.abstract)
     replicated = NamedSharding(mesh, P())
     opt_shardings = optax.tree_map_params(
-        tx, lambda _, s: s, abstract_opt_state, param_shardings, transform_non_params=lambda _: replicated
+        tx, lambda _, s: s, abstract_opt_state, params.shardings, transform_non_params=lambda _: replicated
     )
-    shardings = {"params": param_shardings, "opt_state": opt_shardings}
-    abstract = jax.tree.map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        {"params": abstract_params, "opt_state": abstract_opt_state},
-        shardings,
-    )
+    shardings = {"params": params.shardings, "opt_state": opt_shardings}
+    abstract = {
+        "params": params.abstract,
+        "opt_state": jax.tree.map(
+            lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract_opt_state, opt_shardings
+        ),
+    }
 
     def init_state():
-        params = create_params()
-        return {"params": params, "opt_state": tx.init(params)}
-
-    def apply_fn(params, tokens, positions, segment_ids):
-        return nnx.merge(graphdef, params)(tokens, positions, segment_ids)
+        p = params.create()
+        return {"params": p, "opt_state": tx.init(p)}
 
     return TrainStateSpec(
-        apply_fn=apply_fn,
+        apply_fn=params.apply_fn,
         shardings=shardings,
         abstract=abstract,
         init=jax.jit(init_state, out_shardings=shardings),
+        init_opt_state=jax.jit(tx.init, in_shardings=(params.shardings,), out_shardings=opt_shardings),
     )

@@ -6,7 +6,7 @@ import grain
 import numpy as np
 import pytest
 
-from apertus_jax.data import mixture
+from apertus_jax.data import components, mixture
 from apertus_jax.data.config import normalize_data_config
 from apertus_jax.data.masks import document_masks
 from apertus_jax.data.pipeline import BATCH_KEYS, build_train_pipeline
@@ -133,7 +133,7 @@ def test_taken_subset_keeps_held_out_documents_out(tekken, german_jsonl):
     assert iterator.stats()["components"]["german"]["epochs"] > 1.5
     stream = np.concatenate([rows[0], rows[1:, 1:].reshape(-1)]).astype("<i4").tobytes()  # undo the overlap
     spec = iterator.config["components"]["german"]
-    component = mixture.load_component("german", spec, tekken)
+    component = components.load_component("german", spec, tekken)
     kept = set(mixture.host_documents(component, spec, split_seed=0, process_index=0, process_count=1))
     kept_texts = {component.documents[i].tobytes() for i in kept}
     held_out = [component.documents[i] for i in range(200) if i not in kept]
@@ -162,7 +162,7 @@ def test_finite_stream_ends_with_padding(tekken, german_jsonl):
     assert (last["segment_ids"][last["tokens"] == tekken.pad_id] == 0).all()
     assert (last["loss_mask"][last["targets"] == tekken.pad_id] == 0).all()
     real = sum(int((b["targets"] != tekken.pad_id).sum()) for b in batches)
-    component = mixture.load_component(
+    component = components.load_component(
         "german", normalize_data_config(config)["components"]["german"], tekken
     )
     # Every token but the very first is a target exactly once.

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from apertus_jax.data import mixture, shards
+from apertus_jax.data import components, mixture, shards
 from apertus_jax.data.pipeline import build_train_pipeline
 from experiments import tokenize_data
 
@@ -63,7 +63,7 @@ def test_arrayrecord_component_sorted_by_score(shard_set, tekken):
     }
     iterator = build_train_pipeline(config, tekken, 128, 4)
     spec = iterator.config["components"]["web"]
-    component = mixture.load_component("web", spec, tekken)
+    component = components.load_component("web", spec, tekken)
     order = mixture.host_documents(component, spec, split_seed=0, process_index=0, process_count=1)
     assert np.all(np.diff(component.scores[order]) >= 0)
     first = next(iterator)["tokens"][0]

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import jax
 import numpy as np
@@ -10,11 +11,13 @@ from flax import nnx
 
 from apertus_jax.eval.workdir import load_workdir
 from apertus_jax.models.partitioning import make_mesh
+from apertus_jax.models.presets import model_section
 from apertus_jax.optim import BatchSizePlan
+from apertus_jax.optim import config as optim_config
+from apertus_jax.optim.config import make_lr_schedule, make_tx
 from apertus_jax.train import config as config_lib
 from apertus_jax.train import inputs
 from apertus_jax.train.checkpoint import Checkpointer, param_shapes
-from apertus_jax.train.loop import make_lr_schedule, make_tx
 from apertus_jax.train.train_state import make_train_state_spec
 from experiments.evaluate import run
 
@@ -24,7 +27,7 @@ def workdir(tmp_path_factory):
     """A workdir as the trainer writes it (config.json + an Orbax checkpoint at step 7) of a tiny model."""
     workdir = str(tmp_path_factory.mktemp("run"))
     config = config_lib.base_config()
-    config.model = config_lib.model_section(
+    config.model = model_section(
         "tiny",
         vocab_size=1024,
         d_model=32,
@@ -40,7 +43,8 @@ def workdir(tmp_path_factory):
     with open(os.path.join(workdir, "config.json"), "w") as f:
         json.dump(config.to_dict(), f)
     plan = BatchSizePlan(config.train.batch_plan)
-    tx = make_tx(config.optim, make_lr_schedule(config.optim, plan))
+    optim = optim_config.from_section(config.optim)
+    tx = make_tx(optim, make_lr_schedule(optim, plan))
     spec = make_train_state_spec(
         config_lib.model_config(config), tx, make_mesh(1, 1, 1, jax.devices()[:1]), seed=5
     )
@@ -58,6 +62,16 @@ def test_restores_the_saved_parameters(workdir):
     directory, params = workdir
     trained = load_workdir(directory)
     assert trained.step == 7 and trained.tokenizer.vocab_size == 1024
+    restored = nnx.state(trained.model, nnx.Param).to_pure_dict()
+    jax.tree.map(np.testing.assert_array_equal, restored, params)
+
+
+def test_restores_params_without_reading_the_optimizer_state(workdir, tmp_path):
+    directory, params = workdir
+    copy = str(tmp_path / "run")
+    shutil.copytree(directory, copy)
+    shutil.rmtree(os.path.join(copy, "checkpoints", "7", "opt_state"))  # no optimizer state to read
+    trained = load_workdir(copy)
     restored = nnx.state(trained.model, nnx.Param).to_pure_dict()
     jax.tree.map(np.testing.assert_array_equal, restored, params)
 

@@ -7,11 +7,13 @@ import optax
 import pytest
 
 from apertus_jax.optim import get_optim_preset
+from apertus_jax.optim.config import make_lr_schedule, make_tx
 
 
 def test_apertus_8b_schedule_over_the_run():
     preset = get_optim_preset("apertus-8b")
-    lr, plan = preset.learning_rate(), preset.batch_plan
+    plan = preset.batch_plan
+    lr = make_lr_schedule(preset, plan)
     warmup_end = plan.step_at_tokens(16_800_000_000)
     assert float(lr(0)) == 0.0  # released script: warmup from 0
     assert float(lr(warmup_end + 1)) == pytest.approx(1.1e-4)
@@ -35,7 +37,7 @@ def test_apertus_70b_peak_and_doubling():
 
 def test_preset_optimizer_takes_a_step():
     preset = get_optim_preset("apertus-8b")
-    tx = preset.optimizer()
+    tx = make_tx(preset, make_lr_schedule(preset, preset.batch_plan))
     params = {"w": jnp.ones((2, 3)), "norm": jnp.ones(3)}
     state = tx.init(params)
     for _ in range(3):

@@ -1,6 +1,8 @@
 """Checkpoints: restore onto other meshes, corrupt latest, keep-N, lock, shape guard."""
 
+import json
 import os
+import shutil
 
 import jax
 import numpy as np
@@ -12,7 +14,7 @@ from apertus_jax.optim import make_optimizer
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, WorkdirLockedError, param_shapes
 from apertus_jax.train.sharding import batch_sharding, make_global_batch
 from apertus_jax.train.step import make_train_step
-from apertus_jax.train.train_state import make_train_state_spec
+from apertus_jax.train.train_state import make_param_spec, make_train_state_spec
 
 MODEL = get_config(
     "tiny", vocab_size=1024, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, mlp_hidden=64, max_seq_len=32
@@ -76,7 +78,7 @@ def test_restore_onto_another_mesh(saved, mesh_shape, demo_iterator):
 def test_corrupt_latest_is_set_aside_and_previous_used(saved, tmp_path, demo_iterator):
     directory = str(tmp_path / "checkpoints")
     os.system(f"cp -r {saved[0]} {directory}")
-    state_dir = os.path.join(directory, "2", "state")
+    state_dir = os.path.join(directory, "2", "params")
     for name in os.listdir(state_dir):  # truncate every file of step 2's arrays
         path = os.path.join(state_dir, name)
         if os.path.isfile(path):
@@ -96,6 +98,37 @@ def test_checkpoint_of_another_model_shape_is_refused_untouched(saved, demo_iter
     spec = make_train_state_spec(other, TX, make_mesh(1, 8, 1), seed=0)
     with pytest.raises(ValueError, match="different model shape"):
         Checkpointer(directory, keep=5).restore_latest(spec.abstract, demo_iterator())
+    assert sorted(os.walk(directory)) == before
+
+
+def test_params_restore_alone_without_reading_the_optimizer_state(saved, tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    shutil.copytree(saved[0], directory)
+    for step in ("1", "2"):
+        shutil.rmtree(os.path.join(directory, step, "opt_state"))  # nothing of it can be read
+    abstract = make_param_spec(MODEL, make_mesh(1, 2, 4), seed=1).abstract
+    params, meta = Checkpointer(directory, keep=5).restore_latest_params(abstract)
+    assert meta["progress"]["step"] == 2
+    for restored, expected in zip(jax.tree.leaves(params), jax.tree.leaves(saved[1]["params"])):
+        np.testing.assert_array_equal(np.asarray(restored), expected)
+    assert sorted(os.listdir(directory)) == ["1", "2"]  # nothing set aside
+
+
+def test_checkpoint_of_another_layout_is_refused_untouched(saved, tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    shutil.copytree(saved[0], directory)
+    meta_dir = os.path.join(directory, "2", "meta")
+    meta_file = os.path.join(meta_dir, "metadata")  # Orbax's JsonSave file
+    with open(meta_file) as f:
+        meta = json.load(f)
+    del meta["format"]  # as the earlier single-"state" layout wrote it
+    with open(meta_file, "w") as f:
+        json.dump(meta, f)
+    before = sorted(os.walk(directory))
+    spec = make_train_state_spec(MODEL, TX, make_mesh(1, 8, 1), seed=0)
+    with pytest.raises(ValueError, match="has another layout") as error:
+        Checkpointer(directory, keep=5).restore_latest(spec.abstract)
+    assert "\n" not in str(error.value)
     assert sorted(os.walk(directory)) == before
 
 

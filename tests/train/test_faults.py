@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import numpy as np
 
-from apertus_jax.train import inputs, loop
+from apertus_jax.train import assemble, inputs, loop
 from apertus_jax.train.faults import NonFiniteCounter
 from configs import tiny_resume
 
@@ -23,7 +23,7 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
     with batch 5, so the new step 3 trains on batch 5 and the run still ends at step 8."""
     poisoned_batches = {3, 4}
     served = []
-    make_step = loop.make_train_step
+    make_step = assemble.make_train_step
 
     next_batch = inputs.ShardedIterator.__next__
 
@@ -42,7 +42,7 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
         return make_step(apply, tx, num_microbatches)
 
     monkeypatch.setattr(inputs.ShardedIterator, "__next__", poisoning_next)
-    monkeypatch.setattr(loop, "make_train_step", nan_on_negative_position)
+    monkeypatch.setattr(assemble, "make_train_step", nan_on_negative_position)
     config = tiny_resume.get_config()
     config.unlock()
     config.train.steps, config.train.batch_plan, config.faults.max_nonfinite_in_a_row = 8, ((0, 256),), 2

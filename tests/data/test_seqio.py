@@ -1,4 +1,5 @@
-"""seqio interop on real text: seqio Tasks as pipeline components, our mixtures exported as seqio Tasks.
+"""seqio interop on real text (`seqio_vocabulary`, `seqio_import`, `seqio_export`): seqio Tasks as pipeline
+components, our mixtures exported as seqio Tasks.
 
 Runs only where the optional extra "seqio" is installed (`.ci/seqio` makes that environment); it skips
 cleanly elsewhere.
@@ -12,7 +13,7 @@ import pytest
 seqio = pytest.importorskip("seqio")
 tf = pytest.importorskip("tensorflow")
 
-from apertus_jax.data import mixture, seqio_interop  # noqa: E402
+from apertus_jax.data import components, mixture, seqio_export, seqio_import, seqio_vocabulary  # noqa: E402
 from apertus_jax.data.config import normalize_data_config  # noqa: E402
 from apertus_jax.data.demo_corpus import load_demo_documents, load_german_prose  # noqa: E402
 from apertus_jax.data.pipeline import build_train_pipeline  # noqa: E402
@@ -70,7 +71,7 @@ def udhr_texts():
 @pytest.fixture(scope="module")
 def udhr_task(tekken, udhr_texts):
     """A seqio Task over real UDHR text: `text` (raw) and `targets` tokenized by seqio with our vocabulary."""
-    vocabulary = seqio_interop.TokenizerVocabulary(tekken)
+    vocabulary = seqio_vocabulary.TokenizerVocabulary(tekken)
     preprocessors = [
         functools.partial(seqio.preprocessors.rekey, key_map={"targets": "text", "text": "text"}),
         seqio.preprocessors.tokenize,
@@ -86,7 +87,7 @@ def udhr_task(tekken, udhr_texts):
 
 
 def test_vocabulary_is_our_tokenizer(tekken):
-    vocabulary = seqio_interop.TokenizerVocabulary(tekken)
+    vocabulary = seqio_vocabulary.TokenizerVocabulary(tekken)
     assert (vocabulary.vocab_size, vocabulary.bos_id, vocabulary.eos_id, vocabulary.pad_id) == (
         131072,
         1,
@@ -102,14 +103,14 @@ def test_vocabulary_is_our_tokenizer(tekken):
     rows = [tekken.encode(t)[:20] for t in texts]
     decoded = vocabulary.decode_tf(tf.constant(rows, tf.int32)).numpy()
     assert [d.decode() for d in decoded] == [tekken.decode(r) for r in rows]
-    assert vocabulary == seqio_interop.TokenizerVocabulary(tekken)
+    assert vocabulary == seqio_vocabulary.TokenizerVocabulary(tekken)
     assert vocabulary != seqio.PassThroughVocabulary(tekken.vocab_size, eos_id=2)
 
 
 @pytest.mark.parametrize("feature", ["text", "targets"])
 def test_seqio_task_documents_are_our_tokenization(tekken, udhr_task, udhr_texts, feature):
     """Raw text is tokenized by our tokenizer; seqio-tokenized ids of our vocabulary get BoD and keep EoD."""
-    component = seqio_interop.load_component("c", seqio_spec(udhr_task, feature), tekken)
+    component = seqio_import.load_component("c", seqio_spec(udhr_task, feature), tekken)
     assert len(component.documents) == len(udhr_texts) == 28
     for document, text in zip(component.documents, udhr_texts):
         np.testing.assert_array_equal(document, tekken.encode_document(text))
@@ -128,11 +129,11 @@ def test_pipeline_over_a_seqio_task_equals_the_same_documents_read_directly(tekk
 
 def test_bad_seqio_sources_are_rejected(tekken, udhr_task):
     with pytest.raises(ValueError, match="No Task or Mixture found with name 'no_such_task'"):
-        seqio_interop.load_component("c", seqio_spec("no_such_task", "text"), tekken)
+        seqio_import.load_component("c", seqio_spec("no_such_task", "text"), tekken)
     with pytest.raises(ValueError, match="has no split 'train'"):
-        seqio_interop.load_component("c", seqio_spec(udhr_task, "text", split="train"), tekken)
+        seqio_import.load_component("c", seqio_spec(udhr_task, "text", split="train"), tekken)
     with pytest.raises(ValueError, match="has no feature 'inputs'"):
-        seqio_interop.load_component("c", seqio_spec(udhr_task, "inputs"), tekken)
+        seqio_import.load_component("c", seqio_spec(udhr_task, "inputs"), tekken)
     with pytest.raises(ValueError, match=r"\['task'\] must name"):
         normalize_data_config({"components": {"c": {"kind": "seqio"}}})
 
@@ -141,16 +142,16 @@ def test_bad_seqio_sources_are_rejected(tekken, udhr_task):
         "test_foreign_ids", [{"targets": [1, 500, 2]}], {"targets": seqio.Feature(foreign, add_eos=False)}
     )
     with pytest.raises(ValueError, match="holds ids of .* not of tokenizer 'tekken'"):
-        seqio_interop.load_component("c", seqio_spec("test_foreign_ids", "targets"), tekken)
+        seqio_import.load_component("c", seqio_spec("test_foreign_ids", "targets"), tekken)
 
-    ours = seqio_interop.TokenizerVocabulary(tekken)
+    ours = seqio_vocabulary.TokenizerVocabulary(tekken)
     register_function_task(
         "test_large_ids",
         [{"targets": [1, 500, 2]}, {"targets": [1, 131072, 2]}],
         {"targets": seqio.Feature(ours, add_eos=False)},
     )
     with pytest.raises(ValueError, match=r"example 1 .* token id 131072 outside \[0, 131072\)"):
-        seqio_interop.load_component("c", seqio_spec("test_large_ids", "targets"), tekken)
+        seqio_import.load_component("c", seqio_spec("test_large_ids", "targets"), tekken)
 
 
 def test_exported_mixture_has_our_token_shares_and_round_trips(tekken):
@@ -166,7 +167,7 @@ def test_exported_mixture_has_our_token_shares_and_round_trips(tekken):
             },
         }
     }
-    names = seqio_interop.register_seqio_tasks(data_config, tekken, prefix="roundtrip_")
+    names = seqio_export.register_seqio_tasks(data_config, tekken, prefix="roundtrip_")
     assert names == {
         "tasks": {"udhr": "roundtrip_udhr", "prose": "roundtrip_prose"},
         "mixtures": {"stage1": "roundtrip_stage1_mixture"},
@@ -176,7 +177,7 @@ def test_exported_mixture_has_our_token_shares_and_round_trips(tekken):
     config = normalize_data_config(data_config)
     expected = {}
     for name, spec in config["components"].items():
-        component = mixture.load_component(name, spec, tekken)
+        component = components.load_component(name, spec, tekken)
         indices = mixture.host_documents(component, spec, split_seed=0, process_index=0, process_count=1)
         expected[name] = [component.documents[i] for i in indices]
     assert [len(expected["udhr"]), len(expected["prose"])] == [28, 40]
@@ -219,14 +220,14 @@ def test_exported_mixture_has_our_token_shares_and_round_trips(tekken):
         }
     }
     for name, spec in normalize_data_config(round_trip)["components"].items():
-        documents = seqio_interop.load_component(name, spec, tekken).documents
+        documents = seqio_import.load_component(name, spec, tekken).documents
         assert len(documents) == len(expected[name])
         for got, want in zip(documents, expected[name]):
             np.testing.assert_array_equal(got, want)
     assert_same_batches(first_batches(round_trip, tekken), first_batches(data_config, tekken))
 
     # The whole Mixture as one component: its Tasks' documents in turn.
-    whole = seqio_interop.load_component(
+    whole = seqio_import.load_component(
         "all", seqio_spec(names["mixtures"]["stage1"], "targets", split="heldout"), tekken
     )
     by_task = {"roundtrip_udhr": expected["udhr"], "roundtrip_prose": expected["prose"]}

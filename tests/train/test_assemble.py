@@ -1,0 +1,78 @@
+"""The one assembly of a run: the train step is built once per row count, with the loop's shardings and
+microbatches, and the memory plan compiles exactly that step."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from apertus_jax.train.assemble import Run, step_config
+from configs import tiny_demo
+
+
+def test_train_step_is_built_once_per_row_count_with_the_configured_microbatches():
+    config = tiny_demo.get_config()
+    with config.unlocked():
+        config.train.microbatch_size = 8
+        config.mesh.data, config.mesh.fsdp = 1, -1  # 8 virtual devices: fsdp 8
+    run = Run(config)
+    step = run.train_step(16)
+    assert run.train_step(16) is step
+    assert (step.rows, step.num_microbatches) == (16, 2)
+    assert run.train_step(32).num_microbatches == 4
+    params_sharding, opt_sharding, batch_sharding = step.in_shardings
+    assert step.out_shardings[:2] == (params_sharding, opt_sharding)  # the state keeps its shardings
+    assert tuple(batch_sharding.spec) == (("data", "fsdp"), None)
+    assert params_sharding is run.spec.shardings["params"]
+
+
+def test_step_config_feeds_own_batches_and_rejects_unknown_optim_fields():
+    model = {"preset": "tiny", **dict(tiny_demo.get_config().model)}
+    config = step_config(model, seq_len=32, rows=8, steps=5, optim=dict(name="adamw", peak_lr=1e-3))
+    run = Run(config)
+    assert (run.sections.optim.name, run.sections.train.batch_plan) == ("adamw", ((0, 256),))
+    with pytest.raises(ValueError, match="optim: unknown field 'lr'"):
+        step_config(model, seq_len=32, rows=8, steps=5, optim=dict(lr=1e-3))
+
+
+# The loop's path (`Run(config)` over all devices, `run.train_step(rows)`) and the memory plan's
+# (`memory_plan.plan_run` on virtual devices) lowered side by side for apertus_8b on 64 devices.
+_COMPARE = textwrap.dedent(
+    """
+    import os
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=64"
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax
+    from apertus_jax.train.assemble import Run
+    from configs import apertus_8b
+    from experiments import memory_plan
+
+    config = apertus_8b.get_config()
+    with config.unlocked():
+        config.model.attention_impl = "xla"  # CPU: no cuDNN kernel (the memory plan does the same)
+    loop_run = Run(config)
+    planned = memory_plan.plan_run(config, (1, 64, 1))
+    rows = 2048  # the largest batch of the plan (8.4M tokens), which the memory plan compiles
+    ours, theirs = loop_run.train_step(rows), planned.train_step(rows)
+    assert planned.mesh.devices.shape == loop_run.mesh.devices.shape == (1, 64, 1)
+    assert ours.num_microbatches == theirs.num_microbatches == 8, (ours.num_microbatches, theirs.num_microbatches)
+    assert ours.in_shardings == theirs.in_shardings and ours.out_shardings == theirs.out_shardings
+    with jax.set_mesh(loop_run.mesh):
+        a = ours.fn.lower(loop_run.spec.abstract["params"], loop_run.spec.abstract["opt_state"],
+                          loop_run.abstract_batch(rows)).as_text()
+    b = planned.lower_train_step(rows).as_text()
+    assert a == b, "the memory plan lowers another program than the loop"
+    print("same program", len(a), ours.num_microbatches)
+    """
+)
+
+
+def test_memory_plan_compiles_the_loops_step_for_apertus_8b_on_64_devices():
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    result = subprocess.run(
+        [sys.executable, "-c", _COMPARE], capture_output=True, text=True, timeout=900, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "same program" in result.stdout
