@@ -78,6 +78,7 @@ def ensure_venv(path: str, python: str, packages: tuple[str, ...], extra_require
     if os.path.exists(marker):
         return venv_python
     shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     log_path = path + ".log"
     print(f"installing {' '.join(packages)} into {path} (log: {log_path})", file=sys.stderr, flush=True)
     with open(log_path, "w") as log:
