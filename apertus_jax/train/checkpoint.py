@@ -6,7 +6,7 @@ One checkpoint step holds three items (an `ocp.args.Composite`):
 - `meta`: JSON with step, tokens consumed, fault counters, the seed and the parameter shapes.
 
 Restoring passes abstract targets (`jax.ShapeDtypeStruct` with the CURRENT mesh's NamedSharding), so a run
-may resume on a different mesh shape or device count (JAX_NOTES.md, Orbax).
+may resume on a different mesh shape or device count (Orbax restores onto the target shardings).
 """
 
 import fcntl

@@ -189,7 +189,13 @@ def run_transformers(cache: str, steps: int, warmup: int) -> str:
         batch=s["batch"],
         seq=s["seq"],
     )
-    cmd = [python, script, *(f"--{k}={v}" for k, v in shape.items()), f"--steps={steps}", f"--warmup={warmup}"]
+    cmd = [
+        python,
+        script,
+        *(f"--{k}={v}" for k, v in shape.items()),
+        f"--steps={steps}",
+        f"--warmup={warmup}",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     line = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     if proc.returncode or "tokens_per_s=" not in line:
