@@ -16,7 +16,8 @@ def main(argv=None) -> None:
     parser.add_argument("--maxtext_python", default="", help="Python >= 3.12 for MaxText (default: found)")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.maxtext_warmup < 1 or args.transformers_warmup < 1:
-        parser.error("--steps and the warmups must be >= 1")
+        print("error: --steps, --maxtext_warmup and --transformers_warmup must be >= 1", file=sys.stderr)
+        sys.exit(2)
     peers = run.PEERS if args.peer == "all" else (args.peer,)
     try:
         for peer in peers:

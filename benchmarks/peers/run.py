@@ -49,12 +49,12 @@ def python_version(python: str) -> tuple[int, int] | None:
 
 
 def find_python(minimum: tuple[int, int]) -> str:
-    """An interpreter of at least `minimum`: `python3.X` on PATH, else a pyenv-installed one.
+    """An interpreter of at least `minimum`: this one, `python3.X` on PATH, else a pyenv-installed one.
 
     Raises:
       RuntimeError: none found (the message says how to pass one).
     """
-    candidates = [shutil.which(f"python3.{minor}") for minor in range(minimum[1], 16)]
+    candidates = [sys.executable] + [shutil.which(f"python3.{minor}") for minor in range(minimum[1], 16)]
     pyenv_root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
     candidates += sorted(glob.glob(os.path.join(pyenv_root, "versions", "3.*", "bin", "python3")))
     for python in filter(None, candidates):

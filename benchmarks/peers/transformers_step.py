@@ -26,7 +26,8 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     args = parser.parse_args(argv)
     if args.steps < 1 or args.warmup < 1:
-        sys.exit(f"error: --steps={args.steps} and --warmup={args.warmup} must both be >= 1")
+        print(f"error: --steps={args.steps} and --warmup={args.warmup} must both be >= 1", file=sys.stderr)
+        sys.exit(2)
 
     import torch
     from transformers import ApertusConfig, ApertusForCausalLM
