@@ -1,10 +1,10 @@
 """Ours vs MaxText and HF transformers on bench-18m, alternating in one invocation, with ratios.
 
-    python -m benchmarks.compare [--rounds 2 --steps 15 --peers_script ../shared/bench/peers.sh]
+    python -m benchmarks.compare [--rounds 2 --steps 15 --peers_cache DIR]
 
 Each round runs, one after another and each in a fresh process: ours on bench-18m-apertus, the transformers
-`ApertusForCausalLM` peer, ours on bench-18m-llama, the MaxText `llama2` peer (`peers.sh hf|maxtext`, same
-shapes: vocab 32,000, d_model 256, 2 layers, 4 heads, batch 4 x 256 tokens, float32). Alternating keeps a
+`ApertusForCausalLM` peer, ours on bench-18m-llama, the MaxText `llama2` peer (`python -m benchmarks.peers
+transformers|maxtext`, which installs each peer into its own cached venv on first use; same shapes: vocab 32,000, d_model 256, 2 layers, 4 heads, batch 4 x 256 tokens, float32). Alternating keeps a
 load change on the shared machine from favouring one side. The table gives the median tokens/s of the rounds
 per runner, our MFU against the float32 matmul peak measured at the start, and the ratios
 ours/transformers (Apertus variant) and ours/MaxText (Llama variant).
@@ -21,12 +21,13 @@ import sys
 from apertus_jax.models import flops
 from apertus_jax.models.presets import get_config
 from benchmarks import peak
+from benchmarks.peers import run as peers_run
 
-DEFAULT_PEERS_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench", "peers.sh")
-# (runner name, how to run it); ours are model presets, peers are peers.sh arguments.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# (runner name, how to run it); ours are model presets, peers are `benchmarks.peers` arguments.
 RUNNERS = (
     ("ours-apertus", "bench-18m-apertus"),
-    ("transformers", "hf"),
+    ("transformers", "transformers"),
     ("ours-llama", "bench-18m-llama"),
     ("maxtext", "maxtext"),
 )
@@ -49,23 +50,24 @@ def run_ours(preset: str, steps: int, peak_gflops: float, extra_args: list[str])
         "--json",
         *extra_args,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])["tokens_per_s"]
 
 
-def run_peer(peer: str, peers_script: str) -> float:
-    """tokens/s printed by `peers.sh PEER` ("PEER tokens_per_s=N ...").
+def run_peer(peer: str, steps: int, cache: str) -> float:
+    """tokens/s printed by `python -m benchmarks.peers PEER` ("PEER tokens_per_s=N ...") in a fresh process.
 
     Raises:
-      RuntimeError: the script failed or printed no throughput.
+      RuntimeError: the peer failed or printed no throughput.
     """
-    proc = subprocess.run(["bash", peers_script, peer], capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "benchmarks.peers", peer, f"--steps={steps}", f"--cache={cache}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
     match = re.search(r"tokens_per_s=([0-9.]+)", proc.stdout)
     if proc.returncode or not match:
         raise RuntimeError(
-            f"peers.sh {peer} failed (rc {proc.returncode}): {proc.stdout[-500:]} {proc.stderr[-1500:]}"
+            f"{' '.join(cmd)} failed (rc {proc.returncode}): {proc.stdout[-500:]} {proc.stderr[-1500:]}"
         )
     return float(match.group(1))
 
@@ -97,13 +99,11 @@ def format_table(results: dict[str, list[float]], peak_gflops: float) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=15, help="timed steps of ours per run")
-    parser.add_argument("--peers_script", default=os.path.normpath(DEFAULT_PEERS_SCRIPT))
+    parser.add_argument("--steps", type=int, default=15, help="timed steps per run (ours and the peers)")
+    parser.add_argument("--peers_cache", default=peers_run.default_cache(), help="the peers' venvs")
     parser.add_argument("--only", default="", help="comma-separated runner names (default: all four)")
     parser.add_argument("--ours_args", default="", help="extra arguments for benchmarks.train_step")
     args = parser.parse_args(argv)
-    if not os.path.exists(args.peers_script):
-        raise SystemExit(f"error: peers script {args.peers_script} not found; pass --peers_script=PATH")
     selected = set(args.only.split(",")) if args.only else {name for name, _ in RUNNERS}
     peak_gflops = peak.matmul_gflops("float32")
     print(f"float32 matmul peak: {peak_gflops:.1f} GFLOP/s", flush=True)
@@ -115,7 +115,7 @@ def main(argv=None) -> None:
             if name.startswith("ours"):
                 value = run_ours(spec, args.steps, peak_gflops, args.ours_args.split())
             else:
-                value = run_peer(spec, args.peers_script)
+                value = run_peer(spec, args.steps, args.peers_cache)
             results.setdefault(name, []).append(value)
             print(f"round {round_index + 1} {name}: {value:.0f} tokens/s", flush=True)
     print(format_table(results, peak_gflops))

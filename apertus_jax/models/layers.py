@@ -53,7 +53,7 @@ class RMSNorm(nnx.Module):
 
 
 def xielu(x: jax.Array, a_p: jax.Array, a_n: jax.Array) -> jax.Array:
-    """xIELU (Huang & Schlag 2025; docs/recipe.md section 1 and errata 1), elementwise in `x.dtype`.
+    """xIELU (Huang & Schlag 2025; docs/recipe.md section 1; HF `XIELUActivation`), elementwise in `x.dtype`.
 
     `alpha_p = softplus(a_p)`, `alpha_n = beta + softplus(a_n)`;
     `f(x) = alpha_p x^2 + beta x` for x > 0, else `alpha_n (expm1(min(x, eps)) - x) + beta x`,

@@ -1,7 +1,7 @@
 """The Apertus tokenizer: Mistral-Nemo "tekken" with the Apertus special-token layout.
 
 Source: `mistral-common==1.13.1`, file `mistral_common/data/tekken_240718.json` (docs/recipe.md section 2,
-DATA.md). 131,072 ids: ids 0..999 are special (0 `<unk>`, 1 BoD `<s>`, 2 EoD `</s>`, 3 pad in the
+docs/data.md). 131,072 ids: ids 0..999 are special (0 `<unk>`, 1 BoD `<s>`, 2 EoD `</s>`, 3 pad in the
 Apertus layout), ids 1000.. are the first 130,072 BPE ranks shifted by +1000.
 
 We build the `tiktoken` encoding from the file's pre-tokenization pattern and ranks directly instead of

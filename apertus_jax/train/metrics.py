@@ -24,7 +24,7 @@ PEAK_FLOPS_PER_DEVICE = (
     ("TPU v5", 459e12),  # v5p reports "TPU v5"
     ("TPU v4", 275e12),
 )
-# Measured on the project's 2-core AVX-512 CPU machine (JAX_NOTES.md): float32 matmul ~210 GFLOP/s for
+# Measured on the project's 2-core AVX-512 CPU machine (`python -m benchmarks.peak`): float32 matmul ~210 GFLOP/s for
 # 2 cores, i.e. ~105 GFLOP/s per core. A CPU "device" gets its share of the process's cores.
 CPU_FLOPS_PER_CORE = 105e9
 

@@ -1,8 +1,11 @@
 """The comparison table: medians per runner, our MFU from the model's FLOPs, ratios against the right peer."""
 
+import pytest
+
 from apertus_jax.models import flops
 from apertus_jax.models.presets import get_config
 from benchmarks import compare
+from benchmarks.peers import run as peers_run
 
 
 def test_table_ratios_pair_each_variant_with_its_peer():
@@ -25,3 +28,14 @@ def test_table_ratios_pair_each_variant_with_its_peer():
 def test_missing_peer_gives_no_ratio():
     table = compare.format_table({"ours-llama": [900.0]}, peak_gflops=200.0)
     assert len(table.splitlines()) == 3 and "x vs" not in table.splitlines()[2]
+
+
+def test_peer_runners_are_peers_of_benchmarks_peers():
+    peers = [spec for name, spec in compare.RUNNERS if not name.startswith("ours")]
+    assert sorted(peers) == sorted(peers_run.PEERS)
+    assert {peer for _, peer in compare.RATIOS} == set(peers)
+
+
+def test_run_peer_reports_a_failing_peer(tmp_path):
+    with pytest.raises(RuntimeError, match=r"benchmarks\.peers nosuchpeer .*failed \(rc 2\)"):
+        compare.run_peer("nosuchpeer", steps=1, cache=str(tmp_path))

@@ -1,4 +1,4 @@
-"""AdEMAMix alpha/beta3 schedulers and token-based WSD/cosine: docs/recipe.md values and boundary properties."""
+"""AdEMAMix alpha/beta3 schedulers and token-based WSD/cosine: docs/recipe.md sections 4 and 5 values and boundary properties."""
 
 import math
 
