@@ -21,6 +21,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
+from apertus_jax.data import components as component_loader
 from apertus_jax.data import mixture
 from apertus_jax.data.config import normalize_data_config
 from apertus_jax.data.documents import Component
@@ -70,7 +71,7 @@ def register_seqio_tasks(data_config: Any, tokenizer, prefix: str = "apertus_") 
     output_features = {"targets": seqio.Feature(vocabulary, add_eos=True, dtype=tf.int32)}
     components, tasks = {}, {}
     for name, spec in config["components"].items():
-        component = components.load_component(name, spec, tokenizer)
+        component = component_loader.load_component(name, spec, tokenizer)
         indices = mixture.host_documents(
             component, spec, split_seed=config["split_seed"], process_index=0, process_count=1
         )
