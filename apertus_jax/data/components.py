@@ -87,18 +87,3 @@ class _Concatenated:
     def __getitem__(self, index: int) -> np.ndarray:
         part = int(np.searchsorted(self.starts, index, side="right")) - 1
         return self.parts[part][index - int(self.starts[part])]
-
-
-class _Concatenated:
-    """Several shard sets as one random-access sequence."""
-
-    def __init__(self, parts: Sequence[Any]):
-        self.parts = list(parts)
-        self.starts = np.cumsum([0] + [len(p) for p in self.parts])
-
-    def __len__(self) -> int:
-        return int(self.starts[-1])
-
-    def __getitem__(self, index: int) -> np.ndarray:
-        part = int(np.searchsorted(self.starts, index, side="right")) - 1
-        return self.parts[part][index - int(self.starts[part])]
