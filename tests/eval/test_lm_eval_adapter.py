@@ -1,0 +1,160 @@
+"""The lm-eval model `apertus_jax` against lm-eval's own `hf` model on the same exported checkpoint, and the
+German exams task through the harness against `experiments.evaluate`.
+
+Checkpoint: the `tiny-llama` preset (narrowed) exported with `save_hf`, with a byte-level BPE trained on the
+demo corpus saved beside it (`tokenizer.json` for us, `tokenizer_config.json` for transformers). Task: the
+committed first 20 German exams-qa questions as a local JSON Lines task (no hub access).
+"""
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+lm_eval = pytest.importorskip("lm_eval")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")  # lm-eval's hf model imports it
+
+from lm_eval.api.instance import Instance  # noqa: E402
+from lm_eval.tasks import TaskManager  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
+
+from apertus_jax.data import demo_corpus  # noqa: E402
+from apertus_jax.eval.lm_eval_adapter import ApertusJaxLM, cut_at_stop  # noqa: E402
+from apertus_jax.eval.lm_eval_tasks import write_multiple_choice_task  # noqa: E402
+from apertus_jax.eval.tasks import parse_exams_qa_lines  # noqa: E402
+from apertus_jax.models import create_model, get_config  # noqa: E402
+from apertus_jax.models.hf import save_hf  # noqa: E402
+
+EXTRACT = pathlib.Path(__file__).parent / "assets" / "german_exams_qa_first20.jsonl"
+TOLERANCE = 1e-4
+TASK = "german_exams_qa"
+
+
+def exams_questions():
+    return parse_exams_qa_lines(EXTRACT.read_text(encoding="utf-8").splitlines(), "german-exams-qa")
+
+
+@pytest.fixture(scope="module")
+def task_manager(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tasks")
+    write_multiple_choice_task(str(directory), TASK, exams_questions())
+    return TaskManager(include_path=str(directory), include_defaults=False)
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory):
+    """A tiny Llama checkpoint exported by `save_hf`, with a 512-id byte-level BPE of the demo corpus."""
+    directory = tmp_path_factory.mktemp("hf")
+    texts = [d["text"] for d in demo_corpus.load_demo_documents("train")][:300]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    specials = ["<unk>", "<s>", "</s>", "<pad>"]
+    bpe.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=512, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    # transformers' add_special_tokens=True (lm-eval's add_bos_token=True) then prepends <s>.
+    bpe.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    config = get_config("tiny-llama", vocab_size=512, d_model=64, head_dim=16, mlp_hidden=128, init_std=0.1)
+    save_hf(create_model(config, seed=3), directory)
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    ).save_pretrained(directory)
+    assert json.loads((directory / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def ours(hf_dir):
+    return ApertusJaxLM(pretrained=hf_dir, batch_size=4)
+
+
+def hf_lm(hf_dir, **kwargs):
+    from lm_eval.models.huggingface import HFLM
+
+    return HFLM(pretrained=hf_dir, dtype="float32", device="cpu", batch_size=8, **kwargs)
+
+
+def evaluate(model, task_manager):
+    result = lm_eval.simple_evaluate(model=model, tasks=[TASK], task_manager=task_manager, log_samples=True)
+    samples = result["samples"][TASK]
+    responses = [r[0] for s in sorted(samples, key=lambda s: s["doc_id"]) for r in s["resps"]]
+    return result["results"][TASK], responses
+
+
+def test_loglikelihood_equals_lm_eval_hf_model(hf_dir, ours, task_manager):
+    theirs_metrics, theirs = evaluate(hf_lm(hf_dir, add_bos_token=True), task_manager)
+    our_metrics, mine = evaluate(ours, task_manager)
+    assert len(mine) == len(theirs) == sum(len(q.options) for q in exams_questions()) == 69
+    ll_ours, ll_theirs = np.array([float(r[0]) for r in mine]), np.array([float(r[0]) for r in theirs])
+    assert np.all(ll_theirs < -10)  # real continuations of several tokens, not empty ones
+    assert np.abs(ll_ours - ll_theirs).max() <= TOLERANCE
+    assert [r[1] for r in mine] == [r[1] for r in theirs]
+    for metric in ("acc,none", "acc_norm,none", "acc_bytes,none"):
+        assert our_metrics[metric] == theirs_metrics[metric], metric
+
+
+def rolling_instances(texts):
+    return [Instance("loglikelihood_rolling", {}, (t,), i) for i, t in enumerate(texts)]
+
+
+def test_loglikelihood_rolling_windows_equal_lm_eval_hf_model(hf_dir):
+    """Texts longer than max_length=24 tokens are scored in several windows; lm-eval's hf model without
+    add_bos_token encodes them as we do (no BoD in the text, BoD as the first window's prefix)."""
+    texts = [d["text"][:300] for d in demo_corpus.load_demo_documents("heldout")[:3]]
+    mine = ApertusJaxLM(pretrained=hf_dir, batch_size=4, max_length=24)
+    assert all(len(mine.tok_encode(t, add_special_tokens=False)) > 2 * 24 for t in texts)
+    theirs = hf_lm(hf_dir, add_bos_token=False, max_length=24).loglikelihood_rolling(rolling_instances(texts))
+    ours = mine.loglikelihood_rolling(rolling_instances(texts))
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=TOLERANCE)
+
+
+def test_loglikelihood_rolling_of_a_short_text_is_its_document_loglikelihood(ours):
+    text = demo_corpus.load_demo_documents("heldout")[0]["text"][:120]
+    ids = ours.tok_encode(text, add_special_tokens=False)
+    (expected,) = ours._loglikelihood_tokens([(None, [ours.prefix_token_id], ids)])
+    (rolling,) = ours.loglikelihood_rolling(rolling_instances([text]))
+    assert rolling == pytest.approx(expected[0], abs=1e-5) and rolling < -len(ids)
+
+
+def test_generate_until_equals_lm_eval_hf_model_greedy(hf_dir, ours):
+    """Our KV-cached greedy decoding, cut at the stop strings, gives lm-eval's hf model's text."""
+    contexts = ["Alle Menschen sind frei", "All human beings are born free and", "Jeder hat das Recht"]
+    kwargs = {"until": ["\n\n", "Menschen"], "max_gen_toks": 12, "do_sample": False}
+    requests = [Instance("generate_until", {}, (c, dict(kwargs)), i) for i, c in enumerate(contexts)]
+    theirs = hf_lm(hf_dir, add_bos_token=True).generate_until(requests)
+    requests = [Instance("generate_until", {}, (c, dict(kwargs)), i) for i, c in enumerate(contexts)]
+    mine = ours.generate_until(requests)
+    assert mine == theirs
+    assert any(len(t) > 5 for t in mine)
+
+
+def test_cut_at_stop():
+    assert cut_at_stop("ab\n\ncd. ef", ["\n\n", "."]) == "ab"
+    assert cut_at_stop("ab cd. ef", ["\n\n", "."]) == "ab cd"
+    assert cut_at_stop("abc", []) == "abc"
+    assert cut_at_stop("abc", ["", "x"]) == "abc"
+
+
+def test_bad_model_args_are_rejected(hf_dir, tmp_path):
+    with pytest.raises(ValueError, match="exactly one of"):
+        ApertusJaxLM()
+    with pytest.raises(ValueError, match="exactly one of"):
+        ApertusJaxLM(workdir=str(tmp_path), pretrained=hf_dir)
+    (tmp_path / "config.json").write_text((pathlib.Path(hf_dir) / "config.json").read_text())
+    (tmp_path / "model.safetensors").symlink_to(pathlib.Path(hf_dir) / "model.safetensors")
+    with pytest.raises(ValueError, match="no tokenizer.json"):
+        ApertusJaxLM(pretrained=str(tmp_path))
+
+
+def test_registered_under_its_name():
+    from lm_eval.api.registry import get_model
+
+    assert get_model("apertus_jax") is ApertusJaxLM
+    assert get_model("hf").__name__ == "HFLM"  # lm-eval's own models stay reachable
