@@ -158,3 +158,78 @@ def test_registered_under_its_name():
 
     assert get_model("apertus_jax") is ApertusJaxLM
     assert get_model("hf").__name__ == "HFLM"  # lm-eval's own models stay reachable
+
+
+@pytest.fixture(scope="module")
+def demo_workdir(tmp_path_factory):
+    """A trainer workdir (config.json + Orbax checkpoint at step 3) of a tiny model with the 1,024-id demo
+    BPE, written with the trainer's own checkpointer."""
+    import os
+
+    import jax
+
+    from apertus_jax.models.partitioning import make_mesh
+    from apertus_jax.optim import BatchSizePlan
+    from apertus_jax.train import config as config_lib
+    from apertus_jax.train import inputs
+    from apertus_jax.train.checkpoint import Checkpointer, param_shapes
+    from apertus_jax.train.loop import make_lr_schedule, make_tx
+    from apertus_jax.train.train_state import make_train_state_spec
+
+    workdir = str(tmp_path_factory.mktemp("run"))
+    config = config_lib.base_config()
+    config.model = config_lib.model_section(
+        "tiny",
+        vocab_size=1024,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=8,
+        mlp_hidden=64,
+        max_seq_len=64,
+    )
+    config.model.init_std = 0.5  # scores far apart, so the accuracies are not decided by float rounding
+    config.data.demo_tokenizer_vocab = 1024
+    config.data.seq_len = 64
+    config.train.batch_plan = ((0, 8 * 64),)
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+        json.dump(config.to_dict(), f)
+    plan = BatchSizePlan(config.train.batch_plan)
+    tx = make_tx(config.optim, make_lr_schedule(config.optim, plan))
+    spec = make_train_state_spec(
+        config_lib.model_config(config), tx, make_mesh(1, 1, 1, jax.devices()[:1]), 5
+    )
+    state = spec.init()
+    checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=2, async_save=False)
+    data_iter = inputs.make_train_iterator(config, inputs.load_run_tokenizer(config.data), plan)
+    checkpointer.save(
+        3, state, data_iter, {"progress": {"step": 3}, "param_shapes": param_shapes(state["params"])}
+    )
+    checkpointer.close()
+    return workdir
+
+
+def test_german_exams_through_the_harness_equal_experiments_evaluate(demo_workdir, task_manager, monkeypatch):
+    """Same questions, same 512-token rows: the harness's acc / acc_norm / acc_bytes are
+    `experiments.evaluate`'s unnormalized / per-char / per-byte accuracies, request by request."""
+    from apertus_jax.eval import tasks
+    from apertus_jax.eval.multiple_choice import evaluate_multiple_choice
+    from apertus_jax.eval.scoring import make_token_logprobs_fn
+    from experiments.evaluate import run
+
+    questions = exams_questions()
+    monkeypatch.setattr(tasks, "load_exams_qa", lambda language: questions)
+    expected = run(demo_workdir, "german_exams_qa", seq_len=512, batch_size=4)
+    assert expected["num_questions"] == 20
+
+    harness = ApertusJaxLM(workdir=demo_workdir, batch_size=4, max_length=511)
+    metrics, responses = evaluate(harness, task_manager)
+    assert metrics["acc,none"] == expected["accuracy_unnormalized"]
+    assert metrics["acc_norm,none"] == expected["accuracy_per_char"]
+    assert metrics["acc_bytes,none"] == expected["accuracy_per_byte"]
+    reference = evaluate_multiple_choice(
+        make_token_logprobs_fn(harness._model), harness._tokenizer, questions, seq_len=512, batch_size=4
+    )
+    scores = np.array([s for per_question in reference.scores for s in per_question])
+    np.testing.assert_allclose([float(r[0]) for r in responses], scores, rtol=0, atol=TOLERANCE)
+    assert len(set(reference.predictions["unnormalized"])) > 1  # the model does not always pick one slot
