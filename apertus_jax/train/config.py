@@ -15,6 +15,7 @@ from apertus_jax.data.config import normalize_data_config
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.presets import get_config as get_model_config
 from apertus_jax.optim.presets import get_optim_preset
+from apertus_jax.train.wandb_writer import check_wandb_config
 
 MESH_AXES = ("data", "fsdp", "tensor")
 
@@ -215,6 +216,8 @@ def base_config() -> ml_collections.ConfigDict:
     c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
     c.checkpoint = ml_collections.ConfigDict(dict(every_steps=100, keep=3, async_save=True))
     c.faults = ml_collections.ConfigDict(dict(max_nonfinite_in_a_row=5))
+    # Optional Weights & Biases project ("" = off); see apertus_jax/train/wandb_writer.py.
+    c.metrics = ml_collections.ConfigDict(dict(wandb_project=""))
     return c
 
 
@@ -315,6 +318,7 @@ def validate(
         raise ValueError("checkpoint.every_steps and checkpoint.keep must be >= 1")
     if config.faults.max_nonfinite_in_a_row < 0:
         raise ValueError("faults.max_nonfinite_in_a_row must be >= 0 (0 disables rollbacks)")
+    check_wandb_config(config.metrics)
     if config.optim.schedule not in ("wsd", "cosine"):
         raise ValueError(f"optim.schedule={config.optim.schedule!r} must be 'wsd' or 'cosine'")
     return mesh_shape

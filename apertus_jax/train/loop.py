@@ -189,7 +189,9 @@ def _run(
     eod_id,
 ) -> str:
     total_steps = config.train.steps
-    metrics = MetricsWriter(workdir, total_steps, progress.step)
+    metrics = MetricsWriter(
+        workdir, total_steps, progress.step, config.metrics.wandb_project, run_config=config.to_dict()
+    )
     counter = NonFiniteCounter(config.faults.max_nonfinite_in_a_row, progress.skipped_steps)
     preemption = PreemptionSignal()
     shapes = param_shapes(spec.abstract["params"])
