@@ -7,10 +7,15 @@ committed first 20 German exams-qa questions as a local JSON Lines task (no hub 
 """
 
 import json
+import os
 import pathlib
 
 import numpy as np
 import pytest
+
+# Nothing from a hub: the model, tokenizer and task data are local files (read before datasets is imported).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 lm_eval = pytest.importorskip("lm_eval")
 torch = pytest.importorskip("torch")
