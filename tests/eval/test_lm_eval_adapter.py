@@ -1,9 +1,9 @@
 """The lm-eval model `apertus_jax` against lm-eval's own `hf` model on the same exported checkpoint, and the
 German exams task through the harness against `experiments.evaluate`.
 
-Checkpoint: the `tiny-llama` preset (narrowed) exported with `save_hf`, with a byte-level BPE trained on the
-demo corpus saved beside it (`tokenizer.json` for us, `tokenizer_config.json` for transformers). Task: the
-committed first 20 German exams-qa questions as a local JSON Lines task (no hub access).
+Fixtures (conftest): `hf_dir`, the `tiny-llama` preset (narrowed) exported with `save_hf` with a byte-level
+BPE of the demo corpus beside it; `exams_task_dir`, the committed first 20 German exams-qa questions as a
+local JSON Lines task (no hub access).
 """
 
 import json
@@ -24,55 +24,23 @@ pytest.importorskip("accelerate")  # lm-eval's hf model imports it
 
 from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
 
 from apertus_jax.data import demo_corpus  # noqa: E402
 from apertus_jax.eval.lm_eval_adapter import ApertusJaxLM, cut_at_stop  # noqa: E402
-from apertus_jax.eval.lm_eval_tasks import write_multiple_choice_task  # noqa: E402
 from apertus_jax.eval.tasks import parse_exams_qa_lines  # noqa: E402
-from apertus_jax.models import create_model, get_config  # noqa: E402
-from apertus_jax.models.hf import save_hf  # noqa: E402
 
-EXTRACT = pathlib.Path(__file__).parent / "assets" / "german_exams_qa_first20.jsonl"
+EXAMS_EXTRACT = pathlib.Path(__file__).parent / "assets" / "german_exams_qa_first20.jsonl"
 TOLERANCE = 1e-4
 TASK = "german_exams_qa"
 
 
 def exams_questions():
-    return parse_exams_qa_lines(EXTRACT.read_text(encoding="utf-8").splitlines(), "german-exams-qa")
+    return parse_exams_qa_lines(EXAMS_EXTRACT.read_text(encoding="utf-8").splitlines(), "german-exams-qa")
 
 
 @pytest.fixture(scope="module")
-def task_manager(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("tasks")
-    write_multiple_choice_task(str(directory), TASK, exams_questions())
-    return TaskManager(include_path=str(directory), include_defaults=False)
-
-
-@pytest.fixture(scope="module")
-def hf_dir(tmp_path_factory):
-    """A tiny Llama checkpoint exported by `save_hf`, with a 512-id byte-level BPE of the demo corpus."""
-    directory = tmp_path_factory.mktemp("hf")
-    texts = [d["text"] for d in demo_corpus.load_demo_documents("train")][:300]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    specials = ["<unk>", "<s>", "</s>", "<pad>"]
-    bpe.train_from_iterator(
-        texts,
-        trainers.BpeTrainer(
-            vocab_size=512, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-        ),
-    )
-    # transformers' add_special_tokens=True (lm-eval's add_bos_token=True) then prepends <s>.
-    bpe.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    config = get_config("tiny-llama", vocab_size=512, d_model=64, head_dim=16, mlp_hidden=128, init_std=0.1)
-    save_hf(create_model(config, seed=3), directory)
-    transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
-    ).save_pretrained(directory)
-    assert json.loads((directory / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
-    return str(directory)
+def task_manager(exams_task_dir):
+    return TaskManager(include_path=exams_task_dir, include_defaults=False)
 
 
 @pytest.fixture(scope="module")
