@@ -201,7 +201,11 @@ class ApertusJaxLM(TemplateLM):
         self, requests, disable_tqdm: bool = False, **kwargs
     ) -> list[tuple[float, bool]]:
         """`(sum of continuation log-probs, every continuation token greedy)` per `(key, context_ids,
-        continuation_ids)` request, in order; packed rows of `max_length + 1` tokens."""
+        continuation_ids)` request, in order; packed rows of `max_length + 1` tokens.
+
+        Raises:
+          ValueError: an empty continuation, or one that leaves no context token within `max_length + 1`.
+        """
         if not requests:
             return []
         pairs = [(list(context), list(continuation)) for _, context, continuation in requests]
