@@ -33,6 +33,7 @@ from flax import nnx
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+from tqdm import tqdm
 
 from apertus_jax.eval.scoring import batched_token_logprobs, pack_requests
 from apertus_jax.models.generate import generate
@@ -41,6 +42,7 @@ from apertus_jax.tokenizers.base import Tokenizer
 
 DEFAULT_BATCH_SIZE = 16
 DEFAULT_MAX_GEN_TOKS = 256
+REQUESTS_PER_PACK = 2048
 
 
 def _truthy(value) -> bool:
@@ -201,24 +203,26 @@ class ApertusJaxLM(TemplateLM):
         self, requests, disable_tqdm: bool = False, **kwargs
     ) -> list[tuple[float, bool]]:
         """`(sum of continuation log-probs, every continuation token greedy)` per `(key, context_ids,
-        continuation_ids)` request, in order; packed rows of `max_length + 1` tokens.
+        continuation_ids)` request, in order; packed rows of `max_length + 1` tokens, `REQUESTS_PER_PACK`
+        requests packed at a time (bounded packing cost and host memory; a progress bar with ETA).
 
         Raises:
           ValueError: an empty continuation, or one that leaves no context token within `max_length + 1`.
         """
-        if not requests:
-            return []
-        pairs = [(list(context), list(continuation)) for _, context, continuation in requests]
         pad_id = self._tokenizer.pad_id
-        rows, spans = pack_requests(pairs, self._max_length + 1, pad_id)
-        scores = batched_token_logprobs(self._scores, rows, batch_size=self.batch_size, pad_id=pad_id)
         results = []
-        for (key, _, _), (row, start, stop) in zip(requests, spans):
-            span = scores[row, start:stop]
-            result = (float(np.sum(span[:, 0], dtype=np.float64)), bool(np.all(span[:, 1] == 1.0)))
-            results.append(result)
-            if key is not None:
-                self.cache_hook.add_partial("loglikelihood", key, result)
+        chunks = range(0, len(requests), REQUESTS_PER_PACK)
+        for begin in tqdm(chunks, desc="apertus_jax loglikelihood", disable=disable_tqdm or len(chunks) < 2):
+            chunk = requests[begin : begin + REQUESTS_PER_PACK]
+            pairs = [(list(context), list(continuation)) for _, context, continuation in chunk]
+            rows, spans = pack_requests(pairs, self._max_length + 1, pad_id)
+            scores = batched_token_logprobs(self._scores, rows, batch_size=self.batch_size, pad_id=pad_id)
+            for (key, _, _), (row, start, stop) in zip(chunk, spans):
+                span = scores[row, start:stop]
+                result = (float(np.sum(span[:, 0], dtype=np.float64)), bool(np.all(span[:, 1] == 1.0)))
+                results.append(result)
+                if key is not None:
+                    self.cache_hook.add_partial("loglikelihood", key, result)
         return results
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
@@ -237,7 +241,7 @@ class ApertusJaxLM(TemplateLM):
             ]
             windows.extend((None, context, continuation) for context, continuation in rolling)
             counts.append(len(rolling))
-        scores = iter(self._loglikelihood_tokens(windows))
+        scores = iter(self._loglikelihood_tokens(windows, disable_tqdm=disable_tqdm))
         results = []
         for req, count in zip(requests, counts):
             total = sum(next(scores)[0] for _ in range(count))
@@ -272,7 +276,8 @@ class ApertusJaxLM(TemplateLM):
                     f"apertus_jax: max_gen_toks={max_gen_toks} leaves no prompt room within "
                     f"max_length={self._max_length}; raise max_length or lower max_gen_toks"
                 )
-            for b in range(0, len(indices), self.batch_size):
+            starts = range(0, len(indices), self.batch_size)
+            for b in tqdm(starts, desc="apertus_jax generate_until", disable=disable_tqdm or len(starts) < 2):
                 batch = indices[b : b + self.batch_size]
                 prompts = [self.tok_encode(settings[i][0])[-room:] for i in batch]
                 out = generate(

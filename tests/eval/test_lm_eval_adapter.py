@@ -99,6 +99,22 @@ def test_loglikelihood_rolling_of_a_short_text_is_its_document_loglikelihood(our
     assert rolling == pytest.approx(expected[0], abs=1e-5) and rolling < -len(ids)
 
 
+def test_packing_in_chunks_changes_no_score(ours, monkeypatch):
+    from apertus_jax.eval import lm_eval_adapter
+
+    texts = [d["text"][:200] for d in demo_corpus.load_demo_documents("heldout")[:6]]
+    requests = [
+        (None, ours.tok_encode(t[:k]), ours.tok_encode(t[k:], add_special_tokens=False))
+        for t in texts
+        for k in (20, 60, 110)
+    ]
+    whole = ours._loglikelihood_tokens(requests)
+    monkeypatch.setattr(lm_eval_adapter, "REQUESTS_PER_PACK", 5)
+    chunked = ours._loglikelihood_tokens(requests)
+    assert [g for _, g in chunked] == [g for _, g in whole]
+    np.testing.assert_allclose([s for s, _ in chunked], [s for s, _ in whole], rtol=0, atol=1e-5)
+
+
 def test_generate_until_equals_lm_eval_hf_model_greedy(hf_dir, ours):
     """Our KV-cached greedy decoding, cut at the stop strings, gives lm-eval's hf model's text."""
     contexts = ["Alle Menschen sind frei", "All human beings are born free and", "Jeder hat das Recht"]
