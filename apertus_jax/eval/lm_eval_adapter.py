@@ -56,7 +56,7 @@ def load_model_and_tokenizer(
     """The model and tokenizer of a training workdir or of a HF checkpoint directory.
 
     Args:
-      workdir: a `experiments.pretrain` workdir (newest checkpoint and the run's tokenizer).
+      workdir: an `experiments.pretrain` workdir (newest checkpoint and the run's tokenizer).
       pretrained: a HF directory written by `models.hf.save_hf` (Apertus or Llama); its tokenizer is
         `tokenizer.json` in the same directory unless `tokenizer` is given.
       tokenizer: a `tokenizers.load_tokenizer` spec ("tekken", "sentencepiece:PATH", "hf:PATH") overriding
@@ -131,6 +131,8 @@ class ApertusJaxLM(TemplateLM):
       max_length: tokens of context + continuation per request (default: the model's `max_seq_len`);
         longer contexts are cut on the left, as the harness's HF model does.
       add_bos_token: prepend the BoD token to every context (default true, as in training).
+      max_gen_toks: generation length of `generate_until` requests that do not set their own (256).
+      seed: PRNG seed of sampled generation (`do_sample`); batch k uses `seed + k * batch_size`.
       max_batch_size, device: accepted for CLI compatibility and ignored (JAX places arrays itself).
     """
 

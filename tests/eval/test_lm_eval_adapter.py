@@ -226,3 +226,16 @@ def test_german_exams_through_the_harness_equal_experiments_evaluate(demo_workdi
     scores = np.array([s for per_question in reference.scores for s in per_question])
     np.testing.assert_allclose([float(r[0]) for r in responses], scores, rtol=0, atol=TOLERANCE)
     assert len(set(reference.predictions["unnormalized"])) > 1  # the model does not always pick one slot
+
+
+def test_workdir_in_bfloat16_scores_close_to_float32(demo_workdir):
+    requests = [
+        Instance(
+            "loglikelihood", {}, ("Alle Menschen sind frei und gleich", " an Würde und Rechten geboren."), 0
+        )
+    ]
+    full = ApertusJaxLM(workdir=demo_workdir, batch_size=1)
+    half = ApertusJaxLM(workdir=demo_workdir, batch_size=1, dtype="bfloat16")
+    assert (full._model.config.dtype, half._model.config.dtype) == ("float32", "bfloat16")
+    ((ll_full, _),), ((ll_half, _),) = full.loglikelihood(requests), half.loglikelihood(requests)
+    assert ll_half != ll_full and ll_half == pytest.approx(ll_full, rel=0.02)
