@@ -2,8 +2,8 @@
 
 Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.presets`,
 `ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`), `optim` (`apertus_jax.optim.config.OptimConfig`),
-`mesh` (`apertus_jax.models.partitioning.MeshConfig`); the train package owns `train`, `checkpoint` and
-`faults` (below). Config files in `configs/` return `base_config()` with changed values; absl flags override
+`mesh` (`apertus_jax.models.partitioning.MeshConfig`); the train package owns `train`, `checkpoint`,
+`faults` and `metrics` (below). Config files in `configs/` return `base_config()` with changed values; absl flags override
 single values (`--config.train.steps=100`). The schema is the key set of `base_config()`: a config file or
 override that adds, misspells or drops a key is rejected. `validate` builds every section (one-line errors)
 and checks the rules that span sections before anything is built or written.
@@ -20,6 +20,7 @@ from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.optim import config as optim_config
 from apertus_jax.optim.batch_plan import BatchSizePlan
+from apertus_jax.train.wandb_writer import check_wandb_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +91,17 @@ class FaultsConfig:
         check_number("faults.max_nonfinite_in_a_row", self.max_nonfinite_in_a_row, low=0, integer=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class MetricsConfig:
+    """The `metrics` section: `wandb_project` also logs every scalar to Weights & Biases ("" = off; needs the
+    `wandb` extra, checked up front)."""
+
+    wandb_project: str = ""
+
+    def __post_init__(self):
+        check_wandb_config(self)
+
+
 def _fields(cls) -> dict:
     return {f.name: f.default for f in dataclasses.fields(cls)}
 
@@ -105,6 +117,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.mesh = ml_collections.ConfigDict(_fields(MeshConfig))
     c.checkpoint = ml_collections.ConfigDict(_fields(CheckpointConfig))
     c.faults = ml_collections.ConfigDict(_fields(FaultsConfig))
+    c.metrics = ml_collections.ConfigDict(_fields(MetricsConfig))
     return c
 
 
@@ -141,6 +154,7 @@ class RunSections:
     mesh_shape: tuple[int, int, int]
     checkpoint: CheckpointConfig
     faults: FaultsConfig
+    metrics: MetricsConfig
 
 
 def _keys(c, prefix=""):
@@ -175,6 +189,7 @@ def sections(config: ml_collections.ConfigDict, num_devices: int, num_processes:
         mesh_shape=MeshConfig(**config.mesh).resolve(num_devices),
         checkpoint=CheckpointConfig(**config.checkpoint),
         faults=FaultsConfig(**config.faults),
+        metrics=MetricsConfig(**config.metrics),
     )
     _check_batches(run, num_processes)
     return run

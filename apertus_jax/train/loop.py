@@ -124,7 +124,9 @@ def _initial_state(run: Run) -> dict:
 def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
     config, spec = run.config, run.spec
     total_steps = run.sections.train.steps
-    metrics = MetricsWriter(workdir, total_steps, progress.step)
+    metrics = MetricsWriter(
+        workdir, total_steps, progress.step, run.sections.metrics.wandb_project, run_config=config.to_dict()
+    )
     counter = NonFiniteCounter(run.sections.faults.max_nonfinite_in_a_row, progress.skipped_steps)
     preemption = PreemptionSignal()
     shapes = param_shapes(spec.abstract["params"])
