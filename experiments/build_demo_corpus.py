@@ -421,7 +421,10 @@ def data_card(manifest: dict) -> str:
         "    python -m experiments.build_demo_corpus --out apertus_jax/data/assets",
         "",
         'Records are JSON lines `{"text", "lang", "source", "doc_id", ...}`, one natural document each.',
-        "Split: a document is held out when `int(sha256(doc_id)[:8], 16) % 20 == 0` (5%).",
+        (
+            'Split: a document is held out when `int(sha256(" ".join(text.split()))[:8], 16) % 20 == 0` '
+            "(5%), so all copies of a text fall on the same side."
+        ),
         "Not an evaluation set and free of the project's evaluation data (UDHR, Debian documentation and fortunes",
         "only). The UDHR is parallel text: held-out UDHR languages still share content with the training ones.",
         "",
