@@ -34,10 +34,10 @@ setup(
     include_package_data=True,
     install_requires=CORE,
     extras_require={
-        "dev": ["pytest>=8", "hypothesis>=6.100", "ruff==0.17.6"],
+        "dev": ["pytest>=8", "hypothesis>=6.100", "ruff==0.17.6", "fast-robotstxt==1.1.0"],
         # Torch-based parity tests against transformers' ApertusForCausalLM (CPU torch from disk/PyPI).
         "hf": ["torch==2.13.0", "transformers>=5.0"],
-        "prep": ["datatrove==0.10.1", "protego>=0.4", "pyarrow>=15", "orjson>=3.9"],
+        "prep": ["datatrove==0.10.1", "protego==0.7.0", "pyarrow>=15", "orjson>=3.9"],
         "seqio": [
             "seqio==0.0.20",
             "tensorflow==2.21.0",

@@ -19,6 +19,8 @@ import urllib.request
 
 from absl import app, flags
 
+from apertus_jax.prep.robots import decode_robots_txt
+
 _DOMAINS = flags.DEFINE_string("domains", None, "File with one host per line.")
 _OUT = flags.DEFINE_string("out", None, "Output JSONL snapshot.")
 _THREADS = flags.DEFINE_integer("threads", 32, "Concurrent fetches.")
@@ -37,7 +39,7 @@ def fetch(host: str, timeout: float, user_agent: str) -> dict:
                 body = response.read(MAX_BYTES)
                 return {
                     "domain": host,
-                    "robots_txt": body.decode("utf-8", errors="replace"),
+                    "robots_txt": decode_robots_txt(body),
                     "status": response.status,
                 }
         except urllib.error.HTTPError as e:
