@@ -5,7 +5,8 @@
 
 Re-running the same command on the same workdir resumes from its newest readable checkpoint. A bad config,
 tokenizer, data path or workdir ends with one line on stderr and exit status 2 (nothing written); SIGTERM
-saves a checkpoint at the current step and exits 0.
+or SIGINT (Ctrl-C) saves a checkpoint at the current step and exits 0; a second Ctrl-C, or one before training
+starts, stops at once with one line and exit status 130 (the last complete checkpoint stays valid).
 """
 
 import os
@@ -58,6 +59,13 @@ def main(argv) -> None:
     except (ValueError, OSError, WorkdirLockedError) as error:
         print("error: " + " ".join(str(error).split()), file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: stopped without saving; rerun the same command to resume {_WORKDIR.value} from its "
+            "last checkpoint",
+            file=sys.stderr,
+        )
+        sys.exit(130)
     logging.info("run %s: %s", outcome, _WORKDIR.value)
 
 

@@ -3,7 +3,8 @@
 Order of work (every check that can fail on user input runs before anything is written):
 validate config -> tokenizer and data (vocab fits the model, data paths exist) -> workdir lock -> abstract
 state -> restore the newest readable checkpoint (refusing one of a different model shape) or initialize ->
-steps. A SIGTERM saves a checkpoint at the current step and returns "preempted" (the CLI exits 0).
+steps. A SIGTERM or SIGINT (Ctrl-C) saves a checkpoint at the current step and returns "preempted" (the CLI
+exits 0).
 """
 
 import dataclasses
@@ -220,7 +221,9 @@ def _run(
         last_time = time.time()
         while progress.step < total_steps:
             if preemption.should_stop():
-                logging.warning("SIGTERM: saving a checkpoint at step %d and exiting", progress.step)
+                logging.warning(
+                    "%s: saving a checkpoint at step %d and exiting", preemption.reason(), progress.step
+                )
                 if saved_step != progress.step:
                     save()
                 checkpointer.wait()
