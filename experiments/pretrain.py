@@ -51,9 +51,11 @@ def main(argv) -> None:
     from apertus_jax.train.checkpoint import WorkdirLockedError
     from apertus_jax.train.config import apply_preset_override
     from apertus_jax.train.loop import train
+    from apertus_jax.train.workdir_access import check_workdir_usable
 
     try:
         apply_preset_override(_CONFIG.value, sys.argv)
+        check_workdir_usable(_WORKDIR.value)  # before devices and the mesh start: a bad workdir fails fast
         distributed.initialize_from_env()  # TPU pods, SLURM, explicit JAX_* variables; no-op for one process
         outcome = train(_CONFIG.value, _WORKDIR.value)
     except (ValueError, OSError, WorkdirLockedError) as error:

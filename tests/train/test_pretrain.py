@@ -117,3 +117,26 @@ def test_cli_errors_are_one_line(flag, message, compilation_cache, tmp_path):
     errors = [line for line in result.stderr.splitlines() if message in line]
     assert len(errors) == 1, result.stderr[-2000:]
     assert not os.path.exists(f"{tmp_path}/w/checkpoints")
+
+
+@pytest.mark.parametrize("kind", ["under /proc", "file as parent"])
+def test_unusable_workdir_fails_before_the_mesh_with_one_line(kind, compilation_cache, tmp_path):
+    """A workdir the run cannot create: one line naming it and the fix, exit 2, before devices start."""
+    if kind == "under /proc":
+        workdir = "/proc/apertus-workdir-test/run"
+    else:
+        (tmp_path / "file").write_text("not a directory")
+        workdir = str(tmp_path / "file" / "run")
+    result = subprocess.run(
+        COMMAND + [f"--workdir={workdir}"],
+        cwd=ROOT,
+        env=_env(compilation_cache),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: workdir {workdir} "), result.stderr[-2000:]
+    assert "--workdir=" in lines[0]
+    assert os.listdir(tmp_path) in ([], ["file"])
