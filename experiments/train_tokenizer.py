@@ -14,12 +14,12 @@ the path --out.
 import glob
 import json
 import os
-import sys
 
-from absl import app, flags
+from absl import flags
 
 from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.tokenizers.train import BPEConfig, train_per_subset, train_sentencepiece
+from experiments import cli
 
 INPUTS = flags.DEFINE_multi_string(
     "input", None, "[NAME=]GLOB | [NAME=]demo[:SOURCE] (repeatable)", required=True
@@ -88,10 +88,10 @@ def main(argv):
         else:
             paths = train_per_subset(subsets, OUT.value, config)
     except (ValueError, FileNotFoundError) as error:
-        sys.exit(f"error: {error}")
+        cli.usage_error(error)
     for name, path in paths.items():
         print(f"{name}: {len(subsets[name])} documents -> sentencepiece:{path}")
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_absl(main)
