@@ -103,3 +103,20 @@ def test_evaluate_cli_prints_no_library_info_lines(workdir, tmp_path):
         line for line in result.stderr.splitlines() if "orbax" in line.lower() or "backend 'tpu'" in line
     ]
     assert not noisy, noisy[:5]
+
+
+def readme_block(heading: str) -> str:
+    """The first ```python block after `heading` in the README."""
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+    section = readme[readme.index(heading) :]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("```", start)]
+
+
+def test_readme_workdir_snippet_runs(workdir, capsys):
+    """The README's "A trained workdir in Python" code, verbatim except the workdir path, on a tiny run."""
+    code = readme_block("### A trained workdir in Python")
+    assert '"/tmp/apertus_demo"' in code
+    exec(compile(code.replace('"/tmp/apertus_demo"', repr(workdir[0])), "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert printed.startswith("step 7: ")

@@ -36,6 +36,17 @@ def test_train_tokenizer_cli(tmp_path, udhr_sample):
     tokenizer = load_tokenizer(f"sentencepiece:{tmp_path}/out/bpe.model")
     assert (tokenizer.vocab_size, tokenizer.bod_id, tokenizer.eod_id, tokenizer.pad_id) == (500, 1, 2, 3)
 
+    # Without the suffix, the model still lands at a `.model` path (the one the help and README use).
+    result = _run(
+        "experiments.train_tokenizer",
+        f"--input={tmp_path}/a.txt",
+        "--vocab_size=300",
+        f"--out={tmp_path}/bare",
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"sentencepiece:{tmp_path}/bare.model" in result.stdout and not (tmp_path / "bare").exists()
+    assert load_tokenizer(f"sentencepiece:{tmp_path}/bare.model").vocab_size == 300
+
     result = _run(
         "experiments.train_tokenizer", f"--input={tmp_path}/missing*.txt", f"--out={tmp_path}/x.model"
     )
