@@ -481,11 +481,11 @@ def main(argv=None) -> int:
     missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
     if missing:
         print(
-            f"build_demo_corpus: {', '.join(missing)} not found; rebuilding needs a Debian/Ubuntu machine with "
+            f"error: {', '.join(missing)} not found; rebuilding needs a Debian/Ubuntu machine with "
             "npm (the vendored assets already work without them)",
             file=sys.stderr,
         )
-        return 1
+        return cli.USAGE_ERROR
     try:
         if args.cache:
             os.makedirs(args.cache, exist_ok=True)
@@ -501,8 +501,8 @@ def main(argv=None) -> int:
         )
         return 1
     except (ValueError, FileNotFoundError) as e:
-        print(f"build_demo_corpus: {e}", file=sys.stderr)
-        return 1
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)
+        return cli.USAGE_ERROR
     for name, a in manifest["assets"].items():
         print(f"{name}: {a['records']} records, {a['text_bytes']:,} text bytes, {a['bytes']:,} bytes xz")
     return 0

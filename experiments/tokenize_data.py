@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest = tokenize(args)
     except (ValueError, FileNotFoundError, FileExistsError) as error:
-        print(f"tokenize_data: error: {error}", file=sys.stderr)
-        return 1
+        print("error: " + " ".join(str(error).split()), file=sys.stderr)
+        return cli.USAGE_ERROR
     print(
         f"wrote {args.out}: {manifest['documents']:,} documents, {manifest['tokens']:,} tokens in "
         f"{len(manifest['shards'])} shards; {manifest['replaced_invalid_utf8']} invalid UTF-8 bytes "

@@ -194,6 +194,6 @@ def test_fetch_rejects_an_archive_with_another_sha256(tmp_path):
 
 def test_build_cli_without_tools_fails_cleanly(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(build_demo_corpus.shutil, "which", lambda tool: None)
-    assert build_demo_corpus.main(["--out", str(tmp_path / "assets")]) == 1
+    assert build_demo_corpus.main(["--out", str(tmp_path / "assets")]) == 2
     assert "npm, apt-get, dpkg-deb not found" in capsys.readouterr().err
     assert not (tmp_path / "assets").exists()
