@@ -50,7 +50,7 @@ def test_train_tokenizer_cli(tmp_path, udhr_sample):
     result = _run(
         "experiments.train_tokenizer", f"--input={tmp_path}/missing*.txt", f"--out={tmp_path}/x.model"
     )
-    assert result.returncode != 0 and "matches no file" in result.stderr
+    assert result.returncode == 2 and "matches no file" in result.stderr
     assert not (tmp_path / "x.model").exists()
 
 
@@ -101,4 +101,4 @@ def test_tokenizer_fairness_cli(tmp_path, udhr_sample):
     assert "UTF-8 bytes, characters, words: bytes 0." in (out / "summary.md").read_text()
 
     result = _run("experiments.tokenizer_fairness", f"--out={tmp_path}/bad", "--languages=eng,xx")
-    assert result.returncode != 0 and "unknown UDHR codes ['xx']" in result.stderr
+    assert result.returncode == 2 and "unknown UDHR codes ['xx']" in result.stderr
