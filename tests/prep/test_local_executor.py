@@ -1,5 +1,8 @@
 """Datatrove's local executor in a JAX process: quiet console, complete task logs, no fork start method."""
 
+import warnings
+
+import jax
 import multiprocess
 from datatrove.executor import LocalPipelineExecutor
 
@@ -12,8 +15,14 @@ def count_documents(data, rank, world_size):
 
 
 def test_console_shows_no_info_lines_but_the_task_log_has_them(tmp_path, capfd):
+    """As `run_prepare` sets it up; JAX has started its backend in this test process (other tests)."""
+    jax.devices()
+    use_forkserver()
     quiet_console()
-    LocalPipelineExecutor(pipeline=[count_documents], tasks=2, workers=1, logging_dir=str(tmp_path)).run()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        LocalPipelineExecutor(pipeline=[count_documents], tasks=2, workers=1, logging_dir=str(tmp_path)).run()
+    assert not [w for w in caught if "os.fork()" in str(w.message)]
     err = capfd.readouterr().err
     assert "INFO" not in err and "Stats" not in err, err[:500]
     log = (tmp_path / "logs" / "task_00001.log").read_text()
