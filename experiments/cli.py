@@ -53,7 +53,8 @@ def parse_absl_flags(argv: list[str]) -> list[str]:
 
 
 def run_absl(main) -> None:
-    """`app.run(main)` with `parse_absl_flags`, quiet library logs and `app.UsageError` as one line, exit 2."""
+    """`app.run(main)` with `parse_absl_flags`, quiet library logs, and `app.UsageError` as one line and
+    exit 2."""
 
     def main_with_usage_errors(argv):
         quiet_library_logs()

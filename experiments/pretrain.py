@@ -51,8 +51,8 @@ def main(argv) -> None:
         cli.usage_error(error)
     except KeyboardInterrupt:
         print(
-            f"interrupted: stopped without saving; rerun the same command to resume {_WORKDIR.value} from its "
-            "last checkpoint",
+            f"interrupted: stopped without saving; rerun the same command to resume {_WORKDIR.value} "
+            "from its last checkpoint",
             file=sys.stderr,
         )
         sys.exit(130)

@@ -60,7 +60,8 @@ def normalize_whitespace(text: str) -> str:
 
 
 def is_heldout(text: str) -> bool:
-    """True for the deterministic 5% held-out split: `int(sha256(normalize_whitespace(text))[:8], 16) % 20 == 0`.
+    """True for the deterministic 5% held-out split:
+    `int(sha256(normalize_whitespace(text))[:8], 16) % 20 == 0`.
 
     The split is keyed on the document's whitespace-normalized text, not on its id, so every copy of a text
     (the corpus holds some verbatim duplicates under different ids, e.g. a quote in two fortune files) falls

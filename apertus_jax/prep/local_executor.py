@@ -14,7 +14,10 @@ Two defaults of datatrove 0.10 fit a JAX process badly:
 
 import sys
 
-_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | <level>{level: <8}</level> | {name}:{function}:{line} - <level>{message}</level>"
+_FORMAT = (
+    "{time:YYYY-MM-DD HH:mm:ss.SSS} | <level>{level: <8}</level> | {name}:{function}:{line} - "
+    "<level>{message}</level>"
+)
 
 
 def use_forkserver() -> None:

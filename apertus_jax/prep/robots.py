@@ -148,8 +148,9 @@ class RobotsSnapshot(Mapping):
     """Host -> robots.txt text, loaded from a directory or a JSONL file.
 
     Directory: one file per host, named `<host>.txt` or `<host>/robots.txt`, read with `decode_robots_txt`
-    (byte-order mark skipped, UTF-8 with invalid bytes replaced). JSONL: one object per line, `{"domain": host, "robots_txt": text}`; a missing or null
-    `robots_txt` means the file was unavailable (allowed). Lookups fall back between `www.host` and `host`.
+    (byte-order mark skipped, UTF-8 with invalid bytes replaced). JSONL: one object per line,
+    `{"domain": host, "robots_txt": text}`; a missing or null `robots_txt` means the file was unavailable
+    (allowed). Lookups fall back between `www.host` and `host`.
 
     Raises:
       FileNotFoundError: the path does not exist.

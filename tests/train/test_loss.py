@@ -33,7 +33,7 @@ def test_masked_positions_contribute_exact_zero_even_if_not_finite():
 
 
 def test_gradient_through_masked_non_finite_logits_is_exact_zero():
-    """A masked position with NaN/inf logits gets gradient 0 and unmasked positions keep their exact gradient."""
+    """A masked position with NaN/inf logits gets gradient 0; unmasked positions keep their exact gradient."""
     probs = jnp.array([0.5, 0.25, 0.125, 0.125])
     logits = jnp.stack([jnp.full((4,), jnp.nan), jnp.array([jnp.inf, 0.0, -jnp.inf, 1.0]), jnp.log(probs)])[
         None
