@@ -35,7 +35,7 @@ setup(
     entry_points={"console_scripts": ["apertus-lm-eval=apertus_jax.eval.lm_eval_cli:main"]},
     install_requires=CORE,
     extras_require={
-        "dev": ["pytest>=8", "hypothesis>=6.100", "ruff==0.17.6"],
+        "dev": ["pytest>=8", "hypothesis>=6.100", "ruff==0.17.6", "fast-robotstxt==1.1.0"],
         # Torch-based parity tests against transformers' ApertusForCausalLM (CPU torch from disk/PyPI).
         # (accelerate: lm-eval's `--model hf`, the reference of the lm-eval adapter tests.)
         "hf": ["torch==2.13.0", "transformers>=5.0", "accelerate==1.15.0"],
@@ -43,7 +43,7 @@ setup(
         "eval": ["lm-eval==0.4.13", "pyyaml>=6.0"],
         # Optional Weights & Biases metrics (--config.metrics.wandb_project=...).
         "wandb": ["wandb==0.31.0"],
-        "prep": ["datatrove==0.10.1", "protego>=0.4", "pyarrow>=15", "orjson>=3.9"],
+        "prep": ["datatrove==0.10.1", "protego==0.7.0", "pyarrow>=15", "orjson>=3.9"],
         "seqio": [
             "seqio==0.0.20",
             "tensorflow==2.21.0",

@@ -18,10 +18,11 @@ import time
 
 from apertus_jax.data import shards, sources
 from apertus_jax.tokenizers import load_tokenizer
+from experiments import cli
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = cli.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input", action="append", required=True, help="file or directory (repeatable)")
     parser.add_argument("--kind", choices=sources.RAW_KINDS, default="jsonl")
     parser.add_argument("--tokenizer", required=True, help='"tekken", "sentencepiece:PATH" or "hf:PATH"')
@@ -82,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest = tokenize(args)
     except (ValueError, FileNotFoundError, FileExistsError) as error:
-        print(f"tokenize_data: error: {error}", file=sys.stderr)
-        return 1
+        print("error: " + " ".join(str(error).split()), file=sys.stderr)
+        return cli.USAGE_ERROR
     print(
         f"wrote {args.out}: {manifest['documents']:,} documents, {manifest['tokens']:,} tokens in "
         f"{len(manifest['shards'])} shards; {manifest['replaced_invalid_utf8']} invalid UTF-8 bytes "

@@ -10,6 +10,10 @@ The packer's state is the position of the next row's first token, `(stream index
 parent `MapDataset` of `(component, document index)` pairs, plus per-component document counts: restoring it
 continues exactly mid-document, mid-epoch and mid-stage. At the end of a finite stream the last partial
 row is padded with `pad_id` (segment 0, never a target) and iteration stops.
+
+`history(n)` gives the n tokens of the last row's first document that precede the row's first target, so
+a content-only Goldfish hash (`goldfish.goldfish_drop_mask(..., hash="mixed")`) sees a document cut by a
+row boundary exactly as an uncut one.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class PackedRows:
         self._next_new_document = 0  # documents below this index are counted already
         self._exhausted = False
         self._cache: tuple[int, int, np.ndarray] | None = None
+        self._row_start = (0, 0)  # (stream index, offset) of the last row's first token
 
     def _fetch(self, index: int) -> tuple[int, np.ndarray] | None:
         if index >= len(self.stream):
@@ -57,6 +62,7 @@ class PackedRows:
         row_length = self.seq_len + 1
         pieces, taken = [], 0
         document, offset = self.document, self.offset
+        self._row_start = (document, offset)
         next_start = None
         while taken < row_length:
             fetched = self._fetch(document)
@@ -82,6 +88,21 @@ class PackedRows:
             self.document, self.offset = next_start
         return np.concatenate(pieces).astype(np.int32, copy=False)
 
+    def history(self, n: int) -> np.ndarray:
+        """int64 `[n]`: the tokens of the last row's first document right before that row's first target
+        (the row's first token is the last of them), -1 for places before the document's start.
+
+        Only valid right after `__next__` returned a row; after `set_state` it refers to the restored row
+        start, i.e. the next row."""
+        history = np.full(n, -1, np.int64)
+        fetched = self._fetch(self._row_start[0])
+        if n == 0 or fetched is None:
+            return history
+        end = self._row_start[1] + 1
+        tokens = fetched[1][max(0, end - n) : end]
+        history[n - len(tokens) :] = tokens
+        return history
+
     def get_state(self) -> dict[str, Any]:
         """JSON-serializable position of the next row and the per-component document counts."""
         return {
@@ -99,3 +120,4 @@ class PackedRows:
         self.documents_started = [int(n) for n in state["documents_started"]]
         self._exhausted = bool(state["exhausted"])
         self._cache = None
+        self._row_start = (self.document, self.offset)

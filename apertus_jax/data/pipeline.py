@@ -49,13 +49,18 @@ BATCH_KEYS = ("tokens", "targets", "positions", "segment_ids", "loss_mask")
 STATE_VERSION = 1
 
 
-def rows_to_batch(rows: np.ndarray, tokenizer, goldfish: dict[str, Any]) -> dict[str, np.ndarray]:
+def rows_to_batch(
+    rows: np.ndarray, tokenizer, goldfish: dict[str, Any], history: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """The trainer's batch from packed rows.
 
     Args:
       rows: int32 `[B, T + 1]` packed rows.
       tokenizer: gives `eod_id` and `pad_id`.
       goldfish: `{"k", "h", "hash"}` (k = 0: off); drops only zero the loss mask.
+      history: int64 `[B, h - 1]`, per row the tokens of its first document before its first target (-1
+        before the document start; `PackedRows.history`); used by the content-only "mixed" hash, None
+        means every row starts a document.
 
     Returns:
       dict of int32 `[B, T]`: tokens (inputs), targets, positions, segment_ids, loss_mask.
@@ -63,7 +68,10 @@ def rows_to_batch(rows: np.ndarray, tokenizer, goldfish: dict[str, Any]) -> dict
     tokens, targets = rows[:, :-1], rows[:, 1:]
     segment_ids, positions, loss_mask = document_masks(tokens, tokenizer.eod_id, tokenizer.pad_id, targets)
     if goldfish["k"]:
-        loss_mask[goldfish_drop_mask(targets, goldfish["k"], goldfish["h"], goldfish["hash"])] = 0
+        dropped = goldfish_drop_mask(
+            targets, goldfish["k"], goldfish["h"], goldfish["hash"], eod_id=tokenizer.eod_id, history=history
+        )
+        loss_mask[dropped] = 0
     return {
         "tokens": np.ascontiguousarray(tokens),
         "targets": np.ascontiguousarray(targets),
@@ -176,7 +184,7 @@ class TrainIterator(grain.DatasetIterator):
         stream = mixture.mix_components(datasets, weights, lengths)
         return PackedRows(stream, [c.documents for c in self.components], self.seq_len, self.tokenizer.pad_id)
 
-    def _next_row(self) -> np.ndarray | None:
+    def _next_row(self) -> tuple[np.ndarray, np.ndarray] | None:
         end = self.stage_ends[self.stage]
         if end is not None and self.rows >= end:
             self.stage += 1
@@ -194,7 +202,7 @@ class TrainIterator(grain.DatasetIterator):
                 ) from None
             return None
         self.rows += 1
-        return row
+        return row, self._packer.history(max(self.config["goldfish"]["h"] - 1, 0))
 
     def __next__(self) -> dict[str, np.ndarray]:
         global_rows = self._rows_at(self.step)
@@ -203,19 +211,21 @@ class TrainIterator(grain.DatasetIterator):
                 f"global batch of {global_rows} rows at step {self.step} is not divisible by "
                 f"process_count {self.process_count}"
             )
-        rows = []
+        rows, histories = [], []
         for _ in range(global_rows // self.process_count):
-            row = self._next_row()
-            if row is None:
+            packed = self._next_row()
+            if packed is None:
                 break
-            rows.append(row)
+            rows.append(packed[0])
+            histories.append(packed[1])
         if not rows:
             raise StopIteration
         # The last batch of a finite stream is filled with padding rows (never targets).
         while len(rows) < global_rows // self.process_count:
             rows.append(np.full(self.seq_len + 1, self.tokenizer.pad_id, np.int32))
+            histories.append(np.full_like(histories[0], -1))
         self.step += 1
-        return rows_to_batch(np.stack(rows), self.tokenizer, self.config["goldfish"])
+        return rows_to_batch(np.stack(rows), self.tokenizer, self.config["goldfish"], np.stack(histories))
 
     def get_state(self) -> dict[str, Any]:
         """JSON-serializable state (see the module docstring)."""

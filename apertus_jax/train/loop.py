@@ -4,7 +4,8 @@ Order of work (every check that can fail on user input runs before anything is w
 assemble the run (`assemble.Run`: validate every section, mesh, optimizer) -> tokenizer and data (vocab fits
 the model, data paths exist) -> workdir lock -> abstract state -> restore the newest readable checkpoint
 (refusing one of a different model shape or layout), else initialize (randomly, or the parameters of
-`checkpoint.init_from`) -> steps. A SIGTERM saves a checkpoint at the current step and returns "preempted" (the CLI exits 0).
+`checkpoint.init_from`) -> steps. A SIGTERM or SIGINT (Ctrl-C) saves a checkpoint at the
+current step and returns "preempted" (the CLI exits 0).
 """
 
 import dataclasses
@@ -23,6 +24,7 @@ from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes
 from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
 from apertus_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device, plot_loss
 from apertus_jax.train.sharding import make_global_batch
+from apertus_jax.train.workdir_access import check_workdir_usable
 
 
 @dataclasses.dataclass
@@ -76,6 +78,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
         a workdir holding a checkpoint of a different model shape or layout; a missing `checkpoint.init_from`.
       WorkdirLockedError: another run holds `workdir`.
     """
+    check_workdir_usable(workdir)  # before devices and the mesh start
     run = Run(config)
     run.warn_if_steps_end_before_cooldown()
     data_iter = run.data_iterator()
@@ -145,7 +148,9 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
         last_time = time.time()
         while progress.step < total_steps:
             if preemption.should_stop():
-                logging.warning("SIGTERM: saving a checkpoint at step %d and exiting", progress.step)
+                logging.warning(
+                    "%s: saving a checkpoint at step %d and exiting", preemption.reason(), progress.step
+                )
                 if saved_step != progress.step:
                     save()
                 checkpointer.wait()

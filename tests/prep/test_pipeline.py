@@ -3,8 +3,10 @@
 import gzip
 import json
 import pathlib
+import re
 import subprocess
 import sys
+import warnings
 
 import grain
 import numpy as np
@@ -24,12 +26,32 @@ from configs.prep import slurm as slurm_config
 
 @pytest.fixture(scope="module")
 def runs(small_inputs, small_config, tmp_path_factory):
-    """The same config run with 1 and with 2 local workers (2 tasks each)."""
+    """The same config run with 1 and with 2 local workers (2 tasks each); "warnings": what they warned."""
     out = {}
-    for workers in (1, 2):
-        config = small_config(small_inputs, tmp_path_factory.mktemp(f"run_w{workers}"), workers=workers)
-        out[workers] = (config, run_prepare(config))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for workers in (1, 2):
+            config = small_config(small_inputs, tmp_path_factory.mktemp(f"run_w{workers}"), workers=workers)
+            out[workers] = (config, run_prepare(config))
+    out["warnings"] = [str(w.message) for w in caught]
     return out
+
+
+def test_no_fork_of_the_jax_process(runs):
+    """JAX runs in this process (the heads were trained with it); datatrove's manager and workers must not
+    be forked from it (JAX warns "os.fork() ... deadlock")."""
+    assert not [w for w in runs["warnings"] if "os.fork()" in w]
+
+
+def test_rerun_says_it_reuses_the_completed_tasks(runs, caplog):
+    config, report = runs[1]
+    config.executor.workers = 2  # a setting that does not change the output
+    with caplog.at_level("WARNING"):
+        again = run_prepare(config)
+    messages = [r.getMessage() for r in caplog.records if "reusing" in r.getMessage()]
+    assert len(messages) == 1 and re.search(r"reusing (\d+) of \1 tasks .*nothing to run", messages[0])
+    assert f"--config.work_dir or delete {config.work_dir}" in messages[0]
+    assert again == report  # the earlier run's report, as the message says
 
 
 def _files(directory: pathlib.Path) -> dict[str, bytes]:
@@ -131,6 +153,26 @@ def test_slurm_and_ray_executors_build_from_config(small_inputs, tmp_path):
         build_executors(config)
 
 
+def test_cli_without_the_prep_extra_names_the_install_command(tmp_path):
+    """datatrove missing (simulated: a None entry in sys.modules makes its import fail): one line, exit 2."""
+    shim = (
+        "import runpy, sys; sys.modules['datatrove'] = None; "
+        f"sys.argv = ['prepare_data', '--config=configs/prep/demo.py', '--config.work_dir={tmp_path}']; "
+        "runpy.run_module('experiments.prepare_data', run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", shim],
+        capture_output=True,
+        text=True,
+        cwd=pathlib.Path(__file__).parents[2],
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert "datatrove is not installed" in result.stderr and 'pip install -e ".[prep]"' in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
 def test_cli_reports_bad_input_in_one_line(tmp_path):
     result = subprocess.run(
         [
@@ -147,5 +189,6 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
         cwd=pathlib.Path(__file__).parents[2],
         timeout=120,
     )
-    assert result.returncode != 0
-    assert result.stderr.strip().splitlines()[-1].startswith("prepare_data: no *.jsonl")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith("error: no *.jsonl")

@@ -1,10 +1,13 @@
 """Faults: non-finite steps are skipped and counted; N in a row roll back and skip the data window."""
 
+import signal
+
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from apertus_jax.train import assemble, inputs, loop
-from apertus_jax.train.faults import NonFiniteCounter
+from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
 from configs import tiny_resume
 
 
@@ -53,3 +56,19 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
     assert records[-1]["skipped_steps"] == 2 and records[-1]["rollbacks"] == 1
     assert len(served) == 10  # 8 steps + the 2 skipped batches
     assert all(np.isfinite(r["loss"]) for r in records)
+
+
+def test_sigint_and_sigterm_request_a_clean_stop_and_a_second_ctrl_c_aborts():
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for signum, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")):
+        preemption = PreemptionSignal()
+        try:
+            assert not preemption.should_stop()
+            signal.raise_signal(signum)
+            assert preemption.should_stop() and preemption.reason() == name
+            if signum == signal.SIGINT:
+                with pytest.raises(KeyboardInterrupt):
+                    signal.raise_signal(signal.SIGINT)
+        finally:
+            preemption.restore_handler()
+    assert {s: signal.getsignal(s) for s in before} == before

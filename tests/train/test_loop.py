@@ -126,3 +126,16 @@ def test_config_json_keeps_the_original_run_config(tmp_path):
     with open(tmp_path / "config.step12.json") as f:
         assert json.load(f)["train"]["steps"] == 20
     assert record_config(workdir, changed, None).endswith("config.json")  # no checkpoint: a new run
+
+
+def test_readme_outputs_table_lists_everything_a_run_writes(uninterrupted):
+    """Each top-level entry of a finished workdir has a row in the README's Outputs table."""
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Outputs") : readme.index("## Troubleshooting")]
+    rows = {re.sub(r"/.*", "", cell) for cell in re.findall(r"^\| `([^`]+)` \|", section, re.M)}
+    written = set(os.listdir(uninterrupted))
+    assert written <= rows, written - rows
+    assert {".lock-p0", "eval"} <= rows  # the lock and evaluate's results

@@ -30,3 +30,17 @@ def test_masked_positions_contribute_exact_zero_even_if_not_finite():
     loss_sum, count = cross_entropy_sum(logits.astype(jnp.bfloat16), jnp.array([[0, 1]]), jnp.array([[0, 1]]))
     np.testing.assert_allclose(loss_sum, np.log(4.0), rtol=1e-2)  # bf16 logits, float32 loss
     assert float(count) == 1.0
+
+
+def test_gradient_through_masked_non_finite_logits_is_exact_zero():
+    """A masked position with NaN/inf logits gets gradient 0; unmasked positions keep their exact gradient."""
+    probs = jnp.array([0.5, 0.25, 0.125, 0.125])
+    logits = jnp.stack([jnp.full((4,), jnp.nan), jnp.array([jnp.inf, 0.0, -jnp.inf, 1.0]), jnp.log(probs)])[
+        None
+    ]
+    targets, mask = jnp.array([[0, 1, 2]]), jnp.array([[0, 0, 1]])
+    grad = jax.grad(lambda x: cross_entropy_sum(x, targets, mask)[0])(logits)
+    assert np.all(np.isfinite(np.asarray(grad)))
+    np.testing.assert_array_equal(grad[0, :2], 0.0)
+    # d(log_z - logit_target)/d logits = softmax - onehot(target)
+    np.testing.assert_allclose(grad[0, 2], probs - jnp.eye(4)[2], rtol=1e-6)
