@@ -37,7 +37,7 @@ setup(
         "dev": ["pytest>=8", "hypothesis>=6.100", "ruff==0.17.6"],
         # Torch-based parity tests against transformers' ApertusForCausalLM (CPU torch from disk/PyPI).
         "hf": ["torch==2.13.0", "transformers>=5.0"],
-        "prep": ["datatrove==0.10.1", "protego>=0.4", "pyarrow>=15", "orjson>=3.9"],
+        "prep": ["datatrove==0.10.1", "protego>=0.4", "pyarrow>=15", "orjson>=3.9", "spacy==3.8.18"],
         "seqio": [
             "seqio==0.0.20",
             "tensorflow==2.21.0",

@@ -1,8 +1,8 @@
 """datatrove pipeline steps of the preparation pipeline (Apertus 3.1, Boldt 3.1, Apertus 4.1.2).
 
 Every step counts what it sees in datatrove's per-step stats, which the executors merge over tasks:
-`docs_in`, `tokens_in`, `docs_removed`, `tokens_removed`, `reason/<reason>/{docs,tokens}` and
-`lang/<lang>/{docs_in,tokens_in,docs_removed,tokens_removed}`, plus step-specific counters
+`docs_in`, `tokens_in`, `docs_removed`, `tokens_removed`, `reason/<reason>/{docs,tokens}`,
+`reason/<reason>/lang/<lang>` (documents) and `lang/<lang>/{docs_in,tokens_in,docs_removed,tokens_removed}`, plus step-specific counters
 (`agent/<agent>/...`, `pii/<type>`, `tier/<subset>/...`). Its time stat covers only its own work, so
 documents / time is the step's throughput per worker. `apertus_jax.prep.stats` turns these into a report.
 
@@ -42,7 +42,12 @@ class PrepStep(PipelineStep):
         self.stat_update("docs_in", f"lang/{lang}/docs_in")
         self.stat_update("tokens_in", f"lang/{lang}/tokens_in", value=tokens, unit="doc")
         if removed_reason is not None:
-            self.stat_update("docs_removed", f"lang/{lang}/docs_removed", f"reason/{removed_reason}/docs")
+            self.stat_update(
+                "docs_removed",
+                f"lang/{lang}/docs_removed",
+                f"reason/{removed_reason}/docs",
+                f"reason/{removed_reason}/lang/{lang}",
+            )
             self.stat_update(
                 "tokens_removed",
                 f"lang/{lang}/tokens_removed",

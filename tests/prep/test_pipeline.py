@@ -13,6 +13,7 @@ from datatrove.executor import LocalPipelineExecutor, SlurmPipelineExecutor
 from datatrove.executor.ray import RayPipelineExecutor
 
 from apertus_jax.data.shards import ShardSource, decode_metadata, decode_tokens, load_manifest
+from apertus_jax.prep.dedup import STAGES as DEDUP_STAGES
 from apertus_jax.prep.pii import anonymize_pii
 from apertus_jax.prep.pipeline import build_executors
 from apertus_jax.prep.run import run_prepare
@@ -71,7 +72,8 @@ def test_report_counts(runs, small_inputs):
     expected = sum(removal_count(n) for n in thresholds["documents"].values())
     assert abs(steps["toxicity"]["docs_removed"] - expected) <= len(thresholds["documents"])
     kept = steps["ArrayRecord shards"]["docs_in"]
-    assert kept == n_docs - steps["robots.txt"]["docs_removed"] - steps["toxicity"]["docs_removed"]
+    dedup = sum(report["removed"].get(r, {}).get("docs", 0) for r in ("exact_duplicate", "near_duplicate"))
+    assert kept == n_docs - dedup - steps["robots.txt"]["docs_removed"] - steps["toxicity"]["docs_removed"]
     tiers = {row["subset"]: row for row in report["tiers"]}
     assert tiers["coherence"]["documents"] >= tiers["dense_core"]["documents"]
     assert tiers["dense_core"]["documents"] <= min(
@@ -118,10 +120,14 @@ def test_slurm_and_ray_executors_build_from_config(small_inputs, tmp_path):
     for name, path in small_inputs["heads"].items():
         config.heads[name].path = path
     executors = build_executors(config)
-    assert list(executors) == ["filter", "thresholds", "select", "merge"]
+    assert list(executors) == [*DEDUP_STAGES, "filter", "thresholds", "select", "merge"]
     assert all(isinstance(e, SlurmPipelineExecutor) for e in executors.values())
     assert executors["filter"].tasks == 1000 and executors["thresholds"].tasks == 1
-    assert executors["merge"].depends is executors["select"] and executors["filter"].depends is None
+    assert (
+        executors["merge"].depends is executors["select"]
+        and executors["filter"].depends is executors["minhash_clusters"]
+    )
+    assert executors["exact_signatures"].depends is None and executors["minhash_buckets"].tasks == 14
     config.executor.kind = "ray"
     assert all(isinstance(e, RayPipelineExecutor) for e in build_executors(config).values())
     config.executor.kind = "local"
