@@ -138,8 +138,6 @@ def build_executors(config) -> dict:
       ValueError: unknown executor kind.
     """
     ex = config.executor
-    if ex.kind not in EXECUTORS:
-        raise ValueError(f"executor kind {ex.kind!r} unknown; use one of {EXECUTORS}")
     executors, previous = {}, None
     for stage, pipeline in build_stages(config).items():
         if not pipeline:
@@ -148,27 +146,42 @@ def build_executors(config) -> dict:
             tasks = dedup.stage_tasks(config, stage)
         else:
             tasks = ex.tasks if stage in ("filter", "select") else 1
-        common = dict(
-            pipeline=pipeline,
-            tasks=tasks,
-            logging_dir=os.path.join(config.work_dir, "logs", stage),
-            skip_completed=ex.skip_completed,
-            depends=previous,
+        executors[stage] = previous = make_executor(
+            ex, pipeline, tasks, os.path.join(config.work_dir, "logs", stage), f"prep-{stage}", previous
         )
-        if ex.kind == "local":
-            from datatrove.executor import LocalPipelineExecutor
-
-            executor = LocalPipelineExecutor(workers=min(ex.workers, tasks), **common)
-        elif ex.kind == "slurm":
-            from datatrove.executor import SlurmPipelineExecutor
-
-            executor = SlurmPipelineExecutor(job_name=f"prep-{stage}", **dict(ex.slurm), **common)
-        else:
-            from datatrove.executor.ray import RayPipelineExecutor
-
-            executor = RayPipelineExecutor(workers=ex.workers, **dict(ex.ray), **common)
-        executors[stage] = previous = executor
     return executors
+
+
+def make_executor(ex, pipeline: list, tasks: int, logging_dir: str, job_name: str, depends=None):
+    """One datatrove executor of kind `ex.kind` ("local", "slurm", "ray") for `pipeline`.
+
+    Args:
+      ex: the executor section (`kind`, `workers`, `skip_completed`, `slurm {...}`, `ray {...}`).
+      tasks: datatrove tasks (the number of input shares); local workers are capped at it.
+      depends: the executor that must finish first (Slurm: a job dependency).
+    Raises:
+      ValueError: unknown executor kind.
+    """
+    if ex["kind"] not in EXECUTORS:
+        raise ValueError(f"executor kind {ex['kind']!r} unknown; use one of {EXECUTORS}")
+    common = dict(
+        pipeline=pipeline,
+        tasks=tasks,
+        logging_dir=logging_dir,
+        skip_completed=ex["skip_completed"],
+        depends=depends,
+    )
+    if ex["kind"] == "local":
+        from datatrove.executor import LocalPipelineExecutor
+
+        return LocalPipelineExecutor(workers=min(ex["workers"], tasks), **common)
+    if ex["kind"] == "slurm":
+        from datatrove.executor import SlurmPipelineExecutor
+
+        return SlurmPipelineExecutor(job_name=job_name, **dict(ex["slurm"]), **common)
+    from datatrove.executor.ray import RayPipelineExecutor
+
+    return RayPipelineExecutor(workers=ex["workers"], **dict(ex["ray"]), **common)
 
 
 def resolve_work_dir(config):
