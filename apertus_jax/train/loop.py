@@ -19,7 +19,7 @@ from absl import logging
 from apertus_jax.models import flops, partitioning
 from apertus_jax.optim import BatchSizePlan, cosine_schedule, make_optimizer, schedule_in_steps, wsd_schedule
 from apertus_jax.train import config as config_lib
-from apertus_jax.train import inputs
+from apertus_jax.train import inputs, provenance
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes
 from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
 from apertus_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device, plot_loss
@@ -151,6 +151,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
             state, progress = spec.init(), Progress()
         if jax.process_index() == 0:
             record_config(workdir, config.to_dict(), progress.step if restored else None)
+        provenance.record(workdir, config, data_iter, progress.step)
         try:
             # Under the mesh, the model's activation constraints (partitioning.constrain) take effect; without it
             # XLA picks activation shardings itself and may replicate the batch (the memory plan measured 280 GB
@@ -214,6 +215,7 @@ def _run(
         nonlocal saved_step
         meta = {"progress": dataclasses.asdict(progress), "param_shapes": shapes, "seed": config.seed}
         checkpointer.save(progress.step, state, data_iter, meta)
+        provenance.record(workdir, config, data_iter, progress.step)
         saved_step = progress.step
 
     try:
