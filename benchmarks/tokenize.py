@@ -7,7 +7,7 @@ JSONL files), same tokenizer (a byte-level BPE `tokenizer.json` trained here on 
 loaded by ours as "hf:PATH" and by datatrove from the path), same tasks, 1 and 2 workers:
 - ours: `apertus_jax.prep.tokenize` (RawDocumentReader -> TokenizeShards -> merged manifest);
 - peer: datatrove `JsonlReader` -> `DocumentTokenizer` (unshuffled .ds files, EOS appended).
-Reports per run: tokens, the tokenizer step's own time summed over tasks (datatrove's per-step timer: encode
+HF tokenizers run one thread per worker (RAYON_NUM_THREADS=1). Reports per run: tokens, the tokenizer step's own time summed over tasks (datatrove's per-step timer: encode
 + write, reading excluded), tokens/s per worker from that timer, wall time and wall tokens/s of the run.
 """
 
@@ -23,6 +23,11 @@ import tempfile
 import time
 
 from apertus_jax.data.demo_corpus import load_demo_documents
+
+# One thread per worker in both runners (HF tokenizers' encode_batch would otherwise use every core in every
+# worker), so tokens/s per worker is one core's rate and 2 workers on 2 cores show the scaling.
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+os.environ.setdefault("RAYON_RS_NUM_CPUS", "1")
 
 
 def write_inputs(root: str, copies: int) -> int:

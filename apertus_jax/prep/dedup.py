@@ -1,13 +1,13 @@
 """Deduplication on datatrove's own dedup steps: exact document hashes and MinHash near-duplicates.
 
 Document dedup before every other filter, as in the FineWeb pipelines (Penedo et al. 2024, "The FineWeb
-Datasets", section 3.4, on datatrove): first exact duplicates
-(`datatrove.pipeline.dedup.exact_dedup`: one 64-bit hash of the text per document; of each group of
-copies the one with the lowest index in its task's input is kept), then near-duplicates among the
-survivors (`datatrove.pipeline.dedup.minhash`: word n-gram shingles, `num_buckets` LSH bands of `hashes_per_bucket` minhashes, union-find clusters, one
-document kept per cluster). Two documents whose shingle sets have Jaccard similarity s share a band with
-probability `1 - (1 - s^r)^b` (b bands of r hashes), so s above the threshold `(1/b)^(1/r)` (0.72 for
-datatrove's default b=14, r=8) is removed with high probability and s well below it is kept.
+Datasets": MinHash dedup on datatrove). First exact duplicates (`datatrove.pipeline.dedup.exact_dedup`: one
+64-bit hash of the text per document; of each group of copies the one with the lowest index in its task's
+input is kept), then near-duplicates among the survivors (`datatrove.pipeline.dedup.minhash`: word n-gram
+shingles, `num_buckets` LSH bands of `hashes_per_bucket` minhashes, union-find clusters, one document kept
+per cluster). Two documents whose shingle sets have Jaccard similarity s share a band with probability
+`1 - (1 - s^r)^b` (b bands of r hashes), so s above the threshold `(1/b)^(1/r)` (0.72 for datatrove's
+default b=14, r=8) is removed with high probability and s well below it is kept.
 
 Helper stages (each a datatrove executor, see `apertus_jax.prep.pipeline`):
   exact_signatures  (T tasks)  read -> ExactDedupSignature          -> <work_dir>/dedup/exact/signatures
@@ -65,7 +65,8 @@ def exact_config() -> ExactDedupConfig:
 
 
 def minhash_config(section) -> MinhashConfig:
-    """datatrove's `MinhashConfig` from `config.dedup.minhash` (n_grams, num_buckets, hashes_per_bucket, seed)."""
+    """datatrove's `MinhashConfig` from `config.dedup.minhash` (n_grams, num_buckets, hashes_per_bucket,
+    seed)."""
     return MinhashConfig(
         n_grams=int(section["n_grams"]),
         num_buckets=int(section["num_buckets"]),
