@@ -128,3 +128,18 @@ def test_slurm_executors(inputs, tmp_path):
     assert executors["tokenize"].tasks == 3 and executors["merge"].tasks == 1
     assert executors["merge"].depends is executors["tokenize"]
     assert pathlib.Path(job.staging).name == ".out.staging"
+
+
+def test_cli_runs_tasks(inputs, reference, tmp_path, capsys):
+    from experiments import tokenize_data
+
+    argv = [f"--input={inputs}", "--tokenizer=tekken", f"--out={tmp_path / 'cli'}", "--source=demo corpus"]
+    argv += [
+        "--licence=see DATA_CARD.md",
+        "--score_field=score",
+        "--tasks=3",
+        f"--shard_tokens={SHARD_TOKENS}",
+    ]
+    assert tokenize_data.main(argv) == 0
+    assert "from 3 tasks" in capsys.readouterr().err
+    assert _records(tmp_path / "cli")[1] == _records(reference[0])[1]

