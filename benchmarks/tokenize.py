@@ -1,10 +1,10 @@
-"""Tokenization throughput on datatrove's local executor: ours (ArrayRecord shards) vs datatrove's DocumentTokenizer.
+"""Tokenization throughput on datatrove's executor: ours (ArrayRecord shards) vs datatrove's DocumentTokenizer.
 
     python -m benchmarks.tokenize [--copies=2] [--tasks=4] [--vocab=32000] [--rounds=2]
 
-Same input for both (the demo corpus's train split, real multilingual and German text, `--copies` times, as 8
-JSONL files), same tokenizer (a byte-level BPE `tokenizer.json` trained here on that text with HF `tokenizers`,
-loaded by ours as "hf:PATH" and by datatrove from the path), same tasks, 1 and 2 workers:
+Same input for both (the demo corpus's train split, real multilingual and German text, `--copies` times, as
+8 JSONL files), same tokenizer (a byte-level BPE `tokenizer.json` trained here on that text with HF
+`tokenizers`, loaded by ours as "hf:PATH" and by datatrove from the path), same tasks, 1 and 2 workers:
 - ours: `apertus_jax.prep.tokenize` (RawDocumentReader -> TokenizeShards -> merged manifest);
 - peer: datatrove `JsonlReader` -> `DocumentTokenizer` (unshuffled .ds files, EOS appended).
 HF tokenizers run one thread per worker (RAYON_NUM_THREADS=1). Reports per configuration (best of `--rounds`
@@ -151,11 +151,13 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"round {round_index + 1}: {name}, {workers} workers: {result}", flush=True)
         rows = [(name, workers, result) for (name, workers), result in best.items()]
         print(
-            f"\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
+            f"\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
+            f"{platform.processor() or platform.machine()}, "
             f"{os.cpu_count()} CPUs; {documents:,} documents, {args.tasks} tasks, BPE vocab {args.vocab:,}\n"
         )
         print(
-            "| runner | workers | tokens | step s (sum over tasks) | tokens/s per worker | wall s | wall tokens/s |"
+            "| runner | workers | tokens | step s (sum over tasks) | tokens/s per worker | wall s "
+            "| wall tokens/s |"
         )
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for name, workers, r in rows:

@@ -2,9 +2,9 @@
 
 Every step counts what it sees in datatrove's per-step stats, which the executors merge over tasks:
 `docs_in`, `tokens_in`, `docs_removed`, `tokens_removed`, `reason/<reason>/{docs,tokens}`,
-`reason/<reason>/lang/<lang>` (documents) and `lang/<lang>/{docs_in,tokens_in,docs_removed,tokens_removed}`, plus step-specific counters
-(`agent/<agent>/...`, `pii/<type>`, `tier/<subset>/...`). Its time stat covers only its own work, so
-documents / time is the step's throughput per worker. `apertus_jax.prep.stats` turns these into a report.
+`reason/<reason>/lang/<lang>` (documents) and `lang/<lang>/{docs_in,tokens_in,docs_removed,tokens_removed}`,
+plus step-specific counters (`agent/<agent>/...`, `pii/<type>`, `tier/<subset>/...`). Its time stat covers
+only its own work, so documents / time is the step's throughput per worker. `apertus_jax.prep.stats` turns these into a report.
 
 Documents carry `metadata["token_count"]` (set by `CountTokens`, used for token accounting),
 `metadata[lang_key]` and optionally `metadata[source_key]` and `metadata[url_key]`.

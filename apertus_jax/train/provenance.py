@@ -244,7 +244,8 @@ def export_hf(workdir: str, directory: str) -> dict:
     trained = load_workdir(workdir)
     if trained.step != provenance["step"]:
         raise ValueError(
-            f"{workdir}: checkpoint step {trained.step} but provenance.json records step {provenance['step']}; "
+            f"{workdir}: checkpoint step {trained.step} but provenance.json records step "
+            f"{provenance['step']}; "
             "the run stopped between its checkpoint and its record, resume it to rewrite the record"
         )
     save_hf(trained.model, directory)

@@ -1,4 +1,4 @@
-"""Distributed tokenization on datatrove: 1 task bit for bit a single-process write, N tasks the same tokens."""
+"""Distributed tokenization on datatrove: 1 task bit for bit a single-process write, N tasks same tokens."""
 
 import itertools
 import json

@@ -69,7 +69,7 @@ def test_tokens_consumed_match_the_stream_across_a_stage_change(tokenizer):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, tokenizer):
-    """4 steps of the tiny model: 2 on a shard set written by the tokenize pipeline, then 2 on a demo component."""
+    """4 steps of the tiny model: 2 on a shard set written by the tokenize pipeline, then 2 on demo text."""
     root = tmp_path_factory.mktemp("provenance")
     raw = root / "raw.jsonl"
     from apertus_jax.data.demo_corpus import load_german_prose
