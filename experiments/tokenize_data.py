@@ -4,7 +4,7 @@
         --out=/data/shards/web --source=NAME --licence=ODC-By-1.0 [--score_field=score] [--shard_tokens=N] \
         [--tasks=T --workers=W] [--executor=slurm --slurm_partition=normal --logging_dir=/scratch/logs]
 
-A front-end of `apertus_jax.prep.tokenize`: T datatrove tasks (each a share of the input files) on the
+A front-end of `apertus_jax.prep.tokenize` (needs the `prep` extra, datatrove): T datatrove tasks (each a share of the input files) on the
 local, Slurm or Ray executor, then one merged manifest. `--tasks=1` gives the shards of a single process
 bit for bit; more tasks give the same documents and tokens in per-task parts. `--out` appears atomically
 (a hidden staging directory renamed into place; a failed local run leaves nothing), and the manifest

@@ -20,6 +20,7 @@ from apertus_jax.prep.run import run_prepare
 from apertus_jax.prep.stats import format_report
 from apertus_jax.prep.toxicity import removal_count
 from apertus_jax.tokenizers import load_tokenizer
+from apertus_jax.train.provenance import prep_summary
 from configs.prep import slurm as slurm_config
 
 
@@ -85,6 +86,14 @@ def test_report_counts(runs, small_inputs):
     assert json.loads(pathlib.Path(config.work_dir, "prep_stats.json").read_text()) == json.loads(
         json.dumps(report)
     )
+    # A copy next to the shard manifest: what a training run's provenance record reads.
+    copied = json.loads(pathlib.Path(config.output_dir, "prep_stats.json").read_text())
+    summary = prep_summary(copied)
+    assert summary["pii_replacements"] == {
+        k.split("/")[1]: int(v) for k, v in steps["PII"]["counters"].items() if k.startswith("pii/")
+    }
+    assert summary["removed"]["robots_opt_out"]["docs"] == steps["robots.txt"]["docs_removed"]
+    assert summary["robots_by_agent"] == report["robots_by_agent"]
 
 
 def test_shards_read_by_training_source_and_code_untouched(runs, small_inputs):
