@@ -43,7 +43,7 @@ setup(
         "eval": ["lm-eval==0.4.13", "pyyaml>=6.0"],
         # Optional Weights & Biases metrics (--config.metrics.wandb_project=...).
         "wandb": ["wandb==0.31.0"],
-        "prep": ["datatrove==0.10.1", "protego==0.7.0", "pyarrow>=15", "orjson>=3.9"],
+        "prep": ["datatrove==0.10.1", "protego==0.7.0", "pyarrow>=15", "orjson>=3.9", "spacy==3.8.18"],
         "seqio": [
             "seqio==0.0.20",
             "tensorflow==2.21.0",

@@ -22,7 +22,8 @@ process_count))` rows. Each stage has its own seed; a stage starts from fresh do
 
 State (`get_state()` / `set_state()`, JSON-serializable, saved in Orbax checkpoints with
 `grain.checkpoint.CheckpointSave(it)` / restored with `grain.checkpoint.CheckpointRestore(it)`): the step,
-rows produced, the stage, the packer's position `(document, offset)` and per-component document counts.
+rows produced, the stage, the packer's position `(document, offset)`, per-component document counts and
+per-component target tokens over all stages (`tokens_consumed()`, what the run's provenance records).
 A restored iterator yields bitwise the batches an uninterrupted one would, across stage and epoch
 boundaries, mid-document and after batch-size changes. The state carries a fingerprint of the data
 config, seq_len, seed, tokenizer and process layout; restoring into a different pipeline raises.
@@ -157,6 +158,7 @@ class TrainIterator(grain.DatasetIterator):
             for component in self.components
         ]
         self.step, self.rows, self.stage = 0, 0, 0
+        self._tokens_before_stage = [0] * len(self.components)  # target tokens of finished stages
         self._packer = self._stage_packer(0)
 
     def _stage_packer(self, stage_index: int) -> PackedRows:
@@ -187,6 +189,7 @@ class TrainIterator(grain.DatasetIterator):
     def _next_row(self) -> tuple[np.ndarray, np.ndarray] | None:
         end = self.stage_ends[self.stage]
         if end is not None and self.rows >= end:
+            self._tokens_before_stage = self.tokens_consumed()
             self.stage += 1
             self._packer = self._stage_packer(self.stage)
             return self._next_row()
@@ -236,6 +239,7 @@ class TrainIterator(grain.DatasetIterator):
             "rows": self.rows,
             "stage": self.stage,
             "packer": self._packer.get_state(),
+            "tokens_before_stage": list(self._tokens_before_stage),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -255,6 +259,14 @@ class TrainIterator(grain.DatasetIterator):
         self.step, self.rows, self.stage = int(state["step"]), int(state["rows"]), int(state["stage"])
         self._packer = self._stage_packer(self.stage)
         self._packer.set_state(state["packer"])
+        self._tokens_before_stage = [
+            int(n) for n in state.get("tokens_before_stage", [0] * len(self.components))
+        ]
+
+    def tokens_consumed(self) -> list[int]:
+        """Per component (in `component_names` order), the tokens this host has yielded as targets so far,
+        over all stages (padding excluded): their sum is rows * seq_len minus the padded targets."""
+        return [a + b for a, b in zip(self._tokens_before_stage, self._packer.tokens_consumed)]
 
     def stats(self) -> dict[str, Any]:
         """Progress for logging: step, stage, rows and tokens on this host, and per component the

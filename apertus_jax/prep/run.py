@@ -6,6 +6,7 @@ Used by `experiments/prepare_data.py` and by the tests (so both run the same cod
 import glob
 import json
 import os
+import shutil
 
 from absl import logging
 
@@ -84,7 +85,8 @@ def report_reuse(config, executors: dict) -> None:
 
 
 def run_prepare(config, report_only: bool = False) -> dict:
-    """Runs the pipeline of `config` (after `resolve_work_dir`) and writes `<work_dir>/prep_stats.json`.
+    """Runs the pipeline of `config` (after `resolve_work_dir`) and writes `<work_dir>/prep_stats.json`
+    (copied next to the shard manifest in `output_dir`, where training's provenance record reads it).
 
     With a Slurm executor this submits the jobs and returns the report of what has finished so far.
     Returns the report dict (see `stats.build_report`).
@@ -113,4 +115,7 @@ def run_prepare(config, report_only: bool = False) -> dict:
     with open(f"{path}.tmp", "w") as f:
         json.dump(report, f, indent=1)
     os.replace(f"{path}.tmp", path)
+    if os.path.isdir(config.output_dir):
+        # Next to the shard manifest, so a training run that reads the shards records what prep removed.
+        shutil.copyfile(path, os.path.join(config.output_dir, "prep_stats.json"))
     return report

@@ -62,6 +62,7 @@ class ShardedIterator(grain.DatasetIterator):
     def __init__(self, shards: list):
         super().__init__()
         self.shards = shards
+        self.tokenizer = shards[0].tokenizer if shards else None
 
     def __next__(self) -> dict:
         batches = [next(shard) for shard in self.shards]
@@ -69,6 +70,14 @@ class ShardedIterator(grain.DatasetIterator):
 
     def get_state(self) -> dict:
         return {"shards": [shard.get_state() for shard in self.shards]}
+
+    def tokens_consumed(self) -> dict[str, int]:
+        """Target tokens per data component over this process's shards (see `TrainIterator.tokens_consumed`)."""
+        totals = dict.fromkeys(self.shards[0].component_names, 0)
+        for shard in self.shards:
+            for name, tokens in zip(shard.component_names, shard.tokens_consumed()):
+                totals[name] += tokens
+        return totals
 
     def set_state(self, state: dict) -> None:
         if len(state["shards"]) != len(self.shards):

@@ -19,6 +19,7 @@ import numpy as np
 from absl import logging
 
 from apertus_jax.models import flops
+from apertus_jax.train import provenance
 from apertus_jax.train.assemble import Run
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
 from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
@@ -104,6 +105,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
             state, progress = _initial_state(run), Progress()
         if jax.process_index() == 0:
             record_config(workdir, config.to_dict(), progress.step if restored else None)
+        provenance.record(workdir, config, data_iter, progress.step)
         try:
             # Under the mesh, the model's activation constraints (partitioning.constrain) take effect; without it
             # XLA picks activation shardings itself and may replicate the batch (the memory plan measured 280 GB
@@ -142,6 +144,7 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
         nonlocal saved_step
         meta = {"progress": dataclasses.asdict(progress), "param_shapes": shapes, "seed": config.seed}
         checkpointer.save(progress.step, state, data_iter, meta)
+        provenance.record(workdir, config, data_iter, progress.step)
         saved_step = progress.step
 
     try:

@@ -73,8 +73,9 @@ def test_arrayrecord_component_sorted_by_score(shard_set, tekken):
 def test_missing_shard_is_named(shard_set, tmp_path, tekken):
     broken = tmp_path / "broken"
     shutil.copytree(shard_set, broken)
-    (broken / "shard-00001.array_record").unlink()
-    with pytest.raises(FileNotFoundError, match="shard-00001.array_record"):
+    second = shards.load_manifest(shard_set)["shards"][1]["path"]
+    (broken / second).unlink()
+    with pytest.raises(FileNotFoundError, match=second):
         shards.ShardSource(broken, tekken)
     with pytest.raises(FileNotFoundError, match="no shard manifest"):
         shards.ShardSource(tmp_path / "nowhere", tekken)

@@ -15,12 +15,14 @@ from datatrove.executor import LocalPipelineExecutor, SlurmPipelineExecutor
 from datatrove.executor.ray import RayPipelineExecutor
 
 from apertus_jax.data.shards import ShardSource, decode_metadata, decode_tokens, load_manifest
+from apertus_jax.prep.dedup import STAGES as DEDUP_STAGES
 from apertus_jax.prep.pii import anonymize_pii
 from apertus_jax.prep.pipeline import build_executors
 from apertus_jax.prep.run import run_prepare
 from apertus_jax.prep.stats import format_report
 from apertus_jax.prep.toxicity import removal_count
 from apertus_jax.tokenizers import load_tokenizer
+from apertus_jax.train.provenance import prep_summary
 from configs.prep import slurm as slurm_config
 
 
@@ -65,7 +67,9 @@ def test_two_workers_give_identical_output(runs):
     shards1, shards2 = _files(pathlib.Path(c1.output_dir)), _files(pathlib.Path(c2.output_dir))
     assert sorted(shards1) == sorted(shards2) and any(k.endswith(".array_record") for k in shards1)
     for name in shards1:
-        if name.endswith("manifest.json"):
+        if name == "prep_stats.json":  # holds timings; its counts must agree
+            assert json.loads(shards1[name])["removed"] == json.loads(shards2[name])["removed"]
+        elif name.endswith("manifest.json"):
             m1, m2 = json.loads(shards1[name]), json.loads(shards2[name])
             m1.pop("created"), m2.pop("created")
             assert m1 == m2
@@ -93,7 +97,8 @@ def test_report_counts(runs, small_inputs):
     expected = sum(removal_count(n) for n in thresholds["documents"].values())
     assert abs(steps["toxicity"]["docs_removed"] - expected) <= len(thresholds["documents"])
     kept = steps["ArrayRecord shards"]["docs_in"]
-    assert kept == n_docs - steps["robots.txt"]["docs_removed"] - steps["toxicity"]["docs_removed"]
+    dedup = sum(report["removed"].get(r, {}).get("docs", 0) for r in ("exact_duplicate", "near_duplicate"))
+    assert kept == n_docs - dedup - steps["robots.txt"]["docs_removed"] - steps["toxicity"]["docs_removed"]
     tiers = {row["subset"]: row for row in report["tiers"]}
     assert tiers["coherence"]["documents"] >= tiers["dense_core"]["documents"]
     assert tiers["dense_core"]["documents"] <= min(
@@ -105,6 +110,14 @@ def test_report_counts(runs, small_inputs):
     assert json.loads(pathlib.Path(config.work_dir, "prep_stats.json").read_text()) == json.loads(
         json.dumps(report)
     )
+    # A copy next to the shard manifest: what a training run's provenance record reads.
+    copied = json.loads(pathlib.Path(config.output_dir, "prep_stats.json").read_text())
+    summary = prep_summary(copied)
+    assert summary["pii_replacements"] == {
+        k.split("/")[1]: int(v) for k, v in steps["PII"]["counters"].items() if k.startswith("pii/")
+    }
+    assert summary["removed"]["robots_opt_out"]["docs"] == steps["robots.txt"]["docs_removed"]
+    assert summary["robots_by_agent"] == report["robots_by_agent"]
 
 
 def test_shards_read_by_training_source_and_code_untouched(runs, small_inputs):
@@ -140,10 +153,14 @@ def test_slurm_and_ray_executors_build_from_config(small_inputs, tmp_path):
     for name, path in small_inputs["heads"].items():
         config.heads[name].path = path
     executors = build_executors(config)
-    assert list(executors) == ["filter", "thresholds", "select", "merge"]
+    assert list(executors) == [*DEDUP_STAGES, "filter", "thresholds", "select", "merge"]
     assert all(isinstance(e, SlurmPipelineExecutor) for e in executors.values())
     assert executors["filter"].tasks == 1000 and executors["thresholds"].tasks == 1
-    assert executors["merge"].depends is executors["select"] and executors["filter"].depends is None
+    assert (
+        executors["merge"].depends is executors["select"]
+        and executors["filter"].depends is executors["minhash_clusters"]
+    )
+    assert executors["exact_signatures"].depends is None and executors["minhash_buckets"].tasks == 14
     config.executor.kind = "ray"
     assert all(isinstance(e, RayPipelineExecutor) for e in build_executors(config).values())
     config.executor.kind = "local"
