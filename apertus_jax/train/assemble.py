@@ -23,6 +23,7 @@ from absl import logging
 from apertus_jax.data.pipeline import BATCH_KEYS
 from apertus_jax.models import partitioning
 from apertus_jax.optim.config import make_lr_schedule, make_tx
+from apertus_jax.posttrain.objectives import loss_for
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.train import config as config_lib
 from apertus_jax.train import inputs
@@ -107,8 +108,9 @@ class Run:
             in_shardings = (shardings["params"], shardings["opt_state"], batch_sharding(self.mesh))
             out_shardings = (shardings["params"], shardings["opt_state"], None)
             micro = self.num_microbatches(rows)
+            loss_fn = loss_for(self.sections.posttrain)  # None: the pretraining loss (posttrain.objective)
             fn = jax.jit(
-                make_train_step(self.spec.apply_fn, self.tx, micro),
+                make_train_step(self.spec.apply_fn, self.tx, micro, *([loss_fn] if loss_fn else [])),
                 in_shardings=in_shardings,
                 out_shardings=out_shardings,
                 donate_argnums=(0, 1),

@@ -2,7 +2,7 @@
 
 Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.presets`,
 `ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`), `optim` (`apertus_jax.optim.config.OptimConfig`),
-`mesh` (`apertus_jax.models.partitioning.MeshConfig`); the train package owns `train`, `checkpoint` and
+`mesh` (`apertus_jax.models.partitioning.MeshConfig`), `posttrain` (`apertus_jax.posttrain.config`); the train package owns `train`, `checkpoint` and
 `faults` (below). Config files in `configs/` return `base_config()` with changed values; absl flags override
 single values (`--config.train.steps=100`). The schema is the key set of `base_config()`: a config file or
 override that adds, misspells or drops a key is rejected. `validate` builds every section (one-line errors)
@@ -20,6 +20,7 @@ from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.optim import config as optim_config
 from apertus_jax.optim.batch_plan import BatchSizePlan
+from apertus_jax.posttrain import config as posttrain_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +106,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.mesh = ml_collections.ConfigDict(_fields(MeshConfig))
     c.checkpoint = ml_collections.ConfigDict(_fields(CheckpointConfig))
     c.faults = ml_collections.ConfigDict(_fields(FaultsConfig))
+    c.posttrain = ml_collections.ConfigDict(posttrain_config.section())
     return c
 
 
@@ -141,6 +143,7 @@ class RunSections:
     mesh_shape: tuple[int, int, int]
     checkpoint: CheckpointConfig
     faults: FaultsConfig
+    posttrain: posttrain_config.PosttrainConfig
 
 
 def _keys(c, prefix=""):
@@ -175,6 +178,7 @@ def sections(config: ml_collections.ConfigDict, num_devices: int, num_processes:
         mesh_shape=MeshConfig(**config.mesh).resolve(num_devices),
         checkpoint=CheckpointConfig(**config.checkpoint),
         faults=FaultsConfig(**config.faults),
+        posttrain=posttrain_config.PosttrainConfig(**config.posttrain),
     )
     _check_batches(run, num_processes)
     return run

@@ -25,6 +25,9 @@ from apertus_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device,
 from apertus_jax.train.sharding import make_global_batch
 
 
+STEP_METRICS = ("loss", "grad_norm", "unmasked_tokens", "finite")
+
+
 @dataclasses.dataclass
 class Progress:
     """Counters saved in every checkpoint's meta. `updates` counts applied (finite) optimizer updates."""
@@ -178,6 +181,8 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
                     "goldfish_dropped_fraction": goldfish_dropped_fraction(local_batch, eod_id),
                     "skipped_steps": progress.skipped_steps,
                     "rollbacks": progress.rollbacks,
+                    # the loss's own metrics (post-training: reward quantiles, log-ratios, DPO margins)
+                    **{k: float(v) for k, v in step_metrics.items() if k not in STEP_METRICS},
                 }
             )
             if roll_back:
