@@ -15,13 +15,18 @@ from absl import app
 
 from apertus_jax.posttrain.rewards import rouge_l_reward
 
-ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apertus_jax", "posttrain", "assets")
+ASSETS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apertus_jax", "posttrain", "assets"
+)
 SYSTEM = "Antworte kurz und genau. Answer briefly and precisely."
 
 
 def conversations(items: list[dict]) -> list[dict]:
     """The chat set's lines (see the module docstring)."""
-    turn = lambda item: [{"role": "user", "content": item["question"]}, {"role": "assistant", "content": item["answer"]}]
+    turn = lambda item: [
+        {"role": "user", "content": item["question"]},
+        {"role": "assistant", "content": item["answer"]},
+    ]
     lines = [{"messages": turn(item)} for item in items]
     for index in range(0, len(items) - 1, 2):
         system = [{"role": "system", "content": SYSTEM}] if index % 3 == 0 else []
@@ -34,7 +39,9 @@ def preference_records(items: list[dict]) -> list[dict]:
     return [
         {
             "prompt": item["question"],
-            "completions": [{"text": c, "reward": rouge_l_reward(item["answer"], c)} for c in item["candidates"]],
+            "completions": [
+                {"text": c, "reward": rouge_l_reward(item["answer"], c)} for c in item["candidates"]
+            ],
             "reference_rewards": [rouge_l_reward(item["answer"], c) for c in item["reference_completions"]],
         }
         for item in items

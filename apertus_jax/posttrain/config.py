@@ -1,12 +1,12 @@
 """The `posttrain` section of a run: which loss the train step optimizes and how the reference is read.
 
-    objective  "lm" (pretraining and SFT: next-token cross-entropy over `loss_mask`), "qrpo" or "dpo"
-    beta       QRPO's b / DPO's beta: the KL coefficient (Apertus QRPO: b = 5, docs/posttrain.md)
-    length_normalized   divide beta by the completion length |y| in every loss term (Apertus section 4.3)
-    reference  "cached": reference log-probs computed once from the frozen reference and read from
-               `reference_cache` (experiments/qrpo.py writes WORKDIR/reference_logprobs.json); "on_the_fly":
-               the reference model scores every batch as it is produced (held in memory)
-    reference_workdir   the reference model's workdir ("" = checkpoint.init_from)
+objective  "lm" (pretraining and SFT: next-token cross-entropy over `loss_mask`), "qrpo" or "dpo"
+beta       QRPO's b / DPO's beta: the KL coefficient (Apertus QRPO: b = 5, docs/posttrain.md)
+length_normalized   divide beta by the completion length |y| in every loss term (Apertus section 4.3)
+reference  "cached": reference log-probs computed once from the frozen reference and read from
+           `reference_cache` (experiments/qrpo.py writes WORKDIR/reference_logprobs.json); "on_the_fly":
+           the reference model scores every batch as it is produced (held in memory)
+reference_workdir   the reference model's workdir ("" = checkpoint.init_from)
 """
 
 import dataclasses
@@ -37,7 +37,9 @@ class PosttrainConfig:
         check_choice("posttrain.reference", self.reference, REFERENCE_MODES)
         check_number("posttrain.beta", self.beta, low=0, low_open=True)
         if not isinstance(self.length_normalized, bool):
-            raise ValueError(f"posttrain.length_normalized must be True or False, got {self.length_normalized!r}")
+            raise ValueError(
+                f"posttrain.length_normalized must be True or False, got {self.length_normalized!r}"
+            )
 
 
 def section() -> dict:

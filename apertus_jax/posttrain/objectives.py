@@ -91,7 +91,9 @@ def qrpo_loss(beta: float, length_normalized: bool) -> Callable:
 
     def loss_fn(logits, mb):
         logp, lengths = slot_logprobs(logits, mb)
-        residual, _ = qrpo_terms(logp, mb["ref_logprobs"], mb["quantile_reward"], lengths, beta, length_normalized)
+        residual, _ = qrpo_terms(
+            logp, mb["ref_logprobs"], mb["quantile_reward"], lengths, beta, length_normalized
+        )
         valid = lengths > 0
         where = lambda x: jnp.sum(jnp.where(valid, x, 0.0))
         log_ratio = logp - mb["ref_logprobs"]

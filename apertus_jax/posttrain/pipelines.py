@@ -8,9 +8,11 @@ preference data with "qrpo" or "dpo" (and those need preference data).
 """
 
 import functools
+import os
 from collections.abc import Callable
 
 import jax
+from absl import logging
 
 from apertus_jax.posttrain import reference as reference_lib
 from apertus_jax.posttrain.config import PosttrainConfig
@@ -28,7 +30,9 @@ def reference_workdir(config) -> str:
     """
     workdir = config.posttrain.reference_workdir or config.checkpoint.init_from
     if not workdir:
-        raise ValueError("qrpo/dpo need a reference model: set checkpoint.init_from (or posttrain.reference_workdir)")
+        raise ValueError(
+            "qrpo/dpo need a reference model: set checkpoint.init_from (or posttrain.reference_workdir)"
+        )
     return workdir
 
 
@@ -55,18 +59,30 @@ def posttrain_builder(config, tokenizer) -> Callable | None:
     Raises:
       ValueError: a broken rule of the module docstring, a missing reference cache (FileNotFoundError).
     """
-    pipeline = config.data.pipeline.to_dict() if hasattr(config.data.pipeline, "to_dict") else config.data.pipeline
+    pipeline = (
+        config.data.pipeline.to_dict() if hasattr(config.data.pipeline, "to_dict") else config.data.pipeline
+    )
     posttrain = PosttrainConfig(**config.posttrain)
     kinds = {c["kind"] for c in pipeline["components"].values()}
     if not kinds & set(KINDS):
         if posttrain.objective != "lm":
-            raise ValueError(f"posttrain.objective={posttrain.objective!r} needs a data component of kind 'preference'")
+            raise ValueError(
+                f"posttrain.objective={posttrain.objective!r} needs a data component of kind 'preference'"
+            )
         return None
     if len(kinds) > 1 or pipeline.get("stages"):
-        raise ValueError(f"data.pipeline: components of kind {sorted(set(KINDS) & kinds)} take no stages and no other kinds")
+        raise ValueError(
+            f"data.pipeline: components of kind {sorted(set(KINDS) & kinds)} take no stages and no other kinds"
+        )
     if (pipeline.get("goldfish") or {}).get("k", 0):
-        raise ValueError("data.pipeline.goldfish.k must be 0 for post-training data (no Goldfish in SFT/QRPO)")
-    paths = [path for c in pipeline["components"].values() for path in ([c["paths"]] if isinstance(c["paths"], str) else c["paths"])]
+        raise ValueError(
+            "data.pipeline.goldfish.k must be 0 for post-training data (no Goldfish in SFT/QRPO)"
+        )
+    paths = [
+        path
+        for c in pipeline["components"].values()
+        for path in ([c["paths"]] if isinstance(c["paths"], str) else c["paths"])
+    ]
     (kind,) = kinds
     if kind == "chat":
         if posttrain.objective != "lm":
@@ -79,12 +95,63 @@ def posttrain_builder(config, tokenizer) -> Callable | None:
         make_reference = lambda examples: reference_lib.on_the_fly_reference(model)
     else:
         if not posttrain.reference_cache:
-            raise ValueError("posttrain.reference_cache is empty; `python -m experiments.qrpo` sets and writes it")
+            raise ValueError(
+                "posttrain.reference_cache is empty; `python -m experiments.qrpo` sets and writes it"
+            )
         fingerprint = reference_lib.cache_fingerprint(paths, tokenizer, config.data.seq_len)
 
         def make_reference(examples):
             cache = reference_lib.read_cache(posttrain.reference_cache, fingerprint, len(examples))
             return reference_lib.cached_reference(cache["logprobs"])
 
-    builder = functools.partial(PreferencePipeline, paths, mode=posttrain.objective, make_reference=make_reference)
+    builder = functools.partial(
+        PreferencePipeline, paths, mode=posttrain.objective, make_reference=make_reference
+    )
     return lambda data_config, tokenizer, **kwargs: builder(tokenizer, **kwargs)
+
+
+def preference_paths(config) -> list[str]:
+    """The `paths` of the run's preference components, in order."""
+    components = config.data.pipeline.components
+    return [
+        p
+        for c in components.values()
+        if c["kind"] == "preference"
+        for p in ([c["paths"]] if isinstance(c["paths"], str) else c["paths"])
+    ]
+
+
+def prepare_reference_cache(config, workdir: str) -> str:
+    """Makes sure `posttrain.reference_cache` (default WORKDIR/reference_logprobs.json) holds the frozen
+    reference's log-probs of every candidate completion; scores them once if it does not. Returns the path.
+
+    The reference (`reference_workdir`) is loaded on the run's mesh, used, and released before training.
+
+    Raises:
+      ValueError / FileNotFoundError: bad config or records (one line), a missing reference workdir.
+    """
+    from apertus_jax.posttrain.preference_data import completion_examples
+    from apertus_jax.train.assemble import Run
+    from apertus_jax.train.checkpoint import restore_workdir_params
+
+    path = config.posttrain.reference_cache or os.path.join(workdir, "reference_logprobs.json")
+    with config.unlocked():
+        config.posttrain.reference_cache = path
+    run = Run(config)
+    paths = preference_paths(config)
+    examples = completion_examples(paths, run.tokenizer)
+    fingerprint = reference_lib.cache_fingerprint(paths, run.tokenizer, config.data.seq_len)
+    source = reference_workdir(config)
+    try:
+        cache = reference_lib.read_cache(path, fingerprint, len(examples))
+        if cache["reference_workdir"] == source:
+            return path
+    except (FileNotFoundError, ValueError):
+        pass
+    params, meta = restore_workdir_params(source, run.spec.abstract["params"])
+    model = reference_lib.ReferenceModel(run.spec.apply_fn, params)
+    with jax.set_mesh(run.mesh):
+        logprobs = reference_lib.score_examples(model, examples, config.data.seq_len, run.tokenizer.pad_id)
+    reference_lib.write_cache(path, logprobs, fingerprint, source, meta["progress"]["step"])
+    logging.info("scored %d completions with the reference %s; cached in %s", len(examples), source, path)
+    return path

@@ -46,7 +46,12 @@ def completion_examples(paths: Sequence[str], tokenizer: Tokenizer) -> list[dict
             prompt = chat.render_prompt(parsed["prompt"], tokenizer)
             texts = [text for text, _ in parsed["completions"]]
             rewards = np.array([reward for _, reward in parsed["completions"]])
-            quantiles = quantile_reward(rewards, np.broadcast_to(parsed["reference_rewards"], (len(rewards), len(parsed["reference_rewards"]))))
+            quantiles = quantile_reward(
+                rewards,
+                np.broadcast_to(
+                    parsed["reference_rewards"], (len(rewards), len(parsed["reference_rewards"]))
+                ),
+            )
             for text, reward, quantile in zip(texts, rewards, quantiles):
                 completion = chat.render_completion(text, tokenizer)
                 trained = np.r_[np.zeros(len(prompt), bool), np.ones(len(completion) - 1, bool), False]
@@ -110,24 +115,42 @@ class PreferencePipeline(grain.DatasetIterator):
       ValueError: bad input (see the module docstring); a shard without rows.
     """
 
-    def __init__(self, paths, tokenizer, *, mode, seq_len, batch_size, process_index, process_count, seed, make_reference: Callable):
+    def __init__(
+        self,
+        paths,
+        tokenizer,
+        *,
+        mode,
+        seq_len,
+        batch_size,
+        process_index,
+        process_count,
+        seed,
+        make_reference: Callable,
+    ):
         super().__init__()
         self.examples = completion_examples(paths, tokenizer)
         groups, self.skipped = training_rows(self.examples, mode, seq_len)
         if self.skipped:
-            logging.warning("dpo: skipped %d records whose completions all have the same reward", self.skipped)
+            logging.warning(
+                "dpo: skipped %d records whose completions all have the same reward", self.skipped
+            )
         self.groups = groups[process_index::process_count]
         if not self.groups:
             raise ValueError(f"{len(groups)} {mode} rows do not fill {process_count} data shards")
         self.tokenizer, self.seq_len, self.seed, self.batch_size = tokenizer, seq_len, seed, batch_size
         self.process_count, self.reference = process_count, make_reference(self.examples)
-        self.fingerprint = inputs_fingerprint(paths, tokenizer, mode, seq_len, seed, process_index, process_count)
+        self.fingerprint = inputs_fingerprint(
+            paths, tokenizer, mode, seq_len, seed, process_index, process_count
+        )
         self.step, self.epoch, self.position = 0, 0, 0
 
     def row(self, group: tuple[int, ...]) -> dict[str, np.ndarray]:
         """The trainer row of a group of example indices, with its `quantile_reward` [2]."""
         row = rows.pack_row(
-            [(self.examples[k]["ids"], self.examples[k]["trained"]) for k in group], self.seq_len, self.tokenizer.pad_id
+            [(self.examples[k]["ids"], self.examples[k]["trained"]) for k in group],
+            self.seq_len,
+            self.tokenizer.pad_id,
         )
         row["quantile_reward"] = np.zeros(SLOTS, np.float32)
         row["quantile_reward"][: len(group)] = [self.examples[k]["quantile_reward"] for k in group]

@@ -55,7 +55,9 @@ def parse_messages(messages, where: str) -> list[dict]:
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             raise ValueError(f"{where}: message {index} must be an object with a string 'content'")
         if message.get("role") not in ROLES:
-            raise ValueError(f"{where}: message {index} has unknown role {message.get('role')!r}; use {ROLES}")
+            raise ValueError(
+                f"{where}: message {index} has unknown role {message.get('role')!r}; use {ROLES}"
+            )
         parsed.append({"role": message["role"], "content": message["content"]})
     return parsed
 
@@ -95,7 +97,9 @@ def parse_preference(obj: dict, where: str) -> dict:
     for index, completion in enumerate(completions):
         if not isinstance(completion, dict) or not isinstance(completion.get("text"), str):
             raise ValueError(f"{where}: completion {index} must be an object with a string 'text'")
-        parsed.append((completion["text"], _number(completion.get("reward"), where, f"completion {index} reward")))
+        parsed.append(
+            (completion["text"], _number(completion.get("reward"), where, f"completion {index} reward"))
+        )
     references = obj.get("reference_rewards")
     if not isinstance(references, list) or not references:
         raise ValueError(f"{where}: 'reference_rewards' must be a non-empty list of numbers")

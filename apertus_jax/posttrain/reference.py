@@ -39,11 +39,16 @@ class ReferenceModel:
         return np.asarray(jax.device_get(self._score(self.params, {k: batch[k] for k in keys})), np.float32)
 
 
-def score_examples(model: ReferenceModel, examples: Sequence[dict], seq_len: int, pad_id: int, rows_per_call: int = 8) -> np.ndarray:
+def score_examples(
+    model: ReferenceModel, examples: Sequence[dict], seq_len: int, pad_id: int, rows_per_call: int = 8
+) -> np.ndarray:
     """log pi_ref of every example's completion (`preference_data.completion_examples`), float32 [N]."""
     values = []
     for start in range(0, len(examples), rows_per_call):
-        chunk = [rows.pack_row([(e["ids"], e["trained"])], seq_len, pad_id) for e in examples[start : start + rows_per_call]]
+        chunk = [
+            rows.pack_row([(e["ids"], e["trained"])], seq_len, pad_id)
+            for e in examples[start : start + rows_per_call]
+        ]
         chunk += [chunk[-1]] * (rows_per_call - len(chunk))  # one compiled shape
         values.append(model.score(rows.stack_rows(chunk))[:, 0])
     return np.concatenate(values)[: len(examples)]
@@ -54,7 +59,9 @@ def cache_fingerprint(paths: Sequence[str], tokenizer: Tokenizer, seq_len: int) 
     return inputs_fingerprint(paths, tokenizer, "reference_logprobs", seq_len)
 
 
-def write_cache(path: str, logprobs: np.ndarray, fingerprint: str, reference_workdir: str, reference_step: int) -> None:
+def write_cache(
+    path: str, logprobs: np.ndarray, fingerprint: str, reference_workdir: str, reference_step: int
+) -> None:
     """Writes the cache JSON atomically (float32 values written exactly)."""
     payload = {
         "fingerprint": fingerprint,

@@ -16,7 +16,9 @@ def positions_needed(ids: np.ndarray) -> int:
     return len(ids) - 1
 
 
-def pack_row(sequences: Sequence[tuple[np.ndarray, np.ndarray]], seq_len: int, pad_id: int) -> dict[str, np.ndarray]:
+def pack_row(
+    sequences: Sequence[tuple[np.ndarray, np.ndarray]], seq_len: int, pad_id: int
+) -> dict[str, np.ndarray]:
     """One row from `(ids int32 [L], trained bool [L])` sequences, segment k + 1 for sequence k.
 
     Returns:

@@ -26,7 +26,9 @@ from apertus_jax.tokenizers.base import Tokenizer, file_sha256
 STATE_VERSION = 1
 
 
-def load_conversations(paths: Sequence[str], tokenizer: Tokenizer, seq_len: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def load_conversations(
+    paths: Sequence[str], tokenizer: Tokenizer, seq_len: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """`(ids, trained)` of every conversation of the files, in file order.
 
     Raises:

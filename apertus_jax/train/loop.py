@@ -24,7 +24,6 @@ from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
 from apertus_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device, plot_loss
 from apertus_jax.train.sharding import make_global_batch
 
-
 STEP_METRICS = ("loss", "grad_norm", "unmasked_tokens", "finite")
 
 
