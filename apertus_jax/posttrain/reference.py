@@ -34,9 +34,11 @@ class ReferenceModel:
 
         self._score = jax.jit(score)
 
-    def score(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+    def score(self, batch: dict[str, np.ndarray], params=None) -> np.ndarray:
+        """float32 `[B, 2]` for the batch's trainer arrays, under `params` (default: the reference's)."""
         keys = ("tokens", "targets", "positions", "segment_ids", "loss_mask")
-        return np.asarray(jax.device_get(self._score(self.params, {k: batch[k] for k in keys})), np.float32)
+        params = self.params if params is None else params
+        return np.asarray(jax.device_get(self._score(params, {k: batch[k] for k in keys})), np.float32)
 
 
 def score_examples(

@@ -33,13 +33,17 @@ def write_jsonl(tmp_path):
 
     def write(lines, name="data.jsonl"):
         path = tmp_path / name
-        path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+        path.write_text(
+            "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+        )
         return str(path)
 
     return write
 
 
-SMALL_MODEL = dict(vocab_size=4096, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64, max_seq_len=128)
+SMALL_MODEL = dict(
+    vocab_size=4096, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64, max_seq_len=128
+)
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +60,14 @@ def small_model():
         return nnx.merge(graphdef, p)(tokens, positions, segment_ids)
 
     return apply_fn, params.to_pure_dict()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compilation_cache(tmp_path_factory):
+    """A persistent XLA cache for this session's in-process runs and CLI subprocesses."""
+    import jax
+
+    path = str(tmp_path_factory.mktemp("xla_cache"))
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    return path

@@ -46,7 +46,12 @@ def test_two_turn_example_trains_exactly_the_assistant_tokens(tokenizer):
     row = pack_row([(ids, trained)], seq_len=64, pad_id=tokenizer.pad_id)
     trained_targets = row["targets"][row["loss_mask"] == 1].tolist()
     end = 259  # <|assistant_end|> of the demo tokenizer
-    expected = tokenizer.encode("Alle Menschen sind frei.") + [end] + tokenizer.encode("All human beings are born free.") + [end]
+    expected = (
+        tokenizer.encode("Alle Menschen sind frei.")
+        + [end]
+        + tokenizer.encode("All human beings are born free.")
+        + [end]
+    )
     assert trained_targets == expected
     # Every other target (role tokens, system and user text, </s>, padding) is masked.
     assert int(row["loss_mask"].sum()) == len(expected)
@@ -68,7 +73,9 @@ def test_prompt_is_the_conversation_prefix_ending_in_assistant_start(tokenizer):
 def test_trained_tokens_are_the_assistant_contents_for_any_conversation(tokenizer, turns):
     messages = [{"role": r, "content": c} for r, c in turns]
     ids, trained = chat.render_conversation(messages, tokenizer)
-    expected = [t for m in messages if m["role"] == "assistant" for t in tokenizer.encode(m["content"]) + [259]]
+    expected = [
+        t for m in messages if m["role"] == "assistant" for t in tokenizer.encode(m["content"]) + [259]
+    ]
     assert ids[trained].tolist() == expected
     assert len(ids) == 2 + sum(2 + len(tokenizer.encode(m["content"])) for m in messages)
 

@@ -1,6 +1,7 @@
 """QRPO and DPO: quantile reward by hand, the loss at initialization, one step's direction, length
 normalization, DPO's log 2 and gradient signs."""
 
+import json
 import math
 
 import jax
@@ -21,7 +22,7 @@ from apertus_jax.posttrain.objectives import (
 )
 from apertus_jax.posttrain.preference_data import PreferencePipeline
 from apertus_jax.posttrain.reference import ReferenceModel, on_the_fly_reference
-from apertus_jax.train.step import loss_grads_and_metrics, make_train_step
+from apertus_jax.train.step import make_train_step
 
 PROMPT = "Was sagt Artikel 1 der Menschenrechtserklärung?"
 HIGH = "Alle Menschen sind frei und gleich an Würde und Rechten geboren."
@@ -40,61 +41,82 @@ def test_log_partition_is_log_of_the_uniform_expectation(beta):
     # Z = integral_0^1 exp(u / beta) du, by the trapezoid rule on a fine grid.
     u = np.linspace(0.0, 1.0, 2_000_001)
     z = np.trapezoid(np.exp((u - 1.0) / beta), u)  # scaled by exp(-1/beta) against overflow
-    np.testing.assert_allclose(float(log_partition(jnp.float64(beta) if jax.config.x64_enabled else beta)), math.log(z) + 1 / beta, rtol=1e-6)
+    np.testing.assert_allclose(
+        float(log_partition(jnp.float64(beta) if jax.config.x64_enabled else beta)),
+        math.log(z) + 1 / beta,
+        rtol=1e-6,
+    )
 
 
-def _toy_records(write_jsonl):
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory, tokenizer, small_model):
+    """The reference (= the initial policy) and, per mode, the first 2-row batch of one prompt with a high-
+    and a low-reward completion."""
+    path = tmp_path_factory.mktemp("toy") / "toy.jsonl"
     record = {
         "prompt": PROMPT,
         "completions": [{"text": HIGH, "reward": 1.0}, {"text": LOW, "reward": 0.0}],
         "reference_rewards": [0.0, 0.3, 0.5, 0.9],
     }
-    return write_jsonl([record])
+    path.write_text(json.dumps(record) + "\n")
+    reference = ReferenceModel(*small_model)
+
+    def batch(mode):
+        pipeline = PreferencePipeline(
+            [str(path)],
+            tokenizer,
+            mode=mode,
+            seq_len=128,
+            batch_size=2,
+            process_index=0,
+            process_count=1,
+            seed=0,
+            make_reference=lambda examples: on_the_fly_reference(reference),
+        )
+        return next(pipeline)
+
+    return {"reference": reference, "qrpo": batch("qrpo"), "dpo": batch("dpo")}
 
 
-def _batch(path, tokenizer, model, mode, rows):
-    reference = ReferenceModel(model[0], model[1])
-    pipeline = PreferencePipeline(
-        [path], tokenizer, mode=mode, seq_len=128, batch_size=rows, process_index=0, process_count=1, seed=0,
-        make_reference=lambda examples: on_the_fly_reference(reference),
-    )
-    return pipeline, next(pipeline)
+def _sgd_step(apply_fn, loss_fn, lr):
+    return jax.jit(make_train_step(apply_fn, optax.sgd(lr), 1, loss_fn)), optax.sgd(lr).init
 
 
-def test_qrpo_loss_at_initialization(write_jsonl, tokenizer, small_model):
+@pytest.fixture(scope="module")
+def qrpo_step(toy, small_model):
+    """(metrics at initialization, parameters after one SGD step) of QRPO on the toy batch."""
     apply_fn, params = small_model
-    pipeline, batch = _batch(_toy_records(write_jsonl), tokenizer, small_model, "qrpo", rows=2)
-    loss, _, count, metrics = loss_grads_and_metrics(apply_fn, params, batch, 1, qrpo_loss(5.0, True))
-    lengths = np.array([len(tokenizer.encode(e["text"])) + 1 for e in [{"text": HIGH}, {"text": LOW}]])  # + <|assistant_end|>
-    order = [0 if q == 1.0 else 1 for q in batch["quantile_reward"][:, 0]]
-    row_lengths = lengths[order]
+    step, init = _sgd_step(apply_fn, qrpo_loss(5.0, True), 0.05)
+    new_params, _, metrics = step(jax.tree.map(jnp.copy, params), init(params), toy["qrpo"])
+    return jax.device_get(metrics), new_params
+
+
+def test_qrpo_loss_at_initialization(toy, tokenizer, qrpo_step):
+    metrics, _ = qrpo_step
+    batch = toy["qrpo"]
+    lengths = {
+        1.0: len(tokenizer.encode(HIGH)) + 1,
+        0.25: len(tokenizer.encode(LOW)) + 1,
+    }  # + <|assistant_end|>
     quantiles = batch["quantile_reward"][:, 0].astype(np.float64)
     np.testing.assert_array_equal(sorted(quantiles), [0.25, 1.0])  # 0.0 >= {0.0}; 1.0 >= all four
-    b = 5.0 / row_lengths
-    logz = np.log(b) + 1 / b + np.log(-np.expm1(-1 / b))
+    b = 5.0 / np.array([lengths[q] for q in quantiles])
+    logz = np.log(b * np.expm1(1 / b))
     expected = np.mean((quantiles - b * logz) ** 2)
-    assert float(count) == 2
-    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+    assert float(metrics["unmasked_tokens"]) == 2  # the count: two examples
+    np.testing.assert_allclose(float(metrics["loss"]), expected, rtol=1e-5)
     np.testing.assert_allclose(float(metrics["log_ratio"]), 0.0, atol=1e-5)
     assert float(metrics["quantile_reward"]) == pytest.approx(0.625)
 
 
-def _slot_logp(apply_fn, params, batch):
-    logits = apply_fn(params, batch["tokens"], batch["positions"], batch["segment_ids"])
-    return np.asarray(slot_logprobs(logits, batch)[0][:, 0])
-
-
-def test_one_qrpo_step_raises_the_high_quantile_completion(write_jsonl, tokenizer, small_model):
-    apply_fn, params = small_model
-    _, batch = _batch(_toy_records(write_jsonl), tokenizer, small_model, "qrpo", rows=2)
+def test_one_qrpo_step_raises_the_high_quantile_completion(toy, small_model, qrpo_step):
+    _, params = small_model
+    metrics, new_params = qrpo_step
+    batch, reference = toy["qrpo"], toy["reference"]
     high = int(np.argmax(batch["quantile_reward"][:, 0]))
-    step = jax.jit(make_train_step(apply_fn, optax.sgd(0.05), 1, qrpo_loss(5.0, True)))
-    before = _slot_logp(apply_fn, params, batch)
-    new_params, _, metrics = step(jax.tree.map(jnp.copy, params), optax.sgd(0.05).init(params), batch)
-    after = _slot_logp(apply_fn, new_params, batch)
-    gain = (after - before)[high] - (after - before)[1 - high]
+    change = reference.score(batch, new_params)[:, 0] - reference.score(batch, params)[:, 0]
     assert float(metrics["finite"]) == 1.0
-    assert gain > 0, (before, after)
+    assert change[high] > change[1 - high], change
 
 
 def test_length_normalization_divides_beta_by_the_completion_tokens():
@@ -108,29 +130,29 @@ def test_length_normalization_divides_beta_by_the_completion_tokens():
     np.testing.assert_allclose(residual - (quantile - b * log_partition(b)), [5.0 * 0.3] * 2, rtol=1e-6)
     unnormalized, b_plain = qrpo_terms(logp, ref, quantile, lengths, 5.0, False)
     np.testing.assert_allclose(b_plain, [5.0, 5.0])
-    np.testing.assert_allclose(unnormalized - (quantile - 5.0 * log_partition(5.0)), 5.0 * 0.3 * lengths, rtol=1e-6)
+    np.testing.assert_allclose(
+        unnormalized - (quantile - 5.0 * log_partition(5.0)), 5.0 * 0.3 * lengths, rtol=1e-6
+    )
 
 
-def test_completion_length_counts_content_and_assistant_end(write_jsonl, tokenizer, small_model):
-    apply_fn, params = small_model
-    _, batch = _batch(_toy_records(write_jsonl), tokenizer, small_model, "qrpo", rows=2)
-    logits = apply_fn(params, batch["tokens"], batch["positions"], batch["segment_ids"])
+def test_completion_length_counts_content_and_assistant_end(toy, tokenizer):
+    batch = toy["qrpo"]
+    logits = jnp.zeros((*batch["tokens"].shape, 4096))
     lengths = sorted(np.asarray(slot_logprobs(logits, batch)[1][:, 0]).tolist())
     assert lengths == sorted([len(tokenizer.encode(HIGH)) + 1.0, len(tokenizer.encode(LOW)) + 1.0])
 
 
-def test_dpo_loss_is_log2_at_initialization_and_one_step_widens_the_margin(write_jsonl, tokenizer, small_model):
+def test_dpo_loss_is_log2_at_initialization_and_one_step_widens_the_margin(toy, tokenizer, small_model):
     apply_fn, params = small_model
-    _, batch = _batch(_toy_records(write_jsonl), tokenizer, small_model, "dpo", rows=1)
-    loss, _, count, metrics = loss_grads_and_metrics(apply_fn, params, batch, 1, dpo_loss(0.1, False))
-    assert float(count) == 1
-    np.testing.assert_allclose(float(loss), math.log(2), rtol=1e-6)
+    batch = toy["dpo"]
     ids = chat.render_completion(HIGH, tokenizer)
-    assert batch["targets"][0][batch["segment_ids"][0] == 1][-len(ids) :].tolist() == ids.tolist()  # slot 0 chosen
-    step = jax.jit(make_train_step(apply_fn, optax.sgd(0.5), 1, dpo_loss(0.1, False)))
-    new_params, _, _ = step(jax.tree.map(jnp.copy, params), optax.sgd(0.5).init(params), batch)
-    _, _, _, after = loss_grads_and_metrics(apply_fn, new_params, batch, 1, dpo_loss(0.1, False))
-    assert float(after["margin"]) > float(metrics["margin"]) == 0.0
+    assert batch["targets"][0][batch["segment_ids"][0] == 1][-len(ids) :].tolist() == ids.tolist()  # chosen
+    step, init = _sgd_step(apply_fn, dpo_loss(0.1, False), 0.5)
+    params, opt_state, at_init = step(jax.tree.map(jnp.copy, params), init(params), batch)
+    _, _, after = step(params, opt_state, batch)  # metrics of the parameters after one step
+    assert float(at_init["unmasked_tokens"]) == 2  # two pairs
+    np.testing.assert_allclose(float(at_init["loss"]), math.log(2), rtol=1e-6)
+    assert float(after["margin"]) > float(at_init["margin"]) == 0.0
 
 
 @pytest.mark.parametrize("normalized", [False, True])

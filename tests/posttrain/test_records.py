@@ -23,7 +23,9 @@ def _first_error(path, parse):
     ids=["bad-json", "not-object", "empty", "unknown-role", "no-content", "no-assistant"],
 )
 def test_bad_conversation_names_the_line(write_jsonl, line, message):
-    good = {"messages": [{"role": "user", "content": "Hallo"}, {"role": "assistant", "content": "Guten Tag."}]}
+    good = {
+        "messages": [{"role": "user", "content": "Hallo"}, {"role": "assistant", "content": "Guten Tag."}]
+    }
     path = write_jsonl([good, "", good, line])
     with pytest.raises(ValueError, match=f"^{path}:4: .*{message}") as error:
         _first_error(path, records.parse_conversation)
@@ -33,11 +35,23 @@ def test_bad_conversation_names_the_line(write_jsonl, line, message):
 @pytest.mark.parametrize(
     "record, message",
     [
-        ({"prompt": "", "completions": [{"text": "a", "reward": 1}], "reference_rewards": [0]}, "empty conversation"),
+        (
+            {"prompt": "", "completions": [{"text": "a", "reward": 1}], "reference_rewards": [0]},
+            "empty conversation",
+        ),
         ({"prompt": "Frage", "completions": [], "reference_rewards": [0]}, "'completions' must be"),
-        ({"prompt": "Frage", "completions": [{"text": "a", "reward": "hoch"}], "reference_rewards": [0]}, "reward must be a finite"),
-        ({"prompt": "Frage", "completions": [{"text": "a", "reward": 1}], "reference_rewards": []}, "'reference_rewards'"),
-        ({"prompt": [{"role": "moderator", "content": "x"}], "completions": [], "reference_rewards": [1]}, "unknown role"),
+        (
+            {"prompt": "Frage", "completions": [{"text": "a", "reward": "hoch"}], "reference_rewards": [0]},
+            "reward must be a finite",
+        ),
+        (
+            {"prompt": "Frage", "completions": [{"text": "a", "reward": 1}], "reference_rewards": []},
+            "'reference_rewards'",
+        ),
+        (
+            {"prompt": [{"role": "moderator", "content": "x"}], "completions": [], "reference_rewards": [1]},
+            "unknown role",
+        ),
     ],
     ids=["empty-prompt", "no-completions", "bad-reward", "no-references", "unknown-role"],
 )
@@ -48,7 +62,11 @@ def test_bad_preference_record_names_the_line(write_jsonl, record, message):
 
 
 def test_string_prompt_is_one_user_message(write_jsonl):
-    record = {"prompt": "Was sagt Artikel 3?", "completions": [{"text": "Leben.", "reward": 0.5}], "reference_rewards": [0.1, 0.9]}
+    record = {
+        "prompt": "Was sagt Artikel 3?",
+        "completions": [{"text": "Leben.", "reward": 0.5}],
+        "reference_rewards": [0.1, 0.9],
+    }
     parsed = records.parse_preference(record, "x:1")
     assert parsed == {
         "prompt": [{"role": "user", "content": "Was sagt Artikel 3?"}],

@@ -54,8 +54,15 @@ def test_shards_split_the_conversations(chat_path, tokenizer):
 
 
 def test_overlong_conversation_names_its_line(write_jsonl, tokenizer):
-    short = {"messages": [{"role": "user", "content": "Hallo"}, {"role": "assistant", "content": "Guten Tag."}]}
-    long = {"messages": [{"role": "user", "content": "Hallo"}, {"role": "assistant", "content": " ".join(map(str, range(100)))}]}
+    short = {
+        "messages": [{"role": "user", "content": "Hallo"}, {"role": "assistant", "content": "Guten Tag."}]
+    }
+    long = {
+        "messages": [
+            {"role": "user", "content": "Hallo"},
+            {"role": "assistant", "content": " ".join(map(str, range(100)))},
+        ]
+    }
     path = write_jsonl([short, long])
     with pytest.raises(ValueError, match=f"^{path}:2: conversation of \\d+ tokens exceeds a row"):
         _pipeline([path], tokenizer)
