@@ -13,16 +13,21 @@ on stderr and exit status 2.
 
 import sys
 
-from absl import app, flags, logging
+from absl import app, logging
 
-from experiments import pretrain
+DEFAULTS = {"config": "configs/qrpo_tiny.py", "workdir": "workdir/qrpo_tiny"}
 
-flags.FLAGS.set_default("config", "configs/qrpo_tiny.py")
-flags.FLAGS.set_default("workdir", "workdir/qrpo_tiny")
+
+def with_defaults(argv: list[str]) -> list[str]:
+    """`argv` with this job's --config and --workdir defaults where they are not given."""
+    given = {a[2:].split("=")[0] for a in argv[1:] if a.startswith("--")}
+    return argv[:1] + [f"--{k}={v}" for k, v in DEFAULTS.items() if k not in given] + argv[1:]
 
 
 def main(argv) -> None:
     del argv
+    from experiments import pretrain
+
     pretrain._quiet_library_logs()
     pretrain._enable_compilation_cache()
     from apertus_jax.posttrain.pipelines import prepare_reference_cache
@@ -49,4 +54,8 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+    # Before experiments.pretrain defines --config: config_flags loads the file named in sys.argv then.
+    sys.argv = with_defaults(sys.argv)
+    from experiments import pretrain
+
     app.run(main, flags_parser=pretrain.parse_flags)
