@@ -2,7 +2,7 @@
 
     python -m experiments.qrpo --config=configs/qrpo_tiny.py --workdir=workdir/qrpo_tiny
     python -m experiments.qrpo --config=configs/qrpo_tiny.py --config.posttrain.objective=dpo \
-        --config.posttrain.beta=0.1 --workdir=workdir/dpo_tiny          # the DPO baseline
+        --config.posttrain.beta=0.1 --config.optim.peak_lr=3e-4 --workdir=workdir/dpo_tiny   # DPO baseline
 
 Reference = policy init = the SFT workdir's parameters; reference log-probs cached once in
 WORKDIR/reference_logprobs.json. b = 5 as in Apertus (docs/recipe.md section 11); AdEMAMix b3 0.99, alpha 8,
@@ -27,7 +27,7 @@ def get_config():
     )
     config.train.steps = STEPS
     config.train.batch_plan = ((0, ROWS * SEQ_LEN),)
-    sft_tiny.post_training_optimizer(config, STEPS, ROWS, SEQ_LEN, peak_lr=3e-4)
+    sft_tiny.post_training_optimizer(config, STEPS, ROWS, SEQ_LEN, peak_lr=1e-5)
     config.posttrain.objective = "qrpo"
     config.posttrain.beta = 5.0
     config.checkpoint.every_steps = 10

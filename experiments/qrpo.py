@@ -2,7 +2,7 @@
 
     python -m experiments.qrpo --config=configs/qrpo_tiny.py --workdir=workdir/qrpo_tiny
     python -m experiments.qrpo --config=configs/qrpo_tiny.py --config.posttrain.objective=dpo \
-        --config.posttrain.beta=0.1 --workdir=workdir/dpo_tiny
+        --config.posttrain.beta=0.1 --config.optim.peak_lr=3e-4 --workdir=workdir/dpo_tiny
 
 With `posttrain.reference = "cached"` (default) the frozen reference (`checkpoint.init_from`, or
 `posttrain.reference_workdir`) first scores every candidate completion once into WORKDIR/reference_logprobs.json
@@ -30,7 +30,7 @@ def main(argv) -> None:
 
     pretrain._quiet_library_logs()
     pretrain._enable_compilation_cache()
-    from apertus_jax.posttrain.pipelines import prepare_reference_cache
+    from apertus_jax.posttrain.reference_cache import prepare_reference_cache
     from apertus_jax.train import distributed
     from apertus_jax.train.checkpoint import WorkdirLockedError
     from apertus_jax.train.config import apply_preset_override

@@ -8,11 +8,9 @@ preference data with "qrpo" or "dpo" (and those need preference data).
 """
 
 import functools
-import os
 from collections.abc import Callable
 
 import jax
-from absl import logging
 
 from apertus_jax.posttrain import reference as reference_lib
 from apertus_jax.posttrain.config import PosttrainConfig
@@ -119,39 +117,3 @@ def preference_paths(config) -> list[str]:
         if c["kind"] == "preference"
         for p in ([c["paths"]] if isinstance(c["paths"], str) else c["paths"])
     ]
-
-
-def prepare_reference_cache(config, workdir: str) -> str:
-    """Makes sure `posttrain.reference_cache` (default WORKDIR/reference_logprobs.json) holds the frozen
-    reference's log-probs of every candidate completion; scores them once if it does not. Returns the path.
-
-    The reference (`reference_workdir`) is loaded on the run's mesh, used, and released before training.
-
-    Raises:
-      ValueError / FileNotFoundError: bad config or records (one line), a missing reference workdir.
-    """
-    from apertus_jax.posttrain.preference_data import completion_examples
-    from apertus_jax.train.assemble import Run
-    from apertus_jax.train.checkpoint import restore_workdir_params
-
-    path = config.posttrain.reference_cache or os.path.join(workdir, "reference_logprobs.json")
-    with config.unlocked():
-        config.posttrain.reference_cache = path
-    run = Run(config)
-    paths = preference_paths(config)
-    examples = completion_examples(paths, run.tokenizer)
-    fingerprint = reference_lib.cache_fingerprint(paths, run.tokenizer, config.data.seq_len)
-    source = reference_workdir(config)
-    try:
-        cache = reference_lib.read_cache(path, fingerprint, len(examples))
-        if cache["reference_workdir"] == source:
-            return path
-    except (FileNotFoundError, ValueError):
-        pass
-    params, meta = restore_workdir_params(source, run.spec.abstract["params"])
-    model = reference_lib.ReferenceModel(run.spec.apply_fn, params)
-    with jax.set_mesh(run.mesh):
-        logprobs = reference_lib.score_examples(model, examples, config.data.seq_len, run.tokenizer.pad_id)
-    reference_lib.write_cache(path, logprobs, fingerprint, source, meta["progress"]["step"])
-    logging.info("scored %d completions with the reference %s; cached in %s", len(examples), source, path)
-    return path

@@ -8,7 +8,8 @@ import signal
 import pytest
 
 from apertus_jax.models.presets import model_section
-from apertus_jax.posttrain.pipelines import posttrain_builder, prepare_reference_cache
+from apertus_jax.posttrain.pipelines import posttrain_builder
+from apertus_jax.posttrain.reference_cache import prepare_reference_cache
 from apertus_jax.train import metrics as metrics_lib
 from apertus_jax.train.loop import train
 from configs import qrpo_tiny, sft_tiny, tiny_demo
