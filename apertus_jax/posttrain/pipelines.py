@@ -76,12 +76,8 @@ def posttrain_builder(config, tokenizer) -> Callable | None:
         raise ValueError(
             "data.pipeline.goldfish.k must be 0 for post-training data (no Goldfish in SFT/QRPO)"
         )
-    paths = [
-        path
-        for c in pipeline["components"].values()
-        for path in ([c["paths"]] if isinstance(c["paths"], str) else c["paths"])
-    ]
     (kind,) = kinds
+    paths = component_paths(config, kind)
     if kind == "chat":
         if posttrain.objective != "lm":
             raise ValueError(f"chat data trains with posttrain.objective='lm', not {posttrain.objective!r}")
@@ -108,12 +104,12 @@ def posttrain_builder(config, tokenizer) -> Callable | None:
     return lambda data_config, tokenizer, **kwargs: builder(tokenizer, **kwargs)
 
 
-def preference_paths(config) -> list[str]:
-    """The `paths` of the run's preference components, in order."""
+def component_paths(config, kind: str) -> list[str]:
+    """The `paths` of the run's data components of `kind`, in order."""
     components = config.data.pipeline.components
     return [
         p
         for c in components.values()
-        if c["kind"] == "preference"
+        if c["kind"] == kind
         for p in ([c["paths"]] if isinstance(c["paths"], str) else c["paths"])
     ]

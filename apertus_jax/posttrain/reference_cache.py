@@ -9,7 +9,10 @@ import jax
 from absl import logging
 
 from apertus_jax.posttrain import reference as reference_lib
-from apertus_jax.posttrain.pipelines import preference_paths, reference_workdir
+from apertus_jax.posttrain.pipelines import component_paths, reference_workdir
+from apertus_jax.posttrain.preference_data import completion_examples
+from apertus_jax.train.assemble import Run
+from apertus_jax.train.checkpoint import restore_workdir_params
 
 
 def prepare_reference_cache(config, workdir: str) -> str:
@@ -21,15 +24,11 @@ def prepare_reference_cache(config, workdir: str) -> str:
     Raises:
       ValueError / FileNotFoundError: bad config or records (one line), a missing reference workdir.
     """
-    from apertus_jax.posttrain.preference_data import completion_examples
-    from apertus_jax.train.assemble import Run
-    from apertus_jax.train.checkpoint import restore_workdir_params
-
     path = config.posttrain.reference_cache or os.path.join(workdir, "reference_logprobs.json")
     with config.unlocked():
         config.posttrain.reference_cache = path
     run = Run(config)
-    paths = preference_paths(config)
+    paths = component_paths(config, "preference")
     examples = completion_examples(paths, run.tokenizer)
     fingerprint = reference_lib.cache_fingerprint(paths, run.tokenizer, config.data.seq_len)
     source = reference_workdir(config)
