@@ -133,6 +133,7 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
     flops_per_token = flops.train_flops_per_token(run.model_config, run.sections.data.seq_len)
     peak = peak_flops_per_device()
     eod_id = run.tokenizer.eod_id
+    goldfish_k = run.sections.data.pipeline["goldfish"]["k"]
     saved_step = progress.step if checkpointer.all_steps() else -1
 
     def save():
@@ -177,7 +178,10 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
                     "grad_norm": float(step_metrics["grad_norm"]),
                     "tokens_per_s": tokens_per_s,
                     "mfu": mfu(tokens_per_s, flops_per_token, jax.device_count(), peak),
-                    "goldfish_dropped_fraction": goldfish_dropped_fraction(local_batch, eod_id),
+                    # k = 0 drops nothing (post-training masks prompts, which is not Goldfish)
+                    "goldfish_dropped_fraction": goldfish_dropped_fraction(local_batch, eod_id)
+                    if goldfish_k
+                    else 0.0,
                     "skipped_steps": progress.skipped_steps,
                     "rollbacks": progress.rollbacks,
                     # the loss's own metrics (post-training: reward quantiles, log-ratios, DPO margins)
