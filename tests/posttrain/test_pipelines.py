@@ -73,7 +73,9 @@ def test_pretrain_sft_qrpo_chain_resumes_bitwise_after_sigterm(pretrained, tmp_p
     sft_losses = [(r["step"], r["loss"]) for r in _losses(straight)]
     assert [(r["step"], r["loss"]) for r in _losses(resumed)] == sft_losses  # bitwise
     assert len(sft_losses) == 4
-    assert all(r["goldfish_dropped_fraction"] == 0.0 for r in _losses(straight))  # prompts masked, no Goldfish
+    assert all(
+        r["goldfish_dropped_fraction"] == 0.0 for r in _losses(straight)
+    )  # prompts masked, no Goldfish
 
     qrpo = lambda: _small(qrpo_tiny.get_config(), 4, straight)
     straight_q, resumed_q = str(tmp_path / "qrpo"), str(tmp_path / "qrpo_resumed")
