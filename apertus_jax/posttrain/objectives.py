@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 SLOTS = 2
+PREFERENCE_KEYS = ("ref_logprobs", "quantile_reward")  # float32 [B, SLOTS] batch arrays
 
 
 def quantile_reward(reward, reference_rewards) -> np.ndarray:

@@ -23,7 +23,7 @@ from absl import logging
 from apertus_jax.data.pipeline import BATCH_KEYS
 from apertus_jax.models import partitioning
 from apertus_jax.optim.config import make_lr_schedule, make_tx
-from apertus_jax.posttrain.objectives import loss_for
+from apertus_jax.posttrain.objectives import PREFERENCE_KEYS, SLOTS, loss_for
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.train import config as config_lib
 from apertus_jax.train import inputs
@@ -119,10 +119,15 @@ class Run:
         return self._steps[rows]
 
     def abstract_batch(self, rows: int) -> dict[str, jax.ShapeDtypeStruct]:
-        """The global batch of `rows` rows as int32 `[rows, seq_len]` ShapeDtypeStructs on the batch sharding."""
+        """The global batch of `rows` rows as int32 `[rows, seq_len]` ShapeDtypeStructs on the batch sharding
+        (QRPO/DPO: plus float32 `[rows, 2]` `ref_logprobs` and `quantile_reward`)."""
         shape = (rows, self.sections.data.seq_len)
         sharding = batch_sharding(self.mesh)
-        return {key: jax.ShapeDtypeStruct(shape, np.int32, sharding=sharding) for key in BATCH_KEYS}
+        batch = {key: jax.ShapeDtypeStruct(shape, np.int32, sharding=sharding) for key in BATCH_KEYS}
+        if self.sections.posttrain.objective != "lm":  # QRPO/DPO rows carry per-completion floats
+            for key in PREFERENCE_KEYS:
+                batch[key] = jax.ShapeDtypeStruct((rows, SLOTS), np.float32, sharding=sharding)
+        return batch
 
     def lower_train_step(self, rows: int) -> jax.stages.Lowered:
         """The train step for `rows`-row batches lowered on abstract arguments (nothing allocated), traced

@@ -120,3 +120,13 @@ def test_qrpo_objective_needs_preference_data(tokenizer):
         posttrain_builder(config, tokenizer)
     config.posttrain.objective = "lm"
     assert posttrain_builder(config, tokenizer) is None
+
+
+@pytest.mark.parametrize("objective", ["qrpo", "dpo"])
+def test_memory_plan_lowers_the_preference_step(objective):
+    from apertus_jax.train.assemble import Run
+
+    config = _small(qrpo_tiny.get_config(), 4, "unused")
+    config.posttrain.objective = objective
+    text = Run(config).lower_train_step(ROWS).as_text()
+    assert "tensor<8x2xf32>" in text  # the [rows, 2] ref_logprobs and quantile_reward inputs
