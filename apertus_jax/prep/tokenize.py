@@ -25,6 +25,7 @@ from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from apertus_jax.data import sources
+from apertus_jax.prep import local_executor
 from apertus_jax.prep.pipeline import make_executor
 from apertus_jax.prep.steps import MergeShardManifests
 
@@ -250,6 +251,10 @@ def run_tokenize(job: TokenizeJob) -> dict | None:
     temporary_logs = job.logging_dir is None
     if temporary_logs:
         job = dataclasses.replace(job, logging_dir=tempfile.mkdtemp(prefix="tokenize_logs_"))
+    if job.executor["kind"] == "local":
+        # The caller reports errors itself (one line); datatrove's console would repeat them as log records.
+        local_executor.use_forkserver()
+        local_executor.quiet_console("CRITICAL")
     try:
         executors = build_executors(job)
         executors["merge"].run()
