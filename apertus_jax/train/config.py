@@ -30,15 +30,34 @@ class TrainConfig:
       steps: optimizer steps of the run (the run stops after step `steps`).
       batch_plan: ((start_tokens, tokens_per_batch), ...): batch-size phases as in Apertus (docs/recipe.md 5).
       microbatch_size: rows per microbatch for gradient accumulation; 0 = the whole batch in one pass.
+      loss_chunk_tokens: tokens per chunk of the fused lm_head + cross-entropy (memory/speed only; the loss is
+        the same for any value).
+      z_loss_weight: weight of the z-loss `mean(log Z^2)` added to the objective (PaLM; 0 = off, e.g. 1e-4).
+      spike_factor: skip an update whose loss or pre-clip gradient norm exceeds this multiple of its running
+        mean (`apertus_jax.optim.spikes`); 0 = off, else > 1.
+      spike_warmup_steps: accepted updates before the spike guard is armed.
+      spike_ema_decay: decay of the guard's running means, in [0, 1).
     """
 
     steps: int = 300
     batch_plan: tuple = ((0, 16 * 128),)
     microbatch_size: int = 0
+    loss_chunk_tokens: int = 256
+    z_loss_weight: float = 0.0
+    spike_factor: float = 0.0
+    spike_warmup_steps: int = 20
+    spike_ema_decay: float = 0.99
 
     def __post_init__(self):
         check_number("train.steps", self.steps, low=1, integer=True)
         check_number("train.microbatch_size", self.microbatch_size, low=0, integer=True)
+        check_number("train.loss_chunk_tokens", self.loss_chunk_tokens, low=1, integer=True)
+        check_number("train.z_loss_weight", self.z_loss_weight, low=0)
+        check_number("train.spike_factor", self.spike_factor, low=0)
+        if 0 < self.spike_factor <= 1:
+            raise ValueError(f"train.spike_factor={self.spike_factor} must be 0 (off) or > 1")
+        check_number("train.spike_warmup_steps", self.spike_warmup_steps, low=1, integer=True)
+        check_number("train.spike_ema_decay", self.spike_ema_decay, low=0, high=1, high_open=True)
         try:
             phases = [tuple(phase) for phase in self.batch_plan]
         except TypeError:

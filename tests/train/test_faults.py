@@ -34,12 +34,12 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
             batch["positions"][0, 0] = -1
         return batch
 
-    def nan_on_negative_position(apply_fn, tx, num_microbatches):
-        def apply(params, tokens, positions, segment_ids):
-            logits = apply_fn(params, tokens, positions, segment_ids)
-            return jnp.where(jnp.any(positions < 0), jnp.nan, logits)
+    def nan_on_negative_position(apply_fn, tx, num_microbatches, *, hidden_fn, **kwargs):
+        def hidden(params, tokens, positions, segment_ids):
+            hidden_BxTxD, w_DxV = hidden_fn(params, tokens, positions, segment_ids)
+            return jnp.where(jnp.any(positions < 0), jnp.nan, hidden_BxTxD), w_DxV
 
-        return make_step(apply, tx, num_microbatches)
+        return make_step(apply_fn, tx, num_microbatches, hidden_fn=hidden, **kwargs)
 
     monkeypatch.setattr(inputs.ShardedIterator, "__next__", poisoning_next)
     monkeypatch.setattr(assemble, "make_train_step", nan_on_negative_position)
