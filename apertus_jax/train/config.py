@@ -3,7 +3,8 @@
 Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.presets`,
 `ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`), `optim` (`apertus_jax.optim.config.OptimConfig`),
 `mesh` (`apertus_jax.models.partitioning.MeshConfig`); the train package owns `train`, `checkpoint` and
-`faults` (below). Config files in `configs/` return `base_config()` with changed values; absl flags override
+`faults` (below), and
+`profile` (`apertus_jax.train.profiling`). Config files in `configs/` return `base_config()` with changed values; absl flags override
 single values (`--config.train.steps=100`). The schema is the key set of `base_config()`: a config file or
 override that adds, misspells or drops a key is rejected. `validate` builds every section (one-line errors)
 and checks the rules that span sections before anything is built or written.
@@ -20,6 +21,7 @@ from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.optim import config as optim_config
 from apertus_jax.optim.batch_plan import BatchSizePlan
+from apertus_jax.train.profiling import ProfileConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +39,7 @@ class TrainConfig:
         mean (`apertus_jax.optim.spikes`); 0 = off, else > 1.
       spike_warmup_steps: accepted updates before the spike guard is armed.
       spike_ema_decay: decay of the guard's running means, in [0, 1).
+      prefetch_batches: batches the data pipeline produces ahead in a background thread (0 = inline).
     """
 
     steps: int = 300
@@ -47,6 +50,7 @@ class TrainConfig:
     spike_factor: float = 0.0
     spike_warmup_steps: int = 20
     spike_ema_decay: float = 0.99
+    prefetch_batches: int = 2
 
     def __post_init__(self):
         check_number("train.steps", self.steps, low=1, integer=True)
@@ -58,6 +62,7 @@ class TrainConfig:
             raise ValueError(f"train.spike_factor={self.spike_factor} must be 0 (off) or > 1")
         check_number("train.spike_warmup_steps", self.spike_warmup_steps, low=1, integer=True)
         check_number("train.spike_ema_decay", self.spike_ema_decay, low=0, high=1, high_open=True)
+        check_number("train.prefetch_batches", self.prefetch_batches, low=0, integer=True)
         try:
             phases = [tuple(phase) for phase in self.batch_plan]
         except TypeError:
@@ -101,12 +106,17 @@ class CheckpointConfig:
 
 @dataclasses.dataclass(frozen=True)
 class FaultsConfig:
-    """The `faults` section: `max_nonfinite_in_a_row` non-finite steps before a rollback (0 disables)."""
+    """The `faults` section: `max_nonfinite_in_a_row` non-finite steps before a rollback (0 disables);
+    `preemption_check_every_steps`: how often several processes agree on a SIGTERM (an allgather)."""
 
     max_nonfinite_in_a_row: int = 5
+    preemption_check_every_steps: int = 10
 
     def __post_init__(self):
         check_number("faults.max_nonfinite_in_a_row", self.max_nonfinite_in_a_row, low=0, integer=True)
+        check_number(
+            "faults.preemption_check_every_steps", self.preemption_check_every_steps, low=1, integer=True
+        )
 
 
 def _fields(cls) -> dict:
@@ -124,6 +134,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.mesh = ml_collections.ConfigDict(_fields(MeshConfig))
     c.checkpoint = ml_collections.ConfigDict(_fields(CheckpointConfig))
     c.faults = ml_collections.ConfigDict(_fields(FaultsConfig))
+    c.profile = ml_collections.ConfigDict(_fields(ProfileConfig))
     return c
 
 
@@ -160,6 +171,7 @@ class RunSections:
     mesh_shape: tuple[int, int, int]
     checkpoint: CheckpointConfig
     faults: FaultsConfig
+    profile: ProfileConfig
 
 
 def _keys(c, prefix=""):
@@ -194,6 +206,7 @@ def sections(config: ml_collections.ConfigDict, num_devices: int, num_processes:
         mesh_shape=MeshConfig(**config.mesh).resolve(num_devices),
         checkpoint=CheckpointConfig(**config.checkpoint),
         faults=FaultsConfig(**config.faults),
+        profile=ProfileConfig(**config.profile),
     )
     _check_batches(run, num_processes)
     return run

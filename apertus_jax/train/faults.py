@@ -39,11 +39,18 @@ class NonFiniteCounter:
 class PreemptionSignal:
     """Sets a flag on SIGTERM (cluster preemption) so the loop can save a checkpoint and exit 0.
 
-    With several processes the flag is OR-reduced across them at each check, so all processes stop at the
-    same step (a save is a collective operation).
+    With several processes the flag is OR-reduced across them (an allgather, which synchronizes the hosts)
+    only at steps that are multiples of `check_every_steps`, so all processes stop at the same step (a save
+    is a collective operation) without a host barrier at every step. A single process reads its flag at
+    every step (no communication).
+
+    Args:
+      check_every_steps: >= 1; multi-process check interval in steps (the cluster's grace period after
+        SIGTERM must cover that many steps plus a save).
     """
 
-    def __init__(self):
+    def __init__(self, check_every_steps: int = 1):
+        self.check_every_steps = check_every_steps
         self._received = False
         self._previous = signal.signal(signal.SIGTERM, self._handle)
 
@@ -51,9 +58,12 @@ class PreemptionSignal:
         del signum, frame
         self._received = True
 
-    def should_stop(self) -> bool:
+    def should_stop(self, step: int = 0) -> bool:
+        """True when the run must stop before `step + 1` (call it with the same `step` on every process)."""
         if jax.process_count() == 1:
             return self._received
+        if step % self.check_every_steps:
+            return False
         return bool(np.any(multihost_utils.process_allgather(np.array(self._received))))
 
     def restore_handler(self) -> None:

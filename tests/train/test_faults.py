@@ -46,6 +46,7 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
     config = tiny_resume.get_config()
     config.unlock()
     config.train.steps, config.train.batch_plan, config.faults.max_nonfinite_in_a_row = 8, ((0, 256),), 2
+    config.train.prefetch_batches = 0  # `served` counts pipeline reads; a prefetch thread reads ahead
     assert loop.train(config, str(tmp_path)) == "done"
 
     records = read_records(str(tmp_path))
