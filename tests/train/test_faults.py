@@ -54,3 +54,28 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
     assert records[-1]["skipped_steps"] == 2 and records[-1]["rollbacks"] == 1
     assert len(served) == 10  # 8 steps + the 2 skipped batches
     assert all(np.isfinite(r["loss"]) for r in records)
+
+
+def test_preemption_is_agreed_across_processes_only_every_n_steps(monkeypatch):
+    """With several processes the SIGTERM flag is allgathered at multiples of check_every_steps only."""
+    import os
+    import signal
+
+    from apertus_jax.train import faults
+
+    gathered = []
+
+    def fake_allgather(x):
+        gathered.append(bool(x))
+        return np.stack([x, np.array(False)])
+
+    monkeypatch.setattr(faults.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(faults.multihost_utils, "process_allgather", fake_allgather)
+    preemption = faults.PreemptionSignal(check_every_steps=4)
+    try:
+        assert [preemption.should_stop(step) for step in range(1, 4)] == [False] * 3 and gathered == []
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert not preemption.should_stop(5)  # received, but step 5 is not a check step
+        assert preemption.should_stop(8) and gathered == [True]
+    finally:
+        preemption.restore_handler()
