@@ -35,6 +35,9 @@ class ModelConfig:
       remat_policy: "none" (keep all activations), "full" (recompute everything in the backward pass),
         "dots_saveable", "dots_with_no_batch_dims_saveable" (`jax.checkpoint_policies` of those names).
       init_std: standard deviation of the normal init of linear and embedding weights.
+      fp8: attention and MLP projections with FP8 (e4m3) inputs and e5m2 gradients, per-tensor current
+        scaling (`apertus_jax.models.fp8`; opt-in: Apertus found FP8 unstable late in training). The lm_head
+        and attention scores keep `dtype`.
 
     Raises:
       ValueError: in `__post_init__`, one line naming the bad field and the fix.
@@ -64,6 +67,7 @@ class ModelConfig:
     scan_layers: bool = False
     remat_policy: str = "none"
     init_std: float = 0.02
+    fp8: bool = False
 
     def __post_init__(self):
         for name in (

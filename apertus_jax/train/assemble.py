@@ -23,6 +23,7 @@ from absl import logging
 from apertus_jax.data.pipeline import BATCH_KEYS
 from apertus_jax.models import partitioning
 from apertus_jax.optim.config import make_lr_schedule, make_tx
+from apertus_jax.optim.spikes import skip_spikes
 from apertus_jax.posttrain.objectives import PREFERENCE_KEYS, SLOTS, loss_for
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.train import config as config_lib
@@ -66,6 +67,11 @@ class Run:
         self.plan = self.sections.train.plan
         self.lr_schedule = make_lr_schedule(self.sections.optim, self.plan)
         self.tx = make_tx(self.sections.optim, self.lr_schedule)
+        train = self.sections.train
+        if train.spike_factor:
+            self.tx = skip_spikes(
+                self.tx, train.spike_factor, train.spike_warmup_steps, train.spike_ema_decay
+            )
         self.mesh = partitioning.make_mesh(*self.sections.mesh_shape, devices=devices)
         self._steps: dict[int, TrainStep] = {}
 
@@ -110,7 +116,16 @@ class Run:
             micro = self.num_microbatches(rows)
             loss_fn = loss_for(self.sections.posttrain)  # None: the pretraining loss (posttrain.objective)
             fn = jax.jit(
-                make_train_step(self.spec.apply_fn, self.tx, micro, *([loss_fn] if loss_fn else [])),
+                make_train_step(
+                    self.spec.apply_fn,
+                    self.tx,
+                    micro,
+                    hidden_fn=self.spec.hidden_fn,
+                    z_loss_weight=self.sections.train.z_loss_weight,
+                    clip_norm=self.sections.optim.clip_norm,
+                    chunk_tokens=self.sections.train.loss_chunk_tokens,
+                    **({"loss_fn": loss_fn} if loss_fn else {}),
+                ),
                 in_shardings=in_shardings,
                 out_shardings=out_shardings,
                 donate_argnums=(0, 1),

@@ -42,13 +42,20 @@ class PreemptionSignal:
 
     A second SIGINT while the first is pending raises KeyboardInterrupt at once (a user pressing Ctrl-C
     twice wants out now; the last complete checkpoint stays valid, Orbax renames a save only when done).
-    With several processes the flag is OR-reduced across them at each check, so all processes stop at the
-    same step (a save is a collective operation).
+    With several processes the flag is OR-reduced across them (an allgather, which synchronizes the hosts)
+    only at steps that are multiples of `check_every_steps`, so all processes stop at the same step (a save
+    is a collective operation) without a host barrier at every step. A single process reads its flag at
+    every step (no communication).
+
+    Args:
+      check_every_steps: >= 1; multi-process check interval in steps (the cluster's grace period after
+        SIGTERM must cover that many steps plus a save).
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self):
+    def __init__(self, check_every_steps: int = 1):
+        self.check_every_steps = check_every_steps
         self.received: str | None = None  # "SIGTERM" | "SIGINT" once one arrived in this process
         self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
 
@@ -58,9 +65,12 @@ class PreemptionSignal:
             raise KeyboardInterrupt
         self.received = signal.Signals(signum).name
 
-    def should_stop(self) -> bool:
+    def should_stop(self, step: int = 0) -> bool:
+        """True when the run must stop before `step + 1` (call it with the same `step` on every process)."""
         if jax.process_count() == 1:
             return self.received is not None
+        if step % self.check_every_steps:
+            return False
         flag = np.array(self.received is not None)
         return bool(np.any(multihost_utils.process_allgather(flag)))
 

@@ -62,7 +62,7 @@ class ShardedIterator(grain.DatasetIterator):
     def __init__(self, shards: list):
         super().__init__()
         self.shards = shards
-        self.tokenizer = shards[0].tokenizer if shards else None
+        self.tokenizer = getattr(shards[0], "tokenizer", None) if shards else None
 
     def __next__(self) -> dict:
         batches = [next(shard) for shard in self.shards]

@@ -24,21 +24,26 @@ from apertus_jax.train.assemble import Run
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
 from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
 from apertus_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device, plot_loss
+from apertus_jax.train.prefetch import Prefetcher
+from apertus_jax.train.profiling import StepProfiler
 from apertus_jax.train.sharding import make_global_batch
 from apertus_jax.train.workdir_access import check_workdir_usable
 
-STEP_METRICS = ("loss", "grad_norm", "unmasked_tokens", "finite")
+STEP_METRICS = ("loss", "z_loss", "grad_norm", "clipped", "unmasked_tokens", "finite", "spike_skipped")
 
 
 @dataclasses.dataclass
 class Progress:
-    """Counters saved in every checkpoint's meta. `updates` counts applied (finite) optimizer updates."""
+    """Counters saved in every checkpoint's meta. `updates` counts applied optimizer updates (finite and not
+    dropped by the spike guard); `clipped_steps` steps whose gradient norm exceeded `optim.clip_norm`."""
 
     step: int = 0
     tokens: int = 0
     updates: int = 0
     skipped_steps: int = 0
     rollbacks: int = 0
+    clipped_steps: int = 0
+    spike_skipped_steps: int = 0
 
 
 def goldfish_dropped_fraction(batch: dict[str, np.ndarray], eod_id: int) -> float:
@@ -90,7 +95,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
             f"checkpoint.init_from={init_from} has no checkpoints/: it must be a workdir written by "
             "`python -m experiments.pretrain` (or leave checkpoint.init_from empty)"
         )
-    data_iter = run.data_iterator()
+    data_iter = Prefetcher(run.data_iterator(), run.sections.train.prefetch_batches)
     logging.info(
         "mesh %s over %d devices (%d processes)",
         dict(run.mesh.shape),
@@ -122,6 +127,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
                 return _run(run, workdir, data_iter, checkpointer, state, progress)
         finally:
             checkpointer.close()
+            data_iter.close()
 
 
 def _initial_state(run: Run) -> dict:
@@ -135,19 +141,25 @@ def _initial_state(run: Run) -> dict:
 
 
 def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
+    """The steps. Metrics are fetched one step late: step s+1 is dispatched before step s's metrics are read
+    (`jax.device_get` would otherwise wait for the device every step), except at checkpoint steps and the
+    last step, whose metrics decide the save. A rollback found one step late discards the step dispatched
+    meanwhile and trains next on its batch, so the data order is that of a synchronous loop."""
     config, spec = run.config, run.spec
     total_steps = run.sections.train.steps
     metrics = MetricsWriter(
         workdir, total_steps, progress.step, run.sections.metrics.wandb_project, run_config=config.to_dict()
     )
     counter = NonFiniteCounter(run.sections.faults.max_nonfinite_in_a_row, progress.skipped_steps)
-    preemption = PreemptionSignal()
+    preemption = PreemptionSignal(run.sections.faults.preemption_check_every_steps)
     shapes = param_shapes(spec.abstract["params"])
     flops_per_token = flops.train_flops_per_token(run.model_config, run.sections.data.seq_len)
     peak = peak_flops_per_device()
     eod_id = run.tokenizer.eod_id
+    every_steps = run.sections.checkpoint.every_steps
     goldfish_k = run.sections.data.pipeline["goldfish"]["k"]
     saved_step = progress.step if checkpointer.all_steps() else -1
+    last_time = time.time()
 
     def save():
         nonlocal saved_step
@@ -156,10 +168,52 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
         provenance.record(workdir, config, data_iter, progress.step)
         saved_step = progress.step
 
+    def settle(pending) -> bool:
+        """Reads a dispatched step's metrics, counts and logs it; True when the run must roll back."""
+        step_metrics, local_batch, rows, length, seconds = pending
+        step_metrics = jax.device_get(step_metrics)
+        lr = float(run.lr_schedule(progress.updates))
+        finite = bool(step_metrics["finite"])
+        spike = bool(step_metrics["spike_skipped"])
+        progress.step += 1
+        progress.tokens += rows * length
+        progress.updates += finite and not spike
+        progress.clipped_steps += bool(step_metrics["clipped"])
+        progress.spike_skipped_steps += spike
+        roll_back = counter.record(finite)
+        progress.skipped_steps = counter.skipped_total
+        tokens_per_s = rows * length / max(seconds, 1e-9)
+        metrics.write(
+            {
+                "step": progress.step,
+                "tokens": progress.tokens,
+                "loss": float(step_metrics["loss"]),
+                "z_loss": float(step_metrics["z_loss"]),
+                "lr": lr,
+                "grad_norm": float(step_metrics["grad_norm"]),
+                "clipped_fraction": progress.clipped_steps / progress.step,
+                "tokens_per_s": tokens_per_s,
+                "mfu": mfu(tokens_per_s, flops_per_token, jax.device_count(), peak),
+                # k = 0 drops nothing (post-training masks prompts, which is not Goldfish)
+                "goldfish_dropped_fraction": goldfish_dropped_fraction(local_batch, eod_id)
+                if goldfish_k
+                else 0.0,
+                "skipped_steps": progress.skipped_steps,
+                "spike_skipped_steps": progress.spike_skipped_steps,
+                "rollbacks": progress.rollbacks,
+                # the loss's own metrics (post-training: reward quantiles, log-ratios, DPO margins)
+                **{k: float(v) for k, v in step_metrics.items() if k not in STEP_METRICS},
+            }
+        )
+        return roll_back
+
+    profiler = StepProfiler(run.sections.profile, workdir)
+    pending, held_batch = None, None
     try:
-        last_time = time.time()
-        while progress.step < total_steps:
-            if preemption.should_stop():
+        while progress.step + (pending is not None) < total_steps:
+            if preemption.should_stop(progress.step + (pending is not None)):
+                if pending is not None and settle(pending):
+                    state, progress = _roll_back(checkpointer, spec, progress, metrics, state)
                 logging.warning(
                     "%s: saving a checkpoint at step %d and exiting", preemption.reason(), progress.step
                 )
@@ -167,50 +221,40 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
                     save()
                 checkpointer.wait()
                 return "preempted"
-            local_batch = next(data_iter)
+            local_batch = held_batch if held_batch is not None else next(data_iter)
+            held_batch = None
             batch = make_global_batch(local_batch, run.mesh)
             rows, length = batch["tokens"].shape
+            profiler.before_step(progress.step + (pending is not None))
             params, opt_state, step_metrics = run.train_step(rows).fn(
                 state["params"], state["opt_state"], batch
             )
             state = {"params": params, "opt_state": opt_state}
-            step_metrics = jax.device_get(step_metrics)
-            lr = float(run.lr_schedule(progress.updates))
-            finite = bool(step_metrics["finite"])
-            progress.step += 1
-            progress.tokens += rows * length
-            progress.updates += finite
-            roll_back = counter.record(finite)
-            progress.skipped_steps = counter.skipped_total
+            profiler.after_step(progress.step + 1 + (pending is not None), step_metrics)
+            # Time between two returns from the step call: the step period whether the backend runs the step
+            # inside the call (CPU) or queues it (accelerators, where the next call waits for a free slot).
             now = time.time()
-            tokens_per_s = rows * length / max(now - last_time, 1e-9)
+            dispatched = (step_metrics, local_batch, rows, length, now - last_time)
             last_time = now
-            metrics.write(
-                {
-                    "step": progress.step,
-                    "tokens": progress.tokens,
-                    "loss": float(step_metrics["loss"]),
-                    "lr": lr,
-                    "grad_norm": float(step_metrics["grad_norm"]),
-                    "tokens_per_s": tokens_per_s,
-                    "mfu": mfu(tokens_per_s, flops_per_token, jax.device_count(), peak),
-                    # k = 0 drops nothing (post-training masks prompts, which is not Goldfish)
-                    "goldfish_dropped_fraction": goldfish_dropped_fraction(local_batch, eod_id)
-                    if goldfish_k
-                    else 0.0,
-                    "skipped_steps": progress.skipped_steps,
-                    "rollbacks": progress.rollbacks,
-                    # the loss's own metrics (post-training: reward quantiles, log-ratios, DPO margins)
-                    **{k: float(v) for k, v in step_metrics.items() if k not in STEP_METRICS},
-                }
-            )
-            if roll_back:
+            if pending is not None and settle(pending):
+                # The step just dispatched ran after a step that triggers the rollback: drop it, train on its
+                # batch right after the rollback (as a synchronous loop would).
                 state, progress = _roll_back(checkpointer, spec, progress, metrics, state)
+                pending, held_batch = None, local_batch
                 continue
-            if progress.step % run.sections.checkpoint.every_steps == 0 or progress.step == total_steps:
+            pending = dispatched
+            step = progress.step + 1
+            if step % every_steps == 0 or step == total_steps:
+                pending = None
+                if settle(dispatched):
+                    state, progress = _roll_back(checkpointer, spec, progress, metrics, state)
+                    continue
                 save()
+        if pending is not None and settle(pending):
+            state, progress = _roll_back(checkpointer, spec, progress, metrics, state)
         checkpointer.wait()
     finally:
+        profiler.stop()
         preemption.restore_handler()
         metrics.close()
     if jax.process_index() == 0:

@@ -57,6 +57,7 @@ def test_the_walk_covers_every_section_of_a_valid_config():
         "checkpoint",
         "faults",
         "posttrain",
+        "profile",
     }
 
 

@@ -171,3 +171,55 @@ def test_missing_init_from_fails_in_one_line_and_writes_nothing(tmp_path):
     with pytest.raises(FileNotFoundError, match="checkpoint.init_from=.* has no checkpoints/") as error:
         train(config, str(tmp_path / "w"))
     assert "\n" not in str(error.value) and not (tmp_path / "w").exists()
+
+
+def _spike_config():
+    config = tiny_resume.get_config()
+    config.unlock()
+    config.train.steps, config.train.batch_plan = 8, ((0, 256),)
+    config.train.spike_factor, config.train.spike_warmup_steps = 3.0, 2
+    return config
+
+
+def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypatch, losses_of, read_records):
+    """Batch 5 keeps the loss of a single token: its gradient norm is many times the running mean, so the
+    guard drops that update. Crashes after step 6 (resume from step 4, before the spike) and after step 7
+    (resume from step 6, after it) reproduce the uninterrupted run bitwise."""
+    from apertus_jax.train import assemble, inputs
+
+    reference = assemble.Run(_spike_config()).data_iterator()
+    spike_tokens = [next(reference) for _ in range(5)][-1]["tokens"]
+    next_batch = inputs.ShardedIterator.__next__
+
+    def spiking_next(self):
+        batch = next_batch(self)
+        if np.array_equal(batch["tokens"], spike_tokens):
+            batch["loss_mask"][:] = 0
+            batch["loss_mask"][0, 10] = 1
+        return batch
+
+    monkeypatch.setattr(inputs.ShardedIterator, "__next__", spiking_next)
+    straight = str(tmp_path / "straight")
+    assert train(_spike_config(), straight) == "done"
+    records = read_records(straight)
+    assert [r["spike_skipped_steps"] for r in records] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert records[4]["grad_norm"] > 3 * max(r["grad_norm"] for r in records[:4])
+    assert all(r["skipped_steps"] == 0 for r in records)  # a spike is not a non-finite step
+
+    write = metrics_lib.MetricsWriter.write
+    pending = [6, 7]
+
+    def write_then_crash(self, record):
+        write(self, record)
+        if pending and record["step"] == pending[0]:
+            pending.pop(0)
+            raise Crash(record["step"])
+
+    monkeypatch.setattr(metrics_lib.MetricsWriter, "write", write_then_crash)
+    resumed = str(tmp_path / "resumed")
+    for _ in range(2):
+        with pytest.raises(Crash):
+            train(_spike_config(), resumed)
+    assert train(_spike_config(), resumed) == "done"
+    assert losses_of(resumed) == losses_of(straight)
+    assert read_records(resumed)[-1]["spike_skipped_steps"] == 1
