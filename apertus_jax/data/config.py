@@ -8,7 +8,9 @@ A plain dict (or `ml_collections.ConfigDict`)::
           "kind": "arrayrecord",            # "arrayrecord" (shard sets from experiments.tokenize_data),
                                             # "jsonl" | "parquet" | "text" (raw, tokenized on the fly),
                                             # "demo" (apertus_jax.data.demo_corpus),
-                                            # "seqio" (a registered seqio Task or Mixture; extra "seqio")
+                                            # "seqio" (a registered seqio Task or Mixture; extra "seqio"),
+                                            # "chat" | "preference" (post-training JSONL, read by
+                                            #   apertus_jax.posttrain.pipelines; no stages, goldfish k 0)
           "paths": ["/data/web"],           # shard set directories / raw files or directories (not demo, seqio)
           "weight": 1.0,                    # token share when no stage sets weights
           "epochs": None,                   # None: repeat forever; N: at most N passes (then the stage
@@ -46,7 +48,7 @@ from typing import Any
 from apertus_jax.checks import check_number
 from apertus_jax.data.goldfish import APERTUS_H, APERTUS_K, HASHES
 
-COMPONENT_KINDS = ("arrayrecord", "jsonl", "parquet", "text", "demo", "seqio")
+COMPONENT_KINDS = ("arrayrecord", "jsonl", "parquet", "text", "demo", "seqio", "chat", "preference")
 ORDERS = ("shuffle", "sorted", "sequential")
 _COMPONENT_DEFAULTS = {
     "kind": None,

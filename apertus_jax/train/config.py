@@ -2,8 +2,9 @@
 
 Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.presets`,
 `ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`), `optim` (`apertus_jax.optim.config.OptimConfig`),
-`mesh` (`apertus_jax.models.partitioning.MeshConfig`); the train package owns `train`, `checkpoint`,
-`faults` and `metrics` (below). Config files in `configs/` return `base_config()` with changed values; absl flags override
+`mesh` (`apertus_jax.models.partitioning.MeshConfig`), `posttrain` (`apertus_jax.posttrain.config`); the
+train package owns `train`, `checkpoint`, `faults` and `metrics` (below). Config files in `configs/` return
+`base_config()` with changed values; absl flags override
 single values (`--config.train.steps=100`). The schema is the key set of `base_config()`: a config file or
 override that adds, misspells or drops a key is rejected. `validate` builds every section (one-line errors)
 and checks the rules that span sections before anything is built or written.
@@ -20,6 +21,7 @@ from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.optim import config as optim_config
 from apertus_jax.optim.batch_plan import BatchSizePlan
+from apertus_jax.posttrain import config as posttrain_config
 from apertus_jax.train.wandb_writer import check_wandb_config
 
 
@@ -118,6 +120,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.checkpoint = ml_collections.ConfigDict(_fields(CheckpointConfig))
     c.faults = ml_collections.ConfigDict(_fields(FaultsConfig))
     c.metrics = ml_collections.ConfigDict(_fields(MetricsConfig))
+    c.posttrain = ml_collections.ConfigDict(posttrain_config.section())
     return c
 
 
@@ -155,6 +158,7 @@ class RunSections:
     checkpoint: CheckpointConfig
     faults: FaultsConfig
     metrics: MetricsConfig
+    posttrain: posttrain_config.PosttrainConfig
 
 
 def _keys(c, prefix=""):
@@ -190,6 +194,7 @@ def sections(config: ml_collections.ConfigDict, num_devices: int, num_processes:
         checkpoint=CheckpointConfig(**config.checkpoint),
         faults=FaultsConfig(**config.faults),
         metrics=MetricsConfig(**config.metrics),
+        posttrain=posttrain_config.PosttrainConfig(**config.posttrain),
     )
     _check_batches(run, num_processes)
     return run

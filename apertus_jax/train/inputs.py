@@ -113,9 +113,12 @@ def make_train_iterator(config: ml_collections.ConfigDict, tokenizer: Tokenizer,
     if num_shards % processes:
         raise ValueError(f"data.num_shards={num_shards} must be a multiple of the {processes} processes")
     per_process = num_shards // processes
+    from apertus_jax.posttrain.pipelines import posttrain_builder  # chat / preference data (post-training)
+
+    builder = posttrain_builder(config, tokenizer) or build_train_pipeline
     return ShardedIterator(
         [
-            build_train_pipeline(
+            builder(
                 config.data.pipeline.to_dict(),
                 tokenizer,
                 seq_len=config.data.seq_len,

@@ -27,6 +27,8 @@ from apertus_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device,
 from apertus_jax.train.sharding import make_global_batch
 from apertus_jax.train.workdir_access import check_workdir_usable
 
+STEP_METRICS = ("loss", "grad_norm", "unmasked_tokens", "finite")
+
 
 @dataclasses.dataclass
 class Progress:
@@ -82,6 +84,12 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
     check_workdir_usable(workdir)  # before devices and the mesh start
     run = Run(config)
     run.warn_if_steps_end_before_cooldown()
+    init_from = run.sections.checkpoint.init_from
+    if init_from and not os.path.isdir(os.path.join(init_from, "checkpoints")):
+        raise FileNotFoundError(
+            f"checkpoint.init_from={init_from} has no checkpoints/: it must be a workdir written by "
+            "`python -m experiments.pretrain` (or leave checkpoint.init_from empty)"
+        )
     data_iter = run.data_iterator()
     logging.info(
         "mesh %s over %d devices (%d processes)",
@@ -138,6 +146,7 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
     flops_per_token = flops.train_flops_per_token(run.model_config, run.sections.data.seq_len)
     peak = peak_flops_per_device()
     eod_id = run.tokenizer.eod_id
+    goldfish_k = run.sections.data.pipeline["goldfish"]["k"]
     saved_step = progress.step if checkpointer.all_steps() else -1
 
     def save():
@@ -185,9 +194,14 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
                     "grad_norm": float(step_metrics["grad_norm"]),
                     "tokens_per_s": tokens_per_s,
                     "mfu": mfu(tokens_per_s, flops_per_token, jax.device_count(), peak),
-                    "goldfish_dropped_fraction": goldfish_dropped_fraction(local_batch, eod_id),
+                    # k = 0 drops nothing (post-training masks prompts, which is not Goldfish)
+                    "goldfish_dropped_fraction": goldfish_dropped_fraction(local_batch, eod_id)
+                    if goldfish_k
+                    else 0.0,
                     "skipped_steps": progress.skipped_steps,
                     "rollbacks": progress.rollbacks,
+                    # the loss's own metrics (post-training: reward quantiles, log-ratios, DPO margins)
+                    **{k: float(v) for k, v in step_metrics.items() if k not in STEP_METRICS},
                 }
             )
             if roll_back:

@@ -139,3 +139,35 @@ def test_readme_outputs_table_lists_everything_a_run_writes(uninterrupted):
     written = set(os.listdir(uninterrupted))
     assert written <= rows, written - rows
     assert {".lock-p0", "eval"} <= rows  # the lock and evaluate's results
+
+
+def test_init_from_starts_from_the_params_with_a_fresh_optimizer(uninterrupted, tmp_path, losses_of):
+    import jax
+
+    from apertus_jax.train.assemble import Run
+    from apertus_jax.train.checkpoint import restore_workdir_params
+    from apertus_jax.train.sharding import make_global_batch
+
+    config = tiny_resume.get_config()
+    with config.unlocked():
+        config.train.steps, config.checkpoint.init_from = 1, uninterrupted
+    assert train(config, str(tmp_path / "b")) == "done"
+    # The same first step by hand: the uninterrupted run's final params, a fresh optimizer state.
+    run = Run(config)
+    params, _ = restore_workdir_params(uninterrupted, run.spec.abstract["params"])
+    batch = make_global_batch(next(run.data_iterator()), run.mesh)
+    with jax.set_mesh(run.mesh):
+        _, _, metrics = run.train_step(batch["tokens"].shape[0]).fn(
+            params, run.spec.init_opt_state(params), batch
+        )
+    assert losses_of(str(tmp_path / "b")) == [(1, float(metrics["loss"]))]
+    assert float(metrics["loss"]) < losses_of(uninterrupted)[0][1] - 0.5  # trained parameters, not a new init
+
+
+def test_missing_init_from_fails_in_one_line_and_writes_nothing(tmp_path):
+    config = tiny_resume.get_config()
+    with config.unlocked():
+        config.checkpoint.init_from = str(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="checkpoint.init_from=.* has no checkpoints/") as error:
+        train(config, str(tmp_path / "w"))
+    assert "\n" not in str(error.value) and not (tmp_path / "w").exists()
