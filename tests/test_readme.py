@@ -20,6 +20,8 @@ CONFIG_PATH = re.compile(r"--config=(\S+\.py)")
 # How the jobs define flags: absl (`flags.DEFINE_string("out", ...)`, `config_flags.DEFINE_config_file(...)`)
 # or argparse (`parser.add_argument("--out", ...)`).
 DEFINED = re.compile(r"DEFINE_\w+\(\s*\"(\w+)\"|add_argument\(\s*\"--(\w+)\"")
+# A job that runs another job's main with its flags (`from experiments import pretrain`).
+JOB_IMPORT = re.compile(r"^\s*from (experiments|benchmarks) import ([\w, ]+)$", re.MULTILINE)
 
 
 def readme() -> str:
@@ -50,8 +52,16 @@ def module_file(module: str) -> str | None:
 
 
 def defined_flags(path: str) -> set[str]:
+    """Flags `path` defines, with those of the repository jobs it runs (`from experiments import pretrain`)."""
     with open(path, encoding="utf-8") as f:
-        return {a or b for a, b in DEFINED.findall(f.read())}
+        source = f.read()
+    flags = {a or b for a, b in DEFINED.findall(source)}
+    for package, names in JOB_IMPORT.findall(source):
+        for name in re.split(r"\s*,\s*", names.strip()):
+            imported = module_file(f"{package}.{name}")
+            if imported and imported != path:
+                flags |= defined_flags(imported)
+    return flags
 
 
 def test_commands_are_found_in_fenced_blocks_and_inline_spans():
