@@ -27,14 +27,21 @@ def cache_dir() -> str:
     return os.environ.get("APERTUS_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "apertus_jax"))
 
 
+def demo_tokenizer_path(vocab_size: int, texts: list[str]) -> str:
+    """Cache path of the demo BPE with `vocab_size` ids trained on `texts` (the demo train split).
+
+    Keyed on the training texts themselves, not on the asset files: a change of the split rule with the same
+    assets yields another tokenizer, so a cache written before the change is not reused.
+    """
+    corpus_key = hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()[:12]
+    return os.path.join(cache_dir(), f"demo_bpe{vocab_size}_cov98_{corpus_key}.model")
+
+
 def demo_tokenizer(vocab_size: int) -> Tokenizer:
     """The demo corpus's SentencePiece BPE with `vocab_size` ids, trained once and cached (atomic write)."""
-    corpus_key = hashlib.sha256(
-        "".join(sorted(a["sha256"] for a in demo_corpus.manifest()["assets"].values())).encode()
-    ).hexdigest()[:12]
-    path = os.path.join(cache_dir(), f"demo_bpe{vocab_size}_cov98_{corpus_key}.model")
+    texts = [d["text"] for d in demo_corpus.load_demo_documents("train")]
+    path = demo_tokenizer_path(vocab_size, texts)
     if not os.path.exists(path):
-        texts = [d["text"] for d in demo_corpus.load_demo_documents("train")]
         # 0.98 coverage: rare characters of the 440 UDHR languages fall back to bytes instead of taking most of
         # a small vocabulary (at 0.9995, 3,371 characters need their own id; at 0.995, 1,843).
         train_sentencepiece(texts, path, BPEConfig(vocab_size=vocab_size, character_coverage=0.98))
