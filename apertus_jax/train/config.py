@@ -3,7 +3,7 @@
 Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.presets`,
 `ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`), `optim` (`apertus_jax.optim.config.OptimConfig`),
 `mesh` (`apertus_jax.models.partitioning.MeshConfig`); the train package owns `train`, `checkpoint` and
-`faults` (below). Config files in `configs/` return `base_config()` with changed values; absl flags override
+`faults` (below); the eval package owns `eval` (`apertus_jax.eval.config.EvalConfig`). Config files in `configs/` return `base_config()` with changed values; absl flags override
 single values (`--config.train.steps=100`). The schema is the key set of `base_config()`: a config file or
 override that adds, misspells or drops a key is rejected. `validate` builds every section (one-line errors)
 and checks the rules that span sections before anything is built or written.
@@ -15,6 +15,7 @@ import ml_collections
 
 from apertus_jax.checks import check_number
 from apertus_jax.data import config as data_config
+from apertus_jax.eval import config as eval_config
 from apertus_jax.models import presets as model_presets
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
@@ -105,6 +106,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.mesh = ml_collections.ConfigDict(_fields(MeshConfig))
     c.checkpoint = ml_collections.ConfigDict(_fields(CheckpointConfig))
     c.faults = ml_collections.ConfigDict(_fields(FaultsConfig))
+    c.eval = ml_collections.ConfigDict(eval_config.section())
     return c
 
 
@@ -141,6 +143,7 @@ class RunSections:
     mesh_shape: tuple[int, int, int]
     checkpoint: CheckpointConfig
     faults: FaultsConfig
+    eval: eval_config.EvalConfig
 
 
 def _keys(c, prefix=""):
@@ -175,6 +178,7 @@ def sections(config: ml_collections.ConfigDict, num_devices: int, num_processes:
         mesh_shape=MeshConfig(**config.mesh).resolve(num_devices),
         checkpoint=CheckpointConfig(**config.checkpoint),
         faults=FaultsConfig(**config.faults),
+        eval=eval_config.EvalConfig(**config.eval),
     )
     _check_batches(run, num_processes)
     return run

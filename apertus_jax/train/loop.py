@@ -18,6 +18,7 @@ import numpy as np
 from absl import logging
 
 from apertus_jax.models import flops
+from apertus_jax.train import evaluation
 from apertus_jax.train.assemble import Run
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
 from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
@@ -34,6 +35,7 @@ class Progress:
     updates: int = 0
     skipped_steps: int = 0
     rollbacks: int = 0
+    evaluated_step: int = 0  # the last step whose in-loop eval was recorded (train/evaluation.py)
 
 
 def goldfish_dropped_fraction(batch: dict[str, np.ndarray], eod_id: int) -> float:
@@ -132,6 +134,13 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
     peak = peak_flops_per_device()
     eod_id = run.tokenizer.eod_id
     saved_step = progress.step if checkpointer.all_steps() else -1
+    evaluator = evaluation.Evaluator(run, preemption.should_stop) if run.sections.eval.every_steps else None
+
+    def evaluate():
+        record = evaluator.evaluate(state["params"])
+        if record is not None:  # None: SIGTERM mid-eval; the checkpoint of this step redoes it on resume
+            metrics.write_scalars({"step": progress.step, "tokens": progress.tokens, **record})
+            progress.evaluated_step = progress.step
 
     def save():
         nonlocal saved_step
@@ -140,6 +149,12 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
         saved_step = progress.step
 
     try:
+        if (
+            evaluator
+            and progress.evaluated_step != progress.step
+            and run.sections.eval.due(progress.step, total_steps)
+        ):
+            evaluate()  # resumed at an eval step whose eval did not finish
         last_time = time.time()
         while progress.step < total_steps:
             if preemption.should_stop():
@@ -183,9 +198,14 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
             if roll_back:
                 state, progress = _roll_back(checkpointer, spec, progress, metrics, state)
                 continue
+            if evaluator and run.sections.eval.due(progress.step, total_steps):
+                evaluate()
+                last_time = time.time()  # the eval is not counted in the next step's tokens/s
             if progress.step % run.sections.checkpoint.every_steps == 0 or progress.step == total_steps:
                 save()
         checkpointer.wait()
+        if evaluator and progress.evaluated_step != progress.step and preemption.should_stop():
+            return "preempted"  # SIGTERM during the final eval: the resumed run redoes it
     finally:
         preemption.restore_handler()
         metrics.close()
