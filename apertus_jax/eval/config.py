@@ -22,10 +22,10 @@ class EvalConfig:
     """
 
     every_steps: int = 0
-    heldout_tokens: int = 8192
+    heldout_tokens: int = 2048
     heldout_paths: tuple = ()
     tasks: tuple = ("german_exams_qa",)
-    task_questions: int = 40
+    task_questions: int = 20
     batch_rows: int = 0
 
     def __post_init__(self):

@@ -12,7 +12,8 @@ demo corpus's held-out split (`split: "heldout"`, the same `sources`); other kin
 masked as in training (`apertus_jax.eval.perplexity`, docs/recipe.md section 2) but without Goldfish: the
 held-out loss is that of every token. Multiple choice uses the tasks of `experiments.evaluate`
 (`<language>_exams_qa`), all four normalisations (docs/recipe.md section 9), questions whose options fit the
-run's rows.
+run's rows. Both score rows of `data.seq_len + 1` tokens (the packer's rows), so the scoring function
+compiles once.
 
 Preemption: the evaluator checks the SIGTERM flag before every forward pass and gives up (`None`); the loop
 then saves the checkpoint of the current step, whose `evaluated_step` still names the previous eval, so the
@@ -174,7 +175,7 @@ class Evaluator:
         for task in self.config.tasks:
             loaded = tasks.load_exams_qa(task[: -len(EXAMS_QA_SUFFIX)])
             loaded = loaded[: self.config.task_questions] if self.config.task_questions else loaded
-            self.questions[task] = fitting_questions(loaded, self.tokenizer, self.seq_len)
+            self.questions[task] = fitting_questions(loaded, self.tokenizer, self.seq_len + 1)
         self._params = None
         self._should_stop = should_stop
         scoring = make_token_logprobs(run, lambda: self._params)
@@ -214,7 +215,7 @@ class Evaluator:
                     self._token_logprobs,
                     self.tokenizer,
                     questions,
-                    seq_len=self.seq_len,
+                    seq_len=self.seq_len + 1,  # the held-out rows' length: one compiled shape
                     batch_size=self.batch_rows,
                 )
                 for key, value in mc.summary().items():
