@@ -15,7 +15,8 @@ class EvalConfig:
       every_steps: evaluate after every N-th step and after the last one; 0 disables evaluation.
       heldout_tokens: at most this many tokens of held-out documents per component (whole documents, in
         file order; at least one document).
-      heldout_paths: ("component=path", ...): held-out files of non-demo components (same kind and fields).
+      heldout_paths: ("name=path", ...): held-out files of non-demo components (same kind and fields), or
+        of extra held-out sets under names that are no component (kind by the file's extension).
       tasks: multiple-choice tasks as in `experiments.evaluate` ("<language>_exams_qa").
       task_questions: the first N questions of each task (0 = all).
       batch_rows: rows per forward pass; 0 = the rows of the first batch-size phase.

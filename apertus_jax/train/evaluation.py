@@ -8,7 +8,8 @@ go to metrics.jsonl and TensorBoard through `MetricsWriter.write_scalars`.
 
 Held-out sets: documents of each mixture component never seen in training. A "demo" component's are the
 demo corpus's held-out split (`split: "heldout"`, the same `sources`); other kinds name theirs in
-`eval.heldout_paths` ("component=path", read with the component's kind and fields). Documents are packed and
+`eval.heldout_paths` ("component=path", read with the component's kind and fields); a name there that is
+no component adds a held-out set of its own (e.g. "german=/data/german_heldout.jsonl"). Documents are packed and
 masked as in training (`apertus_jax.eval.perplexity`, docs/recipe.md section 2) but without Goldfish: the
 held-out loss is that of every token. Multiple choice uses the tasks of `experiments.evaluate`
 (`<language>_exams_qa`), all four normalisations (docs/recipe.md section 9), questions whose options fit the
@@ -38,6 +39,8 @@ from apertus_jax.eval import multiple_choice, perplexity, tasks
 from apertus_jax.eval.config import EXAMS_QA_SUFFIX, EvalConfig
 from apertus_jax.train.sharding import batch_sharding
 
+RAW_KINDS = ("jsonl", "parquet", "text")
+
 
 class EvalInterrupted(Exception):
     """SIGTERM arrived during an evaluation (the loop saves and exits; the eval is redone on resume)."""
@@ -52,6 +55,15 @@ class HeldoutSet:
     num_bytes: int
 
 
+def _read_texts(path: str, kind: str, text_field: str = "text", id_field: str = "id") -> list[str]:
+    from apertus_jax.data import sources
+
+    documents = sources.iter_raw_documents(
+        [path], kind, sources.RawStats(), text_field=text_field, id_field=id_field, score_field=None
+    )
+    return [d.text for d in documents]
+
+
 def heldout_texts(name: str, spec: dict, heldout_paths: dict[str, str]) -> list[str] | None:
     """Texts of the held-out documents of component `name` (its normalized spec), or None if it has none.
 
@@ -64,37 +76,38 @@ def heldout_texts(name: str, spec: dict, heldout_paths: dict[str, str]) -> list[
         return [d["text"] for d in load_demo_documents("heldout", spec["sources"])]
     if name not in heldout_paths:
         return None
-    if spec["kind"] not in ("jsonl", "parquet", "text"):
+    if spec["kind"] not in RAW_KINDS:
         raise ValueError(
             f"eval.heldout_paths: component {name!r} is of kind {spec['kind']}; held-out files are read as "
             "jsonl, parquet or text"
         )
-    from apertus_jax.data import sources
+    return _read_texts(heldout_paths[name], spec["kind"], spec["text_field"], spec["id_field"])
 
-    documents = sources.iter_raw_documents(
-        [heldout_paths[name]],
-        spec["kind"],
-        sources.RawStats(),
-        text_field=spec["text_field"],
-        id_field=spec["id_field"],
-        score_field=None,
-    )
-    return [d.text for d in documents]
+
+def _kind_of(path: str) -> str:
+    return next((kind for kind in RAW_KINDS if path.endswith(f".{kind}")), "text")
 
 
 def heldout_sets(eval_config: EvalConfig, pipeline: dict, tokenizer) -> list[HeldoutSet]:
-    """The held-out set of each component of the (normalized) pipeline that has one, capped at
-    `eval_config.heldout_tokens` tokens (whole documents, at least one)."""
+    """The held-out set of each component of the (normalized) pipeline that has one, then the extra sets
+    of `eval.heldout_paths` whose names are not components (read as jsonl / parquet by the file's
+    extension, else as text), each capped at `eval_config.heldout_tokens` tokens (whole documents, at
+    least one)."""
     paths = dict(entry.split("=", 1) for entry in eval_config.heldout_paths)
-    unknown = sorted(set(paths) - set(pipeline["components"]))
-    if unknown:
-        raise ValueError(f"eval.heldout_paths names unknown components {unknown}")
-    sets = []
+    named = []
     for name, spec in pipeline["components"].items():
         texts = heldout_texts(name, spec, paths)
         if texts is None:
             logging.warning("eval: component %r has no held-out set (set eval.heldout_paths)", name)
             continue
+        named.append((name, texts))
+    named += [
+        (name, _read_texts(path, _kind_of(path)))
+        for name, path in paths.items()
+        if name not in pipeline["components"]
+    ]
+    sets = []
+    for name, texts in named:
         documents, num_bytes, tokens = [], 0, 0
         for text in texts:
             document = tokenizer.encode_document(text)
