@@ -34,7 +34,15 @@ setup(
     include_package_data=True,
     install_requires=CORE,
     extras_require={
-        "dev": ["pytest>=8", "hypothesis>=6.100", "ruff==0.17.6"],
+        # nbclient/nbformat/ipykernel: tests/test_notebooks.py executes notebooks/ headless.
+        "dev": [
+            "pytest>=8",
+            "hypothesis>=6.100",
+            "ruff==0.17.6",
+            "nbclient==0.11.0",
+            "nbformat==5.11.1",
+            "ipykernel==7.4.0",
+        ],
         # Torch-based parity tests against transformers' ApertusForCausalLM (CPU torch from disk/PyPI).
         "hf": ["torch==2.13.0", "transformers>=5.0"],
         "prep": ["datatrove==0.10.1", "protego>=0.4", "pyarrow>=15", "orjson>=3.9"],
