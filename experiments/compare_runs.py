@@ -13,8 +13,10 @@ Importable for notebooks: `load_runs(dirs)`, `summarize(runs, baseline)`, `plot(
 Definitions (per seed, then mean over seeds; "±" is half the range over seeds):
 - smoothed loss: trailing mean of the training loss over the last 10% of the run's steps;
 - final loss: the smoothed loss at the last step; final eval metrics: the record of the last eval;
-- tokens to baseline: the first token count at which a variant's smoothed loss reaches the baseline's
-  final loss, as a fraction of the baseline's tokens ("-" if never);
+- held-out loss: the mean over components of the in-loop eval's held-out loss (nats/token);
+- tokens to baseline: the first token count at which a variant reaches the baseline's final value, as a
+  fraction of the baseline's tokens ("-" if never), read on the held-out loss where the runs have in-loop
+  evals (interpolated between evals), else on the smoothed training loss;
 - token-matched difference: smoothed loss minus the baseline's at the same token count (interpolated);
 - tokens/s: the median over training steps.
 
@@ -123,10 +125,39 @@ def _mean_spread(values: list[float]) -> tuple[float, float]:
     return float(np.mean(values)), float((max(values) - min(values)) / 2)
 
 
-def tokens_to_reach(run: RunRecords, target: float) -> float | None:
-    """First token count at which `run`'s smoothed loss is <= `target`, or None."""
-    below = np.nonzero(run.smoothed_loss() <= target)[0]
-    return float(run.tokens[below[0]]) if len(below) else None
+def heldout_curve(run: RunRecords) -> tuple[np.ndarray, np.ndarray] | None:
+    """(tokens, mean held-out loss over the components) of the run's eval records, or None without any."""
+    points = [
+        (
+            r["tokens"],
+            float(np.mean([v for k, v in r.items() if k.startswith("eval/") and k.endswith("/loss")])),
+        )
+        for r in run.evals
+        if any(k.endswith("/loss") for k in r)
+    ]
+    if not points:
+        return None
+    tokens, values = zip(*points)
+    return np.asarray(tokens, np.float64), np.asarray(values)
+
+
+def target_curve(run: RunRecords) -> tuple[np.ndarray, np.ndarray]:
+    """The curve "tokens to the baseline's final loss" is read on: the mean held-out loss where the run has
+    in-loop evals (less noisy than the training loss of single batches), else the smoothed training loss."""
+    return heldout_curve(run) or (run.tokens, run.smoothed_loss())
+
+
+def tokens_to_reach(tokens: np.ndarray, values: np.ndarray, target: float) -> float | None:
+    """First token count at which the curve `values(tokens)` reaches `target` or below (linear
+    interpolation between points; at the first point if it starts there), or None."""
+    below = np.nonzero(values <= target)[0]
+    if not len(below):
+        return None
+    i = int(below[0])
+    if i == 0:
+        return float(tokens[0])
+    t0, t1, v0, v1 = tokens[i - 1], tokens[i], values[i - 1], values[i]
+    return float(t0 + (t1 - t0) * (v0 - target) / (v0 - v1))
 
 
 def summarize(runs: list[RunRecords], baseline: str | None = None) -> list[dict]:
@@ -138,9 +169,10 @@ def summarize(runs: list[RunRecords], baseline: str | None = None) -> list[dict]
     """
     baseline = _check_baseline(runs, baseline)
     variants = _variants(runs)
+    variants = {baseline: variants.pop(baseline), **variants}  # the baseline's row first
     base_runs = variants[baseline]
-    target = float(np.mean([r.smoothed_loss()[-1] for r in base_runs]))
-    base_tokens = float(np.mean([r.tokens[-1] for r in base_runs]))
+    target = float(np.mean([target_curve(r)[1][-1] for r in base_runs]))  # final value, mean over seeds
+    base_tokens = float(np.mean([target_curve(r)[0][-1] for r in base_runs]))
     keys = eval_keys(runs)
     rows = []
     for name, members in variants.items():
@@ -150,10 +182,14 @@ def summarize(runs: list[RunRecords], baseline: str | None = None) -> list[dict]
             row[key], row[key + " spread"] = _mean_spread(
                 [r.evals[-1].get(key) if r.evals else None for r in members]
             )
-        reached = [tokens_to_reach(r, target) for r in members]
-        row["tokens_to_baseline"] = (
-            float(np.mean(reached)) / base_tokens if all(t is not None for t in reached) else None
-        )
+        curves = [heldout_curve(r) for r in members]
+        if all(c is not None for c in curves):
+            row["heldout_loss"], row["heldout_loss_spread"] = _mean_spread([c[1][-1] for c in curves])
+        # on the mean curve over seeds (as the baseline's final value is a mean over its seeds)
+        grid = target_curve(members[0])[0]
+        mean_curve = np.mean([np.interp(grid, *target_curve(r)) for r in members], axis=0)
+        reached = tokens_to_reach(grid, mean_curve, target)
+        row["tokens_to_baseline"] = None if reached is None else reached / base_tokens
         row["tokens_per_s"] = float(
             np.mean([np.median([t["tokens_per_s"] for t in r.train]) for r in members])
         )
@@ -165,7 +201,9 @@ def summarize(runs: list[RunRecords], baseline: str | None = None) -> list[dict]
 def markdown_table(rows: list[dict]) -> str:
     """The rows of `summarize` as a markdown table (loss in nats/token, bits per byte, accuracy in %)."""
     keys = [k for k in rows[0] if k.startswith("eval/") and not k.endswith(" spread")]
-    header = ["variant", "seeds", "final train loss", *[k[len("eval/") :] for k in keys]]
+    heldout = all("heldout_loss" in row for row in rows)
+    header = ["variant", "seeds", "final train loss", *(["held-out loss"] if heldout else [])]
+    header += [k[len("eval/") :] for k in keys]
     header += ["tokens to baseline's final loss", "tokens/s"]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for row in rows:
@@ -174,6 +212,8 @@ def markdown_table(rows: list[dict]) -> str:
             str(row["seeds"]),
             f"{row['final_loss']:.4f} ± {row['final_loss_spread']:.4f}",
         ]
+        if heldout:
+            cells.append(f"{row['heldout_loss']:.4f} ± {row['heldout_loss_spread']:.4f}")
         for key in keys:
             scale, digits = (100, 1) if "accuracy" in key else (1, 4)
             cells.append(f"{scale * row[key]:.{digits}f} ± {scale * row[key + ' spread']:.{digits}f}")
