@@ -13,7 +13,7 @@ Importable for notebooks: `load_runs(dirs)`, `summarize(runs, baseline)`, `plot(
 Definitions (per seed, then mean over seeds; "±" is half the range over seeds):
 - smoothed loss: trailing mean of the training loss over the last 10% of the run's steps;
 - final loss: the smoothed loss at the last step; final eval metrics: the record of the last eval;
-- held-out loss: the mean over components of the in-loop eval's held-out loss (nats/token);
+- held-out loss: the in-loop eval's held-out loss over all components (nats per token, token-weighted);
 - tokens to baseline: the first token count at which a variant reaches the baseline's final value, as a
   fraction of the baseline's tokens ("-" if never), read on the held-out loss where the runs have in-loop
   evals (interpolated between evals), else on the smoothed training loss;
@@ -126,15 +126,15 @@ def _mean_spread(values: list[float]) -> tuple[float, float]:
 
 
 def heldout_curve(run: RunRecords) -> tuple[np.ndarray, np.ndarray] | None:
-    """(tokens, mean held-out loss over the components) of the run's eval records, or None without any."""
-    points = [
-        (
-            r["tokens"],
-            float(np.mean([v for k, v in r.items() if k.startswith("eval/") and k.endswith("/loss")])),
-        )
-        for r in run.evals
-        if any(k.endswith("/loss") for k in r)
-    ]
+    """(tokens, held-out loss over all components: nats per token, token-weighted) of the run's eval
+    records, or None without any."""
+    points = []
+    for r in run.evals:
+        names = [k[len("eval/") : -len("/loss")] for k in r if k.startswith("eval/") and k.endswith("/loss")]
+        if names:
+            tokens = [r.get(f"eval/{n}/tokens", 1) for n in names]
+            nats = sum(r[f"eval/{n}/loss"] * t for n, t in zip(names, tokens))
+            points.append((r["tokens"], nats / sum(tokens)))
     if not points:
         return None
     tokens, values = zip(*points)

@@ -7,8 +7,9 @@ Baseline: Llama-style (SwiGLU, no QK-norm), AdamW, cosine schedule, no Goldfish.
 `qk_norm`, `wsd` (warmup-stable-decay with a 1-sqrt cooldown over the last 20%), `goldfish` (k=50, h=50);
 `full` has them all. Every run has the same model width, data, learning rate and token budget.
 
-CPU size (the default): 2 layers of width 64, the 1,024-id demo BPE, 200 steps of 8 x 64 tokens (102k
-tokens) on the demo corpus (German prose 80%, UDHR 20%), held-out loss every 50 steps, 2 seeds. Pod sizes
+CPU size (the default): 2 layers of width 64, the 1,024-id demo BPE, 150 steps of 16 x 64 tokens (154k
+tokens) on the demo corpus (German prose 80%, UDHR 20%), held-out loss (4,096 tokens per component) every
+25 steps, 2 seeds. Pod sizes
 by overrides (docs/ablations.md): `--set=model.preset=apertus-1.5b` (or apertus-3b) with the data, steps
 and batch of `configs/ablation_1p5b.py`.
 """
@@ -16,8 +17,8 @@ and batch of `configs/ablation_1p5b.py`.
 from apertus_jax.models.presets import model_section
 from apertus_jax.train.config import base_config
 
-STEPS = 200
-ROWS, SEQ_LEN = 8, 64
+STEPS = 150
+ROWS, SEQ_LEN = 16, 64
 TOKENS = STEPS * ROWS * SEQ_LEN
 
 MODEL = dict(vocab_size=1024, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16, max_seq_len=SEQ_LEN)
@@ -50,7 +51,8 @@ def llama_baseline():
     config.optim.total_tokens = TOKENS
     config.optim.clip_norm = 1.0
     config.checkpoint.every_steps = 100
-    config.eval.every_steps = 50
+    config.eval.every_steps = 25
+    config.eval.heldout_tokens = 4096
     config.eval.tasks = ()  # at this size multiple choice sits at chance: held-out loss is the signal
     return config
 
