@@ -7,7 +7,10 @@
 An ablation file defines `get_ablation()` returning a dict:
 
     base:      a run config (`apertus_jax.train.config.base_config()` schema)
-    variants:  {name: {"section.field": value, ...}}  (dotted overrides of the base; insertion order)
+    variants:  {name: {"section.field": value, ...}}  (dotted overrides of the base; insertion order), or
+               {name: [overrides, overrides, ...]} (applied one after another); a value may be a function
+               of the config so far (e.g. `lambda c: c.model.mlp_hidden * 3 // 2`), so a variant scales with
+               the `--set` model
     seeds:     (0, 1, ...)                            (each variant runs once per seed: `seed` of the run)
     baseline:  the variant the comparison is made against
 
@@ -90,8 +93,8 @@ def parse_sets(entries: list[str]) -> dict:
 
 
 def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> None:
-    """Sets each dotted key of `overrides` in `config` (unlocked); `model.preset` first rebuilds the model
-    section from that preset with the config's other model fields of `overrides` on top.
+    """Sets each dotted key of `overrides` in `config` (unlocked), in order; a callable value is called
+    with the config first; `model.preset` first rebuilds the model section from that preset.
 
     Raises:
       ValueError: a key the schema does not have (one line).
@@ -103,6 +106,8 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> None:
         if "model.preset" in overrides:
             config.model = model_section(overrides.pop("model.preset"))
         for dotted, value in overrides.items():
+            if callable(value):
+                value = value(config)
             *path, key = dotted.split(".")
             node = config
             for part in path:
@@ -141,7 +146,10 @@ def variant_configs(
             config = copy.deepcopy(ablation["base"])
             try:
                 apply_overrides(config, sets)
-                apply_overrides(config, {**ablation["variants"][name], "seed": int(seed)})
+                steps = ablation["variants"][name]
+                for overrides in [steps] if isinstance(steps, dict) else steps:
+                    apply_overrides(config, overrides)
+                apply_overrides(config, {"seed": int(seed)})
                 validate(config, jax.device_count(), jax.process_count())
             except ValueError as error:
                 raise ValueError(f"variant {name!r}: {error}") from None

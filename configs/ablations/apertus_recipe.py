@@ -23,11 +23,29 @@ TOKENS = STEPS * ROWS * SEQ_LEN
 
 MODEL = dict(vocab_size=1024, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16, max_seq_len=SEQ_LEN)
 SWIGLU_HIDDEN = 128
+# The Llama switches of every variant: a no-op on the CPU base (tiny-llama); on an Apertus preset given with
+# --set=model.preset=... they turn it into its Llama twin (gated SwiGLU at 2/3 of the ungated hidden size, as
+# Llama-3.2-1B's 8,192 is to apertus-1.5b's 12,288; no QK-norm).
+LLAMA = {
+    "model.mlp_hidden": lambda c: (
+        c.model.mlp_hidden * 2 // 3 if c.model.mlp_type == "xielu" else c.model.mlp_hidden
+    ),
+    "model.mlp_type": "swiglu",
+    "model.qk_norm": False,
+}
 # xIELU is ungated (2 matrices instead of 3): 1.5x the hidden size keeps the parameter count (report §2.4).
-XIELU = {"model.mlp_type": "xielu", "model.mlp_hidden": SWIGLU_HIDDEN * 3 // 2}
-ADEMAMIX = {"optim.name": "ademamix", "optim.alpha_warmup_steps": STEPS, "optim.b3_warmup_steps": STEPS}
+XIELU = {"model.mlp_type": "xielu", "model.mlp_hidden": lambda c: c.model.mlp_hidden * 3 // 2}
+ADEMAMIX = {
+    "optim.name": "ademamix",
+    "optim.alpha_warmup_steps": lambda c: c.train.steps,
+    "optim.b3_warmup_steps": lambda c: c.train.steps,
+}
 QK_NORM = {"model.qk_norm": True}
-WSD = {"optim.schedule": "wsd", "optim.decay_shape": "1-sqrt", "optim.decay_tokens": TOKENS // 5}
+WSD = {
+    "optim.schedule": "wsd",
+    "optim.decay_shape": "1-sqrt",
+    "optim.decay_tokens": lambda c: c.optim.total_tokens // 5,
+}
 GOLDFISH = {"data.pipeline.goldfish.k": 50, "data.pipeline.goldfish.h": 50}
 
 
@@ -61,13 +79,13 @@ def get_ablation():
     return dict(
         base=llama_baseline(),
         variants={
-            "llama": {},
-            "xielu": XIELU,
-            "ademamix": ADEMAMIX,
-            "qk_norm": QK_NORM,
-            "wsd": WSD,
-            "goldfish": GOLDFISH,
-            "full": {**XIELU, **ADEMAMIX, **QK_NORM, **WSD, **GOLDFISH},
+            "llama": [LLAMA],
+            "xielu": [LLAMA, XIELU],
+            "ademamix": [LLAMA, ADEMAMIX],
+            "qk_norm": [LLAMA, QK_NORM],
+            "wsd": [LLAMA, WSD],
+            "goldfish": [LLAMA, GOLDFISH],
+            "full": [LLAMA, XIELU, ADEMAMIX, QK_NORM, WSD, GOLDFISH],
         },
         seeds=(0, 1),
         baseline="llama",
