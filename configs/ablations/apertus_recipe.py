@@ -9,7 +9,7 @@ Baseline: Llama-style (SwiGLU, no QK-norm), AdamW, cosine schedule, no Goldfish.
 
 CPU size (the default): 2 layers of width 64, the 1,024-id demo BPE, 150 steps of 16 x 64 tokens (154k
 tokens) on the demo corpus (German prose 80%, UDHR 20%), held-out loss (4,096 tokens per component) every
-25 steps, 2 seeds. Pod sizes
+25 steps, 3 seeds. Pod sizes
 by overrides (docs/ablations.md): `--set=model.preset=apertus-1.5b` (or apertus-3b) with the data, steps
 and batch of `configs/ablation_1p5b.py`.
 """
@@ -87,6 +87,6 @@ def get_ablation():
             "goldfish": [LLAMA, GOLDFISH],
             "full": [LLAMA, XIELU, ADEMAMIX, QK_NORM, WSD, GOLDFISH],
         },
-        seeds=(0, 1),
+        seeds=(0, 1, 2),
         baseline="llama",
     )
