@@ -137,12 +137,3 @@ def test_sigterm_mid_eval_resumes_and_redoes_the_eval(
     assert os.path.isdir(os.path.join(workdir, "checkpoints", "8"))
     assert train(_eval_config(), workdir) == "done"
     assert _without_timing(read_records(workdir)) == _without_timing(read_records(with_eval))
-
-
-def test_eval_section_is_checked():
-    with pytest.raises(ValueError, match="eval.tasks"):
-        EvalConfig(tasks=("hellaswag",))
-    with pytest.raises(ValueError, match="component=path"):
-        EvalConfig(heldout_paths=("web",))
-    assert EvalConfig(every_steps=4).due(12, 14) and EvalConfig(every_steps=4).due(14, 14)
-    assert not EvalConfig(every_steps=4).due(13, 14) and not EvalConfig().due(14, 14)
