@@ -96,6 +96,6 @@ def get_ablation():
     return dict(
         base=base(paths["heldout"]),
         variants={name: {"data.pipeline": pipeline} for name, pipeline in pipelines(paths).items()},
-        seeds=(0,),
+        seeds=(0, 1, 2),
         baseline="random_single",
     )

@@ -80,7 +80,7 @@ def test_overrides_reach_every_variant_and_unknown_keys_are_refused():
         ablate.parse_sets(["train.steps"])
 
 
-@pytest.mark.parametrize("name, runs", [("apertus_recipe", 21), ("boldt_strategies", 5)])
+@pytest.mark.parametrize("name, runs", [("apertus_recipe", 21), ("boldt_strategies", 15)])
 def test_shipped_ablations_validate(name, runs):
     ablation = ablate.load_ablation(os.path.join(ROOT, "configs", "ablations", f"{name}.py"))
     assert len(ablate.variant_configs(ablation, None, None, {})) == runs
