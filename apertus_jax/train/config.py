@@ -3,10 +3,11 @@
 Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.presets`,
 `ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`), `optim` (`apertus_jax.optim.config.OptimConfig`),
 `mesh` (`apertus_jax.models.partitioning.MeshConfig`); the train package owns `train`, `checkpoint` and
-`faults` (below); the eval package owns `eval` (`apertus_jax.eval.config.EvalConfig`). Config files in `configs/` return `base_config()` with changed values; absl flags override
-single values (`--config.train.steps=100`). The schema is the key set of `base_config()`: a config file or
-override that adds, misspells or drops a key is rejected. `validate` builds every section (one-line errors)
-and checks the rules that span sections before anything is built or written.
+`faults` (below); the eval package owns `eval` (`apertus_jax.eval.config.EvalConfig`). Config files in
+`configs/` return `base_config()` with changed values; absl flags override single values
+(`--config.train.steps=100`). The schema is the key set of `base_config()`: a config file or override that
+adds, misspells or drops a key is rejected. `validate` builds every section (one-line errors) and checks the
+rules that span sections before anything is built or written.
 """
 
 import dataclasses
