@@ -35,7 +35,16 @@ setup(
     entry_points={"console_scripts": ["apertus-lm-eval=apertus_jax.eval.lm_eval_cli:main"]},
     install_requires=CORE,
     extras_require={
-        "dev": ["pytest>=8", "hypothesis>=6.100", "ruff==0.17.6", "fast-robotstxt==1.1.0"],
+        # nbclient/nbformat/ipykernel: tests/test_notebooks.py executes notebooks/ headless.
+        "dev": [
+            "pytest>=8",
+            "hypothesis>=6.100",
+            "ruff==0.17.6",
+            "fast-robotstxt==1.1.0",
+            "nbclient==0.11.0",
+            "nbformat==5.11.1",
+            "ipykernel==7.4.0",
+        ],
         # Torch-based parity tests against transformers' ApertusForCausalLM (CPU torch from disk/PyPI).
         # (accelerate: lm-eval's `--model hf`, the reference of the lm-eval adapter tests.)
         "hf": ["torch==2.13.0", "transformers>=5.0", "accelerate==1.15.0"],

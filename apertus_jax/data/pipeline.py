@@ -230,6 +230,11 @@ class TrainIterator(grain.DatasetIterator):
         self.step += 1
         return rows_to_batch(np.stack(rows), self.tokenizer, self.config["goldfish"], np.stack(histories))
 
+    @property
+    def packer(self) -> PackedRows:
+        """The current stage's packer: its `stream` of `(component, document)` pairs and its position."""
+        return self._packer
+
     def get_state(self) -> dict[str, Any]:
         """JSON-serializable state (see the module docstring)."""
         return {

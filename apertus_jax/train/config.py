@@ -3,7 +3,7 @@
 Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.presets`,
 `ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`), `optim` (`apertus_jax.optim.config.OptimConfig`),
 `mesh` (`apertus_jax.models.partitioning.MeshConfig`), `posttrain` (`apertus_jax.posttrain.config`),
-`profile` (`apertus_jax.train.profiling`); the train package owns `train`, `checkpoint`, `faults` and
+`profile` (`apertus_jax.train.profiling`), `eval` (`apertus_jax.eval.config.EvalConfig`); the train package owns `train`, `checkpoint`, `faults` and
 `metrics` (below). Config files in `configs/` return `base_config()` with changed values; absl flags override
 single values (`--config.train.steps=100`). The schema is the key set of `base_config()`: a config file or
 override that adds, misspells or drops a key is rejected. `validate` builds every section (one-line errors)
@@ -16,6 +16,7 @@ import ml_collections
 
 from apertus_jax.checks import check_number
 from apertus_jax.data import config as data_config
+from apertus_jax.eval import config as eval_config
 from apertus_jax.models import presets as model_presets
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
@@ -150,6 +151,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.metrics = ml_collections.ConfigDict(_fields(MetricsConfig))
     c.posttrain = ml_collections.ConfigDict(posttrain_config.section())
     c.profile = ml_collections.ConfigDict(_fields(ProfileConfig))
+    c.eval = ml_collections.ConfigDict(eval_config.section())
     return c
 
 
@@ -189,6 +191,7 @@ class RunSections:
     metrics: MetricsConfig
     posttrain: posttrain_config.PosttrainConfig
     profile: ProfileConfig
+    eval: eval_config.EvalConfig
 
 
 def _keys(c, prefix=""):
@@ -226,6 +229,7 @@ def sections(config: ml_collections.ConfigDict, num_devices: int, num_processes:
         metrics=MetricsConfig(**config.metrics),
         posttrain=posttrain_config.PosttrainConfig(**config.posttrain),
         profile=ProfileConfig(**config.profile),
+        eval=eval_config.EvalConfig(**config.eval),
     )
     _check_batches(run, num_processes)
     return run

@@ -19,7 +19,7 @@ import numpy as np
 from absl import logging
 
 from apertus_jax.models import flops
-from apertus_jax.train import provenance
+from apertus_jax.train import evaluation, provenance
 from apertus_jax.train.assemble import Run
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
 from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
@@ -44,6 +44,7 @@ class Progress:
     rollbacks: int = 0
     clipped_steps: int = 0
     spike_skipped_steps: int = 0
+    evaluated_step: int = 0  # the last step whose in-loop eval was recorded (train/evaluation.py)
 
 
 def goldfish_dropped_fraction(batch: dict[str, np.ndarray], eod_id: int) -> float:
@@ -159,6 +160,14 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
     every_steps = run.sections.checkpoint.every_steps
     goldfish_k = run.sections.data.pipeline["goldfish"]["k"]
     saved_step = progress.step if checkpointer.all_steps() else -1
+    evaluator = evaluation.Evaluator(run, preemption.should_stop) if run.sections.eval.every_steps else None
+
+    def evaluate():
+        record = evaluator.evaluate(state["params"])
+        if record is not None:  # None: SIGTERM mid-eval; the checkpoint of this step redoes it on resume
+            metrics.write_scalars({"step": progress.step, "tokens": progress.tokens, **record})
+            progress.evaluated_step = progress.step
+
     last_time = time.time()
 
     def save():
@@ -210,6 +219,13 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
     profiler = StepProfiler(run.sections.profile, workdir)
     pending, held_batch = None, None
     try:
+        if (
+            evaluator
+            and progress.evaluated_step != progress.step
+            and run.sections.eval.due(progress.step, total_steps)
+        ):
+            evaluate()  # resumed at an eval step whose eval did not finish
+            last_time = time.time()
         while progress.step + (pending is not None) < total_steps:
             if preemption.should_stop(progress.step + (pending is not None)):
                 if pending is not None and settle(pending):
@@ -244,15 +260,24 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
                 continue
             pending = dispatched
             step = progress.step + 1
-            if step % every_steps == 0 or step == total_steps:
+            eval_due = bool(evaluator) and run.sections.eval.due(step, total_steps)
+            save_due = step % every_steps == 0 or step == total_steps
+            if save_due or eval_due:  # the step's own params and metrics: settle it now
                 pending = None
                 if settle(dispatched):
                     state, progress = _roll_back(checkpointer, spec, progress, metrics, state)
+                    continue
+                if eval_due:
+                    evaluate()
+                    last_time = time.time()  # the eval is not counted in the next step's tokens/s
+                if not save_due:
                     continue
                 save()
         if pending is not None and settle(pending):
             state, progress = _roll_back(checkpointer, spec, progress, metrics, state)
         checkpointer.wait()
+        if evaluator and progress.evaluated_step != progress.step and preemption.should_stop():
+            return "preempted"  # SIGTERM during the final eval: the resumed run redoes it
     finally:
         profiler.stop()
         preemption.restore_handler()

@@ -142,6 +142,19 @@ class MetricsWriter:
             format_duration(eta) if eta == eta else "?",
         )
 
+    def write_scalars(self, record: dict) -> None:
+        """Appends a record of other scalars (must hold "step"; e.g. `eval/...` keys) to metrics.jsonl and
+        TensorBoard under its own key names, and logs them in one line."""
+        if not self.enabled:
+            return
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        for key, value in record.items():
+            if key != "step" and isinstance(value, (int, float)):
+                self._tb.add_scalar(key, value, record["step"])
+        values = " | ".join(f"{k} {v:.4g}" for k, v in record.items() if k != "step")
+        logging.info("step %d | %s", record["step"], values)
+
     def close(self) -> None:
         if self.enabled:
             self._file.close()
@@ -160,6 +173,7 @@ def plot_loss(metrics_path: str, png_path: str) -> None:
 
     with open(metrics_path) as f:
         records = [json.loads(line) for line in f if line.strip()]
+    records = [r for r in records if "loss" in r]  # training steps (eval records have their own keys)
     steps, losses = [r["step"] for r in records], [r["loss"] for r in records]
     window = max(1, len(losses) // 20)
     smoothed = [

@@ -58,6 +58,7 @@ def test_the_walk_covers_every_section_of_a_valid_config():
         "faults",
         "posttrain",
         "profile",
+        "eval",
     }
 
 
