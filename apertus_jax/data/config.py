@@ -27,7 +27,8 @@ A plain dict (or `ml_collections.ConfigDict`)::
          "seed": 1},                        # seed optional: derived from the pipeline seed and stage index
         {"name": "cooldown", "until_tokens": None, "weights": {"web": 1.0}},
       ],
-      "goldfish": {"k": 50, "h": 50, "hash": "apertus"},   # k = 0 disables; hash "apertus" | "mixed"
+      "goldfish": {"k": 50, "h": 50, "hash": "apertus"},   # k = 0 disables; hash "apertus" | "mixed" |
+                                            #   "canonical" (data.goldfish_canonical; h in words)
       "split_seed": 0,                      # fixes "take" subsets
     }
 
@@ -45,6 +46,7 @@ from typing import Any
 
 from apertus_jax.checks import check_number
 from apertus_jax.data.goldfish import APERTUS_H, APERTUS_K, HASHES
+from apertus_jax.data.goldfish_canonical import CANONICAL_HASH
 
 COMPONENT_KINDS = ("arrayrecord", "jsonl", "parquet", "text", "demo", "seqio")
 ORDERS = ("shuffle", "sorted", "sequential")
@@ -167,8 +169,10 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
     goldfish = _with_defaults(
         "data_config['goldfish']", dict(data_config.get("goldfish") or {}), GOLDFISH_DEFAULTS
     )
-    if goldfish["hash"] not in HASHES:
-        raise ValueError(f"data_config['goldfish']['hash'] = {goldfish['hash']!r}; use one of {HASHES}")
+    if goldfish["hash"] not in (*HASHES, CANONICAL_HASH):
+        raise ValueError(
+            f"data_config['goldfish']['hash'] = {goldfish['hash']!r}; use one of {(*HASHES, CANONICAL_HASH)}"
+        )
     if not isinstance(goldfish["k"], int) or goldfish["k"] < 0:
         raise ValueError(
             f"data_config['goldfish']['k'] must be an integer >= 0 (0 disables), got {goldfish['k']!r}"

@@ -42,6 +42,7 @@ import numpy as np
 from apertus_jax.data import components, mixture
 from apertus_jax.data.config import normalize_data_config
 from apertus_jax.data.goldfish import goldfish_drop_mask
+from apertus_jax.data.goldfish_canonical import CANONICAL_HASH, canonical_drop_mask
 from apertus_jax.data.masks import document_masks
 from apertus_jax.data.packing import PackedRows
 
@@ -55,14 +56,17 @@ def rows_to_batch(rows: np.ndarray, tokenizer, goldfish: dict[str, Any]) -> dict
     Args:
       rows: int32 `[B, T + 1]` packed rows.
       tokenizer: gives `eod_id` and `pad_id`.
-      goldfish: `{"k", "h", "hash"}` (k = 0: off); drops only zero the loss mask.
+      goldfish: `{"k", "h", "hash"}` (k = 0: off); drops only zero the loss mask. Hash "canonical"
+        (`goldfish_canonical`) reads the tokenizer's id -> text mapping; h then counts words.
 
     Returns:
       dict of int32 `[B, T]`: tokens (inputs), targets, positions, segment_ids, loss_mask.
     """
     tokens, targets = rows[:, :-1], rows[:, 1:]
     segment_ids, positions, loss_mask = document_masks(tokens, tokenizer.eod_id, tokenizer.pad_id, targets)
-    if goldfish["k"]:
+    if goldfish["k"] and goldfish["hash"] == CANONICAL_HASH:  # keyed on text: needs the tokenizer
+        loss_mask[canonical_drop_mask(targets, tokenizer, goldfish["k"], goldfish["h"])] = 0
+    elif goldfish["k"]:
         loss_mask[goldfish_drop_mask(targets, goldfish["k"], goldfish["h"], goldfish["hash"])] = 0
     return {
         "tokens": np.ascontiguousarray(tokens),
