@@ -8,6 +8,8 @@ teach the whole passage. This hash keys the decision for a token on the text bef
 - the text of each token (`token_texts`) is NFKC-normalized and case-folded (`str.casefold`);
 - a *word* is a maximal run of letters, digits and combining marks (`str.isalnum` or Unicode category M*);
   every other character (spaces, line breaks, punctuation) only separates words;
+- words enter the key as their `word_skeleton` (ASCII vowels removed, u/v and i/j folded, doubled letters
+  collapsed), so the spelling variants of near-duplicate editions ("minde" / "mind", "vs" / "us") agree;
 - the key of a token that ends inside a word is `(the h - 1 words before it, the word's letters up to the
   token's end)`; the key of a token that ends outside a word (spaces, punctuation) is `(the last h words,
   separator)`. Here h counts WORDS, not tokens (about 1.3 tokens per English word with tekken);
@@ -36,6 +38,7 @@ CANONICAL_HASH = "canonical"
 _MASK64 = (1 << 64) - 1
 _SEPARATOR = "\x1e"  # never part of a word (a control character): marks "ends outside a word"
 _JOIN = "\x1f"
+_VOWELS = frozenset("aeiouywjv")
 
 
 def normalize_text(text: str) -> str:
@@ -46,6 +49,19 @@ def normalize_text(text: str) -> str:
 def is_word_char(char: str) -> bool:
     """Letters, digits and combining marks (Devanagari vowel signs, accents) build words."""
     return char.isalnum() or unicodedata.category(char).startswith("M")
+
+
+def word_skeleton(word: str) -> str:
+    """The spelling-tolerant form of a normalized word that keys the hash: ASCII vowels and the letters that
+    stood for them in older spelling (a, e, i, o, u, y, w, and j, v) are removed and doubled letters
+    collapsed, other characters kept: "minde" and "mind" -> "mnd", "haue" and "have" -> "h", "vs" and "us" ->
+    "s", "naturall" -> "ntrl". Words of other scripts are unchanged ("सभी", "人人")."""
+    out: list[str] = []
+    for char in word:
+        if char in _VOWELS or (out and out[-1] == char):
+            continue
+        out.append(char)
+    return "".join(out)
 
 
 def normalized_words(text: str) -> list[str]:
@@ -96,6 +112,7 @@ def _walk(
     """Per token its key (None: a special token, or no complete context yet) and the indices of the words
     it adds letters to; and the words of the whole sequence (indices count from its start)."""
     words: list[str] = []
+    skeletons: list[str] = []  # word_skeleton of each word: what the keys are made of
     current: list[str] = []
     start = 0  # words before this index belong to an earlier document
     at_document_start = False
@@ -108,6 +125,7 @@ def _walk(
         if token in special_ids:
             if current:
                 words.append("".join(current))
+                skeletons.append(word_skeleton(words[-1]))
                 current = []
             start, at_document_start = len(words), True
             keys.append(None)
@@ -119,11 +137,12 @@ def _walk(
                 current.append(char)
             elif current:
                 words.append("".join(current))
+                skeletons.append(word_skeleton(words[-1]))
                 current = []
         width = h - 1 if current else h  # context words before the current (partial) word or separator
-        context = words[max(start, len(words) - width) :] if width else []
+        context = skeletons[max(start, len(words) - width) :] if width else []
         complete = len(words) - start >= width or at_document_start
-        key = _JOIN.join([*context, "".join(current) if current else _SEPARATOR])
+        key = _JOIN.join([*context, word_skeleton("".join(current)) if current else _SEPARATOR])
         keys.append(key if complete else None)
     if current:
         words.append("".join(current))

@@ -53,6 +53,15 @@ def test_normalized_words_latin_devanagari_cjk_and_compatibility_forms():
     assert gc.normalized_words("人人生而自由，在尊严") == ["人人生而自由", "在尊严"]
 
 
+def test_word_skeleton_folds_early_modern_spelling_and_keeps_other_scripts():
+    pairs = [("minde", "mind"), ("haue", "have"), ("vs", "us"), ("naturall", "natural"), ("sleepe", "sleep")]
+    for folio, modern in pairs:
+        assert gc.word_skeleton(folio) == gc.word_skeleton(modern)
+    assert gc.word_skeleton("minde") == "mnd" and gc.word_skeleton("question") == "qstn"
+    assert gc.word_skeleton("mind") != gc.word_skeleton("kind")  # consonants still tell words apart
+    assert gc.word_skeleton("सभी") == "सभी" and gc.word_skeleton("人人生") == "人生"
+
+
 def test_token_texts_keep_leading_spaces_and_blank_specials(tekken):
     texts = gc.token_texts(tekken)
     assert len(texts) == tekken.vocab_size
