@@ -39,7 +39,7 @@ from typing import Any
 import grain
 import numpy as np
 
-from apertus_jax.data import components, mixture
+from apertus_jax.data import components, injection, mixture
 from apertus_jax.data.config import normalize_data_config
 from apertus_jax.data.goldfish import goldfish_drop_mask
 from apertus_jax.data.goldfish_canonical import CANONICAL_HASH, canonical_drop_mask
@@ -152,6 +152,23 @@ class TrainIterator(grain.DatasetIterator):
             )
             for component in self.components
         ]
+        self._injected = [
+            (index, spec)
+            for index, spec in enumerate(self.config["components"].values())
+            if spec["kind"] in injection.KINDS
+        ]
+        self._schedule, self._stage0_documents = None, 0  # injected occurrences (first stage only)
+        if self._injected:
+            weights = self.config["stages"][0]["weights"]
+            lengths = [self.components[self.component_names.index(name)].mean_tokens for name in weights]
+            self._schedule = injection.make_schedule(
+                self._injected,
+                mixture_mean_tokens=sum(weights.values())
+                / sum(w / m for w, m in zip(weights.values(), lengths)),
+                seed=seed,
+                process_index=process_index,
+                process_count=process_count,
+            )
         self.step, self.rows, self.stage = 0, 0, 0
         self._packer = self._stage_packer(0)
 
@@ -178,11 +195,15 @@ class TrainIterator(grain.DatasetIterator):
             weights.append(weight)
             lengths.append(component.mean_tokens)
         stream = mixture.mix_components(datasets, weights, lengths)
+        if stage_index == 0 and self._injected:
+            stream = injection.InjectedStream(stream, self._schedule)
         return PackedRows(stream, [c.documents for c in self.components], self.seq_len, self.tokenizer.pad_id)
 
     def _next_row(self) -> np.ndarray | None:
         end = self.stage_ends[self.stage]
         if end is not None and self.rows >= end:
+            if self.stage == 0:
+                self._stage0_documents = self._packer.get_state()["next_new_document"]
             self.stage += 1
             self._packer = self._stage_packer(self.stage)
             return self._next_row()
@@ -230,6 +251,7 @@ class TrainIterator(grain.DatasetIterator):
             "rows": self.rows,
             "stage": self.stage,
             "packer": self._packer.get_state(),
+            "stage0_documents": self._stage0_documents,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -247,8 +269,20 @@ class TrainIterator(grain.DatasetIterator):
                 "tokenizer or process_index/process_count differ); restore with the same settings"
             )
         self.step, self.rows, self.stage = int(state["step"]), int(state["rows"]), int(state["stage"])
+        self._stage0_documents = int(state.get("stage0_documents", 0))
         self._packer = self._stage_packer(self.stage)
         self._packer.set_state(state["packer"])
+
+    def injected_components(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """`(component index, name, spec)` of the probe and canary components (`data.injection`)."""
+        return [(index, self.component_names[index], spec) for index, spec in self._injected]
+
+    def injection_exposures(self) -> dict[int, dict[int, int]]:
+        """Occurrences of injected documents started on this host so far (`injection.exposures`)."""
+        if not self._injected:
+            return {}
+        started = self._packer.get_state()["next_new_document"] if self.stage == 0 else self._stage0_documents
+        return injection.exposures(self._schedule, started)
 
     def stats(self) -> dict[str, Any]:
         """Progress for logging: step, stage, rows and tokens on this host, and per component the

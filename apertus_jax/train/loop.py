@@ -17,6 +17,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
+from apertus_jax.data.injection import write_manifest
 from apertus_jax.models import flops
 from apertus_jax.train.assemble import Run
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
@@ -137,6 +138,7 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
         nonlocal saved_step
         meta = {"progress": dataclasses.asdict(progress), "param_shapes": shapes, "seed": config.seed}
         checkpointer.save(progress.step, state, data_iter, meta)
+        write_manifest(workdir, data_iter, progress.step, jax.process_index())  # probes/canaries seen so far
         saved_step = progress.step
 
     try:
