@@ -169,3 +169,12 @@ def test_metrics_on_tekken_tokens_match_the_reference_dynamic_programme(script):
     assert 0.5 < mem.rouge_l(ref, gen) < 1.0
     score = mem.score_generation(ref, gen)
     assert not score.exact_match and score.lccs_fraction == pytest.approx(score.lccs / len(ref))
+
+
+def test_exact_match_length_counts_the_leading_equal_tokens():
+    assert mem.exact_match_length([5, 6, 7, 8], [5, 6, 9, 8]) == 2
+    assert mem.exact_match_length([5, 6, 7], [5, 6, 7]) == 3
+    assert mem.exact_match_length([5, 6, 7], [4, 6, 7]) == 0
+    assert mem.exact_match_length([5, 6], [5, 6, 7, 8]) == 2  # at most the shorter length
+    cjk = [ord(c) for c in SCRIPTS["cjk"][0]]
+    assert mem.exact_match_length(cjk, [ord(c) for c in "人人生而自由，在权利"]) == 8
