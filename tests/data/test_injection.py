@@ -54,6 +54,19 @@ def test_selection_assigns_buckets_in_order_and_holds_out_unseen():
     assert injection.select({**spec, "seed": 1}).texts != selection.texts
 
 
+def test_reflowed_probes_are_the_same_sonnets_in_one_paragraph():
+    spec = normalize_data_config(pipeline_config())["components"]["probes"]
+    original, reflowed = injection.select(spec), injection.select({**spec, "format": "reflowed"})
+    assert [m["sonnet"] for m in original.metadata] == [m["sonnet"] for m in reflowed.metadata]
+    sonnet = load_sonnets()[17]
+    text = injection.reflow(sonnet)
+    assert "\n" not in text and text.startswith("Shall I compare thee to a summer's day? thou art more")
+    assert text.endswith("so long lives this,  and this gives life to thee.")
+    from apertus_jax.data.goldfish_canonical import normalized_words
+
+    assert normalized_words(text) == normalized_words(sonnet)  # only the format differs
+
+
 def test_schedule_counts_spread_and_host_shares():
     config = normalize_data_config(pipeline_config())
     injected = [(1, config["components"]["probes"]), (2, config["components"]["canaries"])]
@@ -161,6 +174,7 @@ def test_manifest_records_texts_plan_and_exposures(tokenizer, tmp_path):
         (lambda c: c["components"]["probes"].update(repetitions=[0, 2]), "repetitions"),
         (lambda c: c["components"]["probes"].update(per_bucket=40), "154"),
         (lambda c: c["components"]["probes"].update(source="plays"), "source"),
+        (lambda c: c["components"]["probes"].update(format="folio"), "format"),
         (lambda c: c.update(stages=[{"weights": {"probes": 1.0}}]), "no weight"),
         (lambda c: c["components"].pop("prose"), "only injected"),
     ],

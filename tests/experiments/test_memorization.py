@@ -40,6 +40,9 @@ def test_the_two_runs_differ_only_in_the_goldfish_settings(study):
     assert goldfish["data"]["pipeline"]["goldfish"] == {"k": 4, "h": 13, "hash": "apertus"}
     del standard["data"]["pipeline"]["goldfish"], goldfish["data"]["pipeline"]["goldfish"]
     assert standard == goldfish
+    other = copy.deepcopy(study)
+    other.goldfish.hash = "canonical"
+    assert list(study_lib.run_configs(other)) == ["standard", "goldfish_k4_canonical"]
 
 
 def test_scores_of_a_memorized_and_an_unrelated_probe(tiny_model, tokenizer):
