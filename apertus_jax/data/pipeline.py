@@ -20,6 +20,10 @@ Stages end at global token boundaries: per host, stage s ends after `ceil(until_
 process_count))` rows. Each stage has its own seed; a stage starts from fresh documents of its own mix
 (the partial document at the boundary is not continued).
 
+Probe and canary components (`apertus_jax.data.injection`) are not mixed by weight: their documents are
+inserted into the first stage's document stream at planned positions, so the packer's position also fixes
+which of them have been seen (`injection_exposures()`).
+
 State (`get_state()` / `set_state()`, JSON-serializable, saved in Orbax checkpoints with
 `grain.checkpoint.CheckpointSave(it)` / restored with `grain.checkpoint.CheckpointRestore(it)`): the step,
 rows produced, the stage, the packer's position `(document, offset)` and per-component document counts.
