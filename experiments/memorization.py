@@ -33,9 +33,6 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/memorization_tiny.py", "Study config (Python).")
-_OUT = flags.DEFINE_string("out", "workdir/memorization", "Output directory: the runs' workdirs and results.")
-
 DECODINGS = ("greedy", "nucleus")
 METRICS = ("rouge_l", "lccs", "exact_match_length", "ttr")
 
@@ -379,5 +376,18 @@ def _preempted_step(workdir: str) -> int | None:
         return json.load(f)["step"]
 
 
+def _define_flags() -> None:
+    """The command-line flags, defined only when this module runs as the command (tests import it
+    beside other experiments whose flags have the same names)."""
+    global _CONFIG, _OUT
+    _CONFIG = config_flags.DEFINE_config_file(
+        "config", "configs/memorization_tiny.py", "Study config (Python)."
+    )
+    _OUT = flags.DEFINE_string(
+        "out", "workdir/memorization", "Output directory: the runs' workdirs and results."
+    )
+
+
 if __name__ == "__main__":
+    _define_flags()
     app.run(main)
