@@ -5,7 +5,9 @@
 `run` is an ordinary run config (the standard-loss run; the Goldfish run differs only in
 `data.pipeline.goldfish`): a tiny Apertus on the demo corpus's German prose, with 14 of Shakespeare's
 sonnets injected 1, 2, 4, 8, 16, 32 or 64 times (2 per count, 4 more never seen) and 12 canaries injected
-1, 4, 16 or 64 times (2 per count, 4 never seen), spread over the whole run. For a pod run, point `run` at
+1, 4, 16 or 64 times (2 per count, 4 never seen), spread over the whole run. 36 minutes on 2 shared CPU
+cores with the resume check; at 300 steps the standard run memorizes the 64-times canaries (exposure 6.7
+bits vs 1.9 unseen) but not yet the sonnets (docs/memorization.md): raise STEPS for that. For a pod run, point `run` at
 a real recipe (e.g. `configs/apertus_8b.py`) and add the same two components with more probes, longer
 prefixes and suffixes.
 """
