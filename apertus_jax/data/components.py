@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from apertus_jax.data import shards, sources
+from apertus_jax.data import injection, shards, sources
 from apertus_jax.data.documents import Component, tokenize_documents
 
 _RAW_CACHE: dict[str, Component] = {}
@@ -28,6 +28,8 @@ def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
       FileNotFoundError: a missing path or shard.
     """
     kind = spec["kind"]
+    if kind in injection.KINDS:  # probes and canaries: inserted by the pipeline, not mixed
+        return injection.load_component(name, spec, tokenizer)
     if kind == "arrayrecord":
         sets = [shards.ShardSource(path, tokenizer) for path in spec["paths"]]
         documents = sets[0] if len(sets) == 1 else _Concatenated(sets)

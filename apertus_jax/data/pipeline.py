@@ -20,6 +20,10 @@ Stages end at global token boundaries: per host, stage s ends after `ceil(until_
 process_count))` rows. Each stage has its own seed; a stage starts from fresh documents of its own mix
 (the partial document at the boundary is not continued).
 
+Probe and canary components (`apertus_jax.data.injection`) are not mixed by weight: their documents are
+inserted into the first stage's document stream at planned positions, so the packer's position also fixes
+which of them have been seen (`injection_exposures()`).
+
 State (`get_state()` / `set_state()`, JSON-serializable, saved in Orbax checkpoints with
 `grain.checkpoint.CheckpointSave(it)` / restored with `grain.checkpoint.CheckpointRestore(it)`): the step,
 rows produced, the stage, the packer's position `(document, offset)`, per-component document counts and
@@ -40,9 +44,10 @@ from typing import Any
 import grain
 import numpy as np
 
-from apertus_jax.data import components, mixture
+from apertus_jax.data import components, injection, mixture
 from apertus_jax.data.config import normalize_data_config
 from apertus_jax.data.goldfish import goldfish_drop_mask
+from apertus_jax.data.goldfish_canonical import CANONICAL_HASH, canonical_drop_mask
 from apertus_jax.data.masks import document_masks
 from apertus_jax.data.packing import PackedRows
 
@@ -62,13 +67,16 @@ def rows_to_batch(
       history: int64 `[B, h - 1]`, per row the tokens of its first document before its first target (-1
         before the document start; `PackedRows.history`); used by the content-only "mixed" hash, None
         means every row starts a document.
+        Hash "canonical" (`goldfish_canonical`) reads the tokenizer's id -> text mapping; h then counts words.
 
     Returns:
       dict of int32 `[B, T]`: tokens (inputs), targets, positions, segment_ids, loss_mask.
     """
     tokens, targets = rows[:, :-1], rows[:, 1:]
     segment_ids, positions, loss_mask = document_masks(tokens, tokenizer.eod_id, tokenizer.pad_id, targets)
-    if goldfish["k"]:
+    if goldfish["k"] and goldfish["hash"] == CANONICAL_HASH:  # keyed on text: needs the tokenizer
+        loss_mask[canonical_drop_mask(targets, tokenizer, goldfish["k"], goldfish["h"])] = 0
+    elif goldfish["k"]:
         dropped = goldfish_drop_mask(
             targets, goldfish["k"], goldfish["h"], goldfish["hash"], eod_id=tokenizer.eod_id, history=history
         )
@@ -157,6 +165,23 @@ class TrainIterator(grain.DatasetIterator):
             )
             for component in self.components
         ]
+        self._injected = [
+            (index, spec)
+            for index, spec in enumerate(self.config["components"].values())
+            if spec["kind"] in injection.KINDS
+        ]
+        self._schedule, self._stage0_documents = None, 0  # injected occurrences (first stage only)
+        if self._injected:
+            weights = self.config["stages"][0]["weights"]
+            lengths = [self.components[self.component_names.index(name)].mean_tokens for name in weights]
+            self._schedule = injection.make_schedule(
+                self._injected,
+                mixture_mean_tokens=sum(weights.values())
+                / sum(w / m for w, m in zip(weights.values(), lengths)),
+                seed=seed,
+                process_index=process_index,
+                process_count=process_count,
+            )
         self.step, self.rows, self.stage = 0, 0, 0
         self._tokens_before_stage = [0] * len(self.components)  # target tokens of finished stages
         self._packer = self._stage_packer(0)
@@ -184,12 +209,16 @@ class TrainIterator(grain.DatasetIterator):
             weights.append(weight)
             lengths.append(component.mean_tokens)
         stream = mixture.mix_components(datasets, weights, lengths)
+        if stage_index == 0 and self._injected:
+            stream = injection.InjectedStream(stream, self._schedule)
         return PackedRows(stream, [c.documents for c in self.components], self.seq_len, self.tokenizer.pad_id)
 
     def _next_row(self) -> tuple[np.ndarray, np.ndarray] | None:
         end = self.stage_ends[self.stage]
         if end is not None and self.rows >= end:
             self._tokens_before_stage = self.tokens_consumed()
+            if self.stage == 0:
+                self._stage0_documents = self._packer.get_state()["next_new_document"]
             self.stage += 1
             self._packer = self._stage_packer(self.stage)
             return self._next_row()
@@ -245,6 +274,7 @@ class TrainIterator(grain.DatasetIterator):
             "stage": self.stage,
             "packer": self._packer.get_state(),
             "tokens_before_stage": list(self._tokens_before_stage),
+            "stage0_documents": self._stage0_documents,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -262,6 +292,7 @@ class TrainIterator(grain.DatasetIterator):
                 "tokenizer or process_index/process_count differ); restore with the same settings"
             )
         self.step, self.rows, self.stage = int(state["step"]), int(state["rows"]), int(state["stage"])
+        self._stage0_documents = int(state.get("stage0_documents", 0))
         self._packer = self._stage_packer(self.stage)
         self._packer.set_state(state["packer"])
         self._tokens_before_stage = [
@@ -272,6 +303,17 @@ class TrainIterator(grain.DatasetIterator):
         """Per component (in `component_names` order), the tokens this host has yielded as targets so far,
         over all stages (padding excluded): their sum is rows * seq_len minus the padded targets."""
         return [a + b for a, b in zip(self._tokens_before_stage, self._packer.tokens_consumed)]
+
+    def injected_components(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """`(component index, name, spec)` of the probe and canary components (`data.injection`)."""
+        return [(index, self.component_names[index], spec) for index, spec in self._injected]
+
+    def injection_exposures(self) -> dict[int, dict[int, int]]:
+        """Occurrences of injected documents started on this host so far (`injection.exposures`)."""
+        if not self._injected:
+            return {}
+        started = self._packer.get_state()["next_new_document"] if self.stage == 0 else self._stage0_documents
+        return injection.exposures(self._schedule, started)
 
     def stats(self) -> dict[str, Any]:
         """Progress for logging: step, stage, rows and tokens on this host, and per component the

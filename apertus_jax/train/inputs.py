@@ -15,16 +15,13 @@ import jax
 import ml_collections
 import numpy as np
 
+from apertus_jax.cache import cache_dir  # re-exported: experiments import it from here
 from apertus_jax.data import demo_corpus
 from apertus_jax.data.pipeline import build_train_pipeline
 from apertus_jax.optim import BatchSizePlan
 from apertus_jax.tokenizers import load_tokenizer
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.tokenizers.train import BPEConfig, train_sentencepiece
-
-
-def cache_dir() -> str:
-    return os.environ.get("APERTUS_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "apertus_jax"))
 
 
 def demo_tokenizer_path(vocab_size: int, texts: list[str]) -> str:

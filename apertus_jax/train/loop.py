@@ -18,6 +18,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
+from apertus_jax.data.injection import write_manifest
 from apertus_jax.models import flops
 from apertus_jax.train import evaluation, provenance
 from apertus_jax.train.assemble import Run
@@ -175,6 +176,10 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
         meta = {"progress": dataclasses.asdict(progress), "param_shapes": shapes, "seed": config.seed}
         checkpointer.save(progress.step, state, data_iter, meta)
         provenance.record(workdir, config, data_iter, progress.step)
+        # Probes/canaries seen so far: the wrapped iterator set back to the last consumed batch (the prefetch
+        # thread restarts at the next batch).
+        data_iter.close()
+        write_manifest(workdir, data_iter.iterator, progress.step, jax.process_index())
         saved_step = progress.step
 
     def settle(pending) -> bool:
