@@ -61,8 +61,10 @@ def test_eval_does_not_change_the_training_losses(with_eval, uninterrupted, loss
     records = _eval_records(read_records(with_eval))
     assert [r["step"] for r in records] == EVAL_STEPS  # every 4 steps, the last step included
     first, last = records[0], records[-1]
-    assert last["eval/demo/loss"] < first["eval/demo/loss"] < np.log(1024) + 0.5
-    assert 0 < last["eval/demo/bits_per_byte"] < first["eval/demo/bits_per_byte"]
+    # Learned by step 4 (below the untrained first training loss); tiny_resume's LR of 1e-2 and its stage
+    # change at step 9 make the later held-out loss go up again, so no monotonicity is asserted.
+    assert first["eval/demo/loss"] < train_losses[0][1] < np.log(1024) + 0.5
+    assert all(0 < r["eval/demo/bits_per_byte"] and r["eval/demo/loss"] < np.log(1024) + 0.5 for r in records)
     questions = last["eval/german_exams_qa/questions"]
     assert 0 < questions <= 20
     for norm in ("unnormalized", "per_token", "per_char", "per_byte"):
