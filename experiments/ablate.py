@@ -37,7 +37,9 @@ import sys
 import time
 
 import ml_collections
-from absl import app, flags, logging
+from absl import flags, logging
+
+from experiments import cli
 
 _CONFIG = flags.DEFINE_string("config", None, "Ablation file (configs/ablations/NAME.py).")
 _VARIANTS = flags.DEFINE_list("variants", None, "Run only these variants (default: all).")
@@ -241,4 +243,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_absl(main)

@@ -11,9 +11,8 @@ rewards are word-level ROUGE-L F1 against the reference answer (`apertus_jax.pos
 import json
 import os
 
-from absl import app
-
 from apertus_jax.posttrain.rewards import rouge_l_reward
+from experiments import cli
 
 ASSETS = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apertus_jax", "posttrain", "assets"
@@ -64,4 +63,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_absl(main)

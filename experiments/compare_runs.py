@@ -33,6 +33,8 @@ import sys
 
 import numpy as np
 
+from experiments import cli
+
 SMOOTHING_FRACTION = 0.1
 
 
@@ -306,9 +308,8 @@ def compare(paths: list[str], baseline: str | None = None, out: str | None = Non
 
 
 def main(argv: list[str]) -> int:
-    import argparse
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dirs", nargs="+", help="run workdirs or folders holding them")
     parser.add_argument(
         "--baseline", default=None, help="variant the others are compared to (default: first)"

@@ -7,14 +7,14 @@ provenance record as `training_data.json` (sources, licences, tokens consumed pe
 statistics) and a model card `README.md`. Exit status 1 with a one-line error on a bad workdir.
 """
 
-import argparse
 import sys
 
 from apertus_jax.train.provenance import export_hf
+from experiments import cli
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = cli.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", required=True, help="a training workdir (experiments.pretrain output)")
     parser.add_argument("--out", required=True, help="the HF checkpoint directory to write")
     args = parser.parse_args(argv)

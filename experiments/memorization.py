@@ -30,8 +30,10 @@ import threading
 import time
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
+
+from experiments import cli
 
 DECODINGS = ("greedy", "nucleus")
 METRICS = ("rouge_l", "lccs", "exact_match_length", "ttr")
@@ -390,4 +392,4 @@ def _define_flags() -> None:
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    cli.run_absl(main)

@@ -13,7 +13,9 @@ on stderr and exit status 2.
 
 import sys
 
-from absl import app, logging
+from absl import logging
+
+from experiments import cli
 
 DEFAULTS = {"config": "configs/qrpo_tiny.py", "workdir": "workdir/qrpo_tiny"}
 
@@ -28,7 +30,6 @@ def main(argv) -> None:
     del argv
     from experiments import pretrain
 
-    pretrain._quiet_library_logs()
     pretrain._enable_compilation_cache()
     from apertus_jax.posttrain.reference_cache import prepare_reference_cache
     from apertus_jax.train import distributed
@@ -56,6 +57,6 @@ def main(argv) -> None:
 if __name__ == "__main__":
     # Before experiments.pretrain defines --config: config_flags loads the file named in sys.argv then.
     sys.argv = with_defaults(sys.argv)
-    from experiments import pretrain
+    from experiments import pretrain  # noqa: F401 (defines --config and --workdir)
 
-    app.run(main, flags_parser=pretrain.parse_flags)
+    cli.run_absl(main)

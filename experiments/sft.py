@@ -9,7 +9,7 @@ resumes, SIGTERM saves and exits 0, bad input ends with one line on stderr and e
 
 import sys
 
-from absl import app
+from experiments import cli
 
 DEFAULTS = {"config": "configs/sft_tiny.py", "workdir": "workdir/sft_tiny"}
 
@@ -25,4 +25,4 @@ if __name__ == "__main__":
     sys.argv = with_defaults(sys.argv)
     from experiments import pretrain
 
-    app.run(pretrain.main, flags_parser=pretrain.parse_flags)
+    cli.run_absl(pretrain.main)

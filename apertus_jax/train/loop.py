@@ -91,13 +91,13 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> str:
     check_workdir_usable(workdir)  # before devices and the mesh start
     run = Run(config)
     run.warn_if_steps_end_before_cooldown()
+    data_iter = Prefetcher(run.data_iterator(), run.sections.train.prefetch_batches)
     init_from = run.sections.checkpoint.init_from
     if init_from and not os.path.isdir(os.path.join(init_from, "checkpoints")):
         raise FileNotFoundError(
             f"checkpoint.init_from={init_from} has no checkpoints/: it must be a workdir written by "
             "`python -m experiments.pretrain` (or leave checkpoint.init_from empty)"
         )
-    data_iter = Prefetcher(run.data_iterator(), run.sections.train.prefetch_batches)
     logging.info(
         "mesh %s over %d devices (%d processes)",
         dict(run.mesh.shape),
