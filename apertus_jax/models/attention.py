@@ -11,6 +11,15 @@ Kernels behind `ModelConfig.attention_impl` (all take q `[B, T, N, H]`, k/v `[B,
   "jax_nn" -- `jax.nn.dot_product_attention(..., implementation="xla")` with the boolean mask.
   "cudnn"  -- the same call with `implementation="cudnn"` (GPU, bf16/fp16 inputs).
   "splash" -- the TPU Pallas splash kernel with `SegmentIds` and a causal mask (TPU backend only).
+
+Context parallelism (a mesh "context" axis > 1, `partitioning.LOGICAL_AXIS_RULES["length"]`): q, k and v are
+computed on each device's slice of the sequence; before the kernel, k, v and the key-side segment ids are
+all-gathered over "context" (one all-gather per layer; its backward a reduce-scatter), while queries, the
+mask rows and the output stay split by query position. The causal rule compares global indices, so the result
+is the unsharded one; positions (RoPE) and Goldfish come with the batch and are untouched. The gathered K/V
+of one layer are `2 * T * K * H` values per row, small next to the `T / context * T` scores of the "xla" and
+"jax_nn" kernels (docs/long_context.md has the memory plan). The "splash" kernel runs per batch and head
+shard but whole along the sequence (replicated over "context"): exact, without the memory saving.
 """
 
 import jax
@@ -119,13 +128,17 @@ def dot_product_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, impl
     """Dispatch to kernel `impl` with the packed-document mask; padding rows of the output are zero.
 
     Shapes: q `[B, T, N, H]`, k/v `[B, T, K, H]`, segment_ids `[B, T]` int -> `[B, T, N, H]` in `q.dtype`.
-    Scale `H ** -0.5`.
+    Scale `H ** -0.5`. Under a mesh with a "context" axis, k/v are all-gathered along T (module docstring).
     """
     scale = q_BxTxNxH.shape[-1] ** -0.5
     if impl == "splash":
         out = splash_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale)
     else:
-        mask = attention_mask(segment_ids_BxT)
+        # Keys and values whole along the sequence (an all-gather over "context"; a no-op without one),
+        # mask rows split like the queries.
+        k_BxSxKxH = constrain(k_BxSxKxH, ("batch", None, "kv_heads", "head_dim"))
+        v_BxSxKxH = constrain(v_BxSxKxH, ("batch", None, "kv_heads", "head_dim"))
+        mask = constrain(attention_mask(segment_ids_BxT), ("batch", None, "length", None))
         if impl == "xla":
             out = xla_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask, scale)
         else:

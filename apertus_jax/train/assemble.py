@@ -65,7 +65,8 @@ class Run:
         self.plan = self.sections.train.plan
         self.lr_schedule = make_lr_schedule(self.sections.optim, self.plan)
         self.tx = make_tx(self.sections.optim, self.lr_schedule)
-        self.mesh = partitioning.make_mesh(*self.sections.mesh_shape, devices=devices)
+        data, fsdp, tensor, context = self.sections.mesh_shape
+        self.mesh = partitioning.make_mesh(data, fsdp, tensor, devices, context)
         self._steps: dict[int, TrainStep] = {}
 
     @functools.cached_property
