@@ -22,7 +22,9 @@ process_count))` rows. Each stage has its own seed; a stage starts from fresh do
 
 State (`get_state()` / `set_state()`, JSON-serializable, saved in Orbax checkpoints with
 `grain.checkpoint.CheckpointSave(it)` / restored with `grain.checkpoint.CheckpointRestore(it)`): the step,
-rows produced, the stage, the packer's position `(document, offset)` and per-component document counts.
+rows produced, the stage, the packer's position `(document, offset)`, per-component document counts and, for
+components with `length_buckets`, their edges, token shares and host documents per bucket (informational; the
+fingerprint already covers the configuration).
 A restored iterator yields bitwise the batches an uninterrupted one would, across stage and epoch
 boundaries, mid-document and after batch-size changes. The state carries a fingerprint of the data
 config, seq_len, seed, tokenizer and process layout; restoring into a different pipeline raises.
@@ -149,10 +151,12 @@ class TrainIterator(grain.DatasetIterator):
             for component in self.components
         ]
         self.step, self.rows, self.stage = 0, 0, 0
+        self.length_buckets: dict[str, dict] = {}  # of the current stage's bucketed components
         self._packer = self._stage_packer(0)
 
     def _stage_packer(self, stage_index: int) -> PackedRows:
         stage = self.config["stages"][stage_index]
+        self.length_buckets = {}
         stage_seed = (
             stage["seed"] if stage["seed"] is not None else mixture.derive_seed(self.seed, stage_index)
         )
@@ -160,19 +164,24 @@ class TrainIterator(grain.DatasetIterator):
         for name, weight in stage["weights"].items():
             index = self.component_names.index(name)
             component = self.components[index]
-            datasets.append(
-                mixture.component_dataset(
-                    component,
-                    index,
-                    self.config["components"][name],
-                    seed=mixture.derive_seed(stage_seed, name),
-                    split_seed=self.config["split_seed"],
-                    process_index=self.process_index,
-                    process_count=self.process_count,
-                )
+            spec = self.config["components"][name]
+            host = dict(
+                seed=mixture.derive_seed(stage_seed, name),
+                split_seed=self.config["split_seed"],
+                process_index=self.process_index,
+                process_count=self.process_count,
             )
+            if spec.get("length_buckets") is None:
+                datasets.append(mixture.component_dataset(component, index, spec, **host))
+                lengths.append(component.mean_tokens)
+            else:
+                dataset, mean_tokens, counts = mixture.bucketed_component_dataset(
+                    component, index, spec, **host
+                )
+                datasets.append(dataset)
+                lengths.append(mean_tokens)
+                self.length_buckets[name] = {**spec["length_buckets"], "host_documents": counts}
             weights.append(weight)
-            lengths.append(component.mean_tokens)
         stream = mixture.mix_components(datasets, weights, lengths)
         return PackedRows(stream, [c.documents for c in self.components], self.seq_len, self.tokenizer.pad_id)
 
@@ -226,6 +235,7 @@ class TrainIterator(grain.DatasetIterator):
             "rows": self.rows,
             "stage": self.stage,
             "packer": self._packer.get_state(),
+            "length_buckets": self.length_buckets,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -264,6 +274,7 @@ class TrainIterator(grain.DatasetIterator):
             "rows": self.rows,
             "tokens": self.rows * self.seq_len,
             "components": per_component,
+            "length_buckets": self.length_buckets,
         }
 
 

@@ -61,3 +61,14 @@ def test_mesh_argument_errors():
             memory_plan.parse_mesh(bad)
     with pytest.raises(ValueError, match="needs 16 devices, 8 exist"):
         memory_plan.state_spec(tiny_demo.get_config(), (1, 16, 1))
+
+
+def test_context_axis_splits_activations_not_parameters(config):
+    assert memory_plan.parse_mesh("1x16x1x4") == (1, 16, 1, 4)
+    plain, split = (
+        memory_plan.plan_one(config, shape, rows_per_device=1) for shape in ((1, 2, 1), (1, 2, 1, 4))
+    )
+    assert split["params"] == plain["params"] and split["opt_state"] == plain["opt_state"]
+    assert split["rows"] == plain["rows"] == 2
+    # Each device keeps a quarter of every row's activations (the K/V of a layer are gathered whole).
+    assert split["activations"] < 0.6 * plain["activations"]
