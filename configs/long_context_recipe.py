@@ -16,6 +16,7 @@ WARMUP_TOKENS = 1_200_000_000  # per stage (Apertus report section 2.5)
 # Tokens per stage: the report's Table 8 counts are not in our sources; 24B tokens (20 warmups) per stage is
 # our placeholder. Set your own budget here.
 STAGE_TOKENS = 24_000_000_000
+QUERY_BLOCK = 512
 LENGTH_BUCKETS = dict(edges=[4096, 16384], token_shares=[0.4, 0.3, 0.3])
 
 
@@ -58,6 +59,9 @@ def long_context_stage(
     batch-sharded device on `devices` devices (`devices / (tensor * context)` rows)."""
     base = apertus_recipe(preset, stage_bounds=(1, 2, 3, 4), tensor=tensor, every_steps=every_steps)
     base.data.pipeline = long_context_pipeline()
+    # Used where attention runs as XLA einsums (the memory plan on CPU devices); cuDNN never builds the
+    # [heads, T, T] scores.
+    base.model.attention_query_block = QUERY_BLOCK
     config = stage_config(
         base, stage, batch_tokens=batch_tokens, peak_lr=peak_lr, warmup_tokens=WARMUP_TOKENS
     )

@@ -15,6 +15,9 @@ CONFIGS = [
     ("apertus_70b", 1024),
     ("ablation_1p5b", 64),
     ("boldt_350m", 8),
+    ("tiny_long_context", 1),
+    ("apertus_8b_long_context", 64),
+    ("apertus_70b_long_context", 256),
 ]
 
 
