@@ -63,8 +63,13 @@ def test_mesh_argument_errors():
         memory_plan.state_spec(tiny_demo.get_config(), (1, 16, 1))
 
 
-def test_context_axis_splits_activations_not_parameters(config):
+def test_context_axis_splits_activations_not_parameters():
+    """1,024-token rows of the tiny demo model, where a row's activations outweigh the weights' gradients."""
     assert memory_plan.parse_mesh("1x16x1x4") == (1, 16, 1, 4)
+    config = tiny_demo.get_config()
+    with config.unlocked():
+        config.data.seq_len = config.model.max_seq_len = 1024
+        config.train.batch_plan = ((0, 2 * 1024),)
     plain, split = (
         memory_plan.plan_one(config, shape, rows_per_device=1) for shape in ((1, 2, 1), (1, 2, 1, 4))
     )
