@@ -113,12 +113,14 @@ def test_kill9_across_the_stage_boundary_then_resume_is_bitwise(
     env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
     command = [sys.executable, "-m", "experiments.long_context", f"--config={CONFIG}"]
     command += [f"--init_from={pretrained}", f"--workdir={root}"]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = open(tmp_path / "stderr.log", "w")  # a file, not a pipe: a full pipe would block the driver
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
     # Killed after the first step of the second stage, before its first checkpoint (every 2 steps).
     while process.poll() is None and _last_step(os.path.join(root, "4x", "metrics.jsonl")) < 1:
         time.sleep(0.02)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=300)
+    log.close()
     assert _last_step(os.path.join(root, "2x", "metrics.jsonl")) == 6
 
     final = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
