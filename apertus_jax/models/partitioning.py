@@ -4,7 +4,10 @@ Parameters carry `logical_axes` metadata (one name or None per dimension; see `l
 `LOGICAL_AXIS_RULES` maps each name to an ordered tuple of mesh axes of the 4-D mesh ("data", "fsdp",
 "tensor", "context"), MaxText style: batch over data and fsdp, embed over fsdp (ZeRO-3 style weight sharding),
 heads / kv_heads / mlp / vocab over tensor, the sequence ("length") of activations over context (context
-parallelism; parameters have no "length" dimension), everything else replicated. The context axis is the last
+parallelism; parameters have no "length" dimension), everything else replicated. Weights are split over
+context as well as fsdp ("embed"): the devices of a context group would otherwise each hold the same
+parameter and optimizer shards (ZeRO-3 over the context group; in activations "length" takes the context axis
+first, so "embed" stays as it was there). The context axis is the last
 (innermost) mesh axis: its per-layer K/V all-gather is the largest collective of a long-context step, so its
 devices are the nearest neighbours. With `context = 1` (the default) the mesh has no context axis (`make_mesh`), as before.
 
@@ -29,7 +32,7 @@ MESH_AXES = ("data", "fsdp", "tensor", "context")
 LOGICAL_AXIS_RULES: dict[str, tuple[str, ...]] = {
     "batch": ("data", "fsdp"),
     "length": ("context",),
-    "embed": ("fsdp",),
+    "embed": ("fsdp", "context"),
     "heads": ("tensor",),
     "kv_heads": ("tensor",),
     "head_dim": (),
