@@ -11,6 +11,7 @@ Attention: cuDNN on GPU, the splash Pallas kernel on TPU, XLA elsewhere. Layers 
 kept for matmuls without batch dimensions (`dots_with_no_batch_dims_saveable`; `--remat` changes it).
 Targets: the Apertus report's ~31-35% MFU (8B on GH200, docs/recipe.md section 10); the aim is MaxText's 50%+.
 
+`--fp8` switches the attention and MLP projections to FP8 (`ModelConfig.fp8`, `apertus_jax.models.fp8`).
 `--dry_run` runs the same code path with tiny widths for 2 steps on any backend (CPU CI keeps it working).
 """
 
@@ -34,6 +35,7 @@ def run(
     seq: int = 0,
     remat: str = "dots_with_no_batch_dims_saveable",
     optimizer: str = "ademamix",
+    fp8: bool = False,
 ) -> dict:
     """Measures config `config` of `ACCELERATOR_CONFIGS`; returns `benchmarks.train_step.measure`'s dict plus
     tokens_per_s_per_device, peak_tflops_per_device and attention_impl.
@@ -44,7 +46,7 @@ def run(
     if config not in ACCELERATOR_CONFIGS:
         raise ValueError(f"unknown --config={config!r}; choose one of {sorted(ACCELERATOR_CONFIGS)}")
     spec = ACCELERATOR_CONFIGS[config]
-    overrides = dict(spec["overrides"])
+    overrides = dict(spec["overrides"], fp8=fp8)
     if dry_run:
         spec = {**spec, **DRY_RUN}
         overrides.update(DRY_RUN["overrides"])
@@ -73,6 +75,7 @@ def run(
         "peak_tflops_per_device": peak_per_device / 1e12,
         "attention_impl": attention_impl,
         "device_kind": jax.devices()[0].device_kind,
+        "fp8": fp8,
     }
 
 
@@ -80,7 +83,7 @@ def format_result(config: str, dry_run: bool, r: dict) -> str:
     """One human-readable line of `run`'s result."""
     return (
         f"{config}{' (dry run)' if dry_run else ''} on {r['devices']} x {r['device_kind']} "
-        f"attention={r['attention_impl']} bf16 {r['optimizer']} batch={r['batch']} seq={r['seq']}: "
+        f"attention={r['attention_impl']} {'fp8' if r['fp8'] else 'bf16'} {r['optimizer']} batch={r['batch']} seq={r['seq']}: "
         f"tokens_per_s_per_device={r['tokens_per_s_per_device']:.0f} step_ms={r['step_ms']:.1f} "
         f"mfu={100 * r['mfu']:.1f}% (peak {r['peak_tflops_per_device']:.4g} TFLOP/s/device, "
         f"{r['train_flops_per_token'] / 1e9:.3g} GFLOP/token) first_step={r['first_step_s']:.1f}s "
@@ -102,6 +105,7 @@ def main(argv=None) -> None:
         choices=("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable"),
     )
     parser.add_argument("--optimizer", default="ademamix", choices=("ademamix", "adamw"))
+    parser.add_argument("--fp8", action="store_true", help="FP8 projections (ModelConfig.fp8)")
     args = parser.parse_args(argv)
     try:
         r = run(
@@ -113,6 +117,7 @@ def main(argv=None) -> None:
             args.seq,
             args.remat,
             args.optimizer,
+            args.fp8,
         )
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err

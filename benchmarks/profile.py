@@ -3,7 +3,8 @@
     python -m benchmarks.profile --config=bench-18m-apertus [--steps 3 --top 15 --batch 4 --seq 256]
 
 Every op event of the XLA CPU threads is attributed to one part of the model by its HLO instruction:
-  optimizer  -- outside the gradient loop (`while/body` in the op's name stack): clip, AdamW/AdEMAMix update;
+  optimizer  -- outside the gradient computation (neither `jvp(` nor the microbatch loop's `while/body` in the
+                op's name stack): clip, AdamW/AdEMAMix update;
   lm_head+loss -- any operand or result with a vocab-sized dimension (logits matmuls, log-softmax, the
                   embedding gather/scatter);
   attention  -- a `[.., T, T]` operand or result (scores, softmax, values) or a q/k/v/o einsum;
@@ -40,7 +41,7 @@ def hlo_parts(hlo_text: str, vocab: int, mlp_hidden: int, seq: int) -> dict[str,
         op_name = (_OP_NAME.search(line) or [None, ""])[1]
         # The shapes of the result and the operands appear before the metadata.
         shapes = line.split("metadata=")[0]
-        if "while/body" not in op_name and "jit(" in op_name:
+        if "jvp(" not in op_name and "while/body" not in op_name and "jit(" in op_name:
             part = "optimizer"
         elif vocab_dim.search(shapes):
             part = "lm_head+loss"

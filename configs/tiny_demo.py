@@ -31,5 +31,7 @@ def get_config():
     config.optim.total_tokens = 300 * 16 * 128
     config.optim.clip_norm = 1.0
     config.checkpoint.every_steps = 100
+    # Held-out loss and bits per byte of both components, 20 German exam questions: every 100 steps.
+    config.eval.every_steps = 100
     config.lock()
     return config

@@ -17,7 +17,6 @@ assets intact. Records are `{"text", "lang", "source", "doc_id"}` plus source-sp
 `apertus_jax/data/demo_corpus.py` for the loader. Source list and licences: `docs/data.md`.
 """
 
-import argparse
 import collections
 import dataclasses
 import glob
@@ -32,6 +31,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+
+from experiments import cli
 
 UDHR_ARTICLES = 30
 UNDETERMINED = "und"  # ISO 639-3 code of the udhr translations whose language is not identified
@@ -421,7 +422,10 @@ def data_card(manifest: dict) -> str:
         "    python -m experiments.build_demo_corpus --out apertus_jax/data/assets",
         "",
         'Records are JSON lines `{"text", "lang", "source", "doc_id", ...}`, one natural document each.',
-        "Split: a document is held out when `int(sha256(doc_id)[:8], 16) % 20 == 0` (5%).",
+        (
+            'Split: a document is held out when `int(sha256(" ".join(text.split()))[:8], 16) % 20 == 0` '
+            "(5%), so all copies of a text fall on the same side."
+        ),
         "Not an evaluation set and free of the project's evaluation data (UDHR, Debian documentation and fortunes",
         "only). The UDHR is parallel text: held-out UDHR languages still share content with the training ones.",
         "",
@@ -470,18 +474,18 @@ REQUIRED_TOOLS = ("npm", "apt-get", "dpkg-deb")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="asset directory, e.g. apertus_jax/data/assets")
     parser.add_argument("--cache", help="download directory kept between runs (default: a temporary one)")
     args = parser.parse_args(argv)
     missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
     if missing:
         print(
-            f"build_demo_corpus: {', '.join(missing)} not found; rebuilding needs a Debian/Ubuntu machine with "
+            f"error: {', '.join(missing)} not found; rebuilding needs a Debian/Ubuntu machine with "
             "npm (the vendored assets already work without them)",
             file=sys.stderr,
         )
-        return 1
+        return cli.USAGE_ERROR
     try:
         if args.cache:
             os.makedirs(args.cache, exist_ok=True)
@@ -497,8 +501,8 @@ def main(argv=None) -> int:
         )
         return 1
     except (ValueError, FileNotFoundError) as e:
-        print(f"build_demo_corpus: {e}", file=sys.stderr)
-        return 1
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)
+        return cli.USAGE_ERROR
     for name, a in manifest["assets"].items():
         print(f"{name}: {a['records']} records, {a['text_bytes']:,} text bytes, {a['bytes']:,} bytes xz")
     return 0

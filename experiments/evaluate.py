@@ -21,7 +21,9 @@ import json
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
+
+from experiments import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir (config.json + checkpoints/).")
 _TASK = flags.DEFINE_string("task", "german_exams_qa", "<language>_exams_qa | perplexity | memorization")
@@ -175,4 +177,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_absl(main)

@@ -19,6 +19,9 @@ import urllib.request
 
 from absl import app, flags
 
+from apertus_jax.prep.robots import decode_robots_txt
+from experiments import cli
+
 _DOMAINS = flags.DEFINE_string("domains", None, "File with one host per line.")
 _OUT = flags.DEFINE_string("out", None, "Output JSONL snapshot.")
 _THREADS = flags.DEFINE_integer("threads", 32, "Concurrent fetches.")
@@ -37,7 +40,7 @@ def fetch(host: str, timeout: float, user_agent: str) -> dict:
                 body = response.read(MAX_BYTES)
                 return {
                     "domain": host,
-                    "robots_txt": body.decode("utf-8", errors="replace"),
+                    "robots_txt": decode_robots_txt(body),
                     "status": response.status,
                 }
         except urllib.error.HTTPError as e:
@@ -51,7 +54,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
     if not os.path.isfile(_DOMAINS.value):
-        raise SystemExit(f"fetch_robots: --domains file {_DOMAINS.value!r} not found")
+        cli.usage_error(f"--domains file {_DOMAINS.value!r} not found; pass a file with one host per line")
     with open(_DOMAINS.value) as f:
         hosts = sorted({line.strip().lower() for line in f if line.strip() and not line.startswith("#")})
     fetched_at = datetime.datetime.now(datetime.UTC).isoformat()
@@ -69,4 +72,4 @@ def main(argv):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["domains", "out"])
-    app.run(main)
+    cli.run_absl(main)

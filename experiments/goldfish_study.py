@@ -27,7 +27,9 @@ import os
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
+
+from experiments import cli
 
 _OUT = flags.DEFINE_string("out", "workdir/goldfish_study", "Output directory (JSON + PNG).")
 _EPOCHS = flags.DEFINE_integer("epochs", 50, "Passes over the training documents (Hans et al.: 50).")
@@ -270,4 +272,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_absl(main)

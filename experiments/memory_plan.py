@@ -41,6 +41,7 @@ from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from apertus_jax.train.assemble import Run  # noqa: E402
+from experiments import cli  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/apertus_8b.py", "Run config to plan.")
 _MESHES = flags.DEFINE_list(
@@ -190,4 +191,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_absl(main)

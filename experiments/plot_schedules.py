@@ -8,7 +8,6 @@ of 100k steps) on the right. Every value comes from the same code the optimizer 
 (`apertus_jax.optim` presets and schedulers), evaluated at the optax count of each step.
 """
 
-import argparse
 import os
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from matplotlib.figure import Figure
 
 from apertus_jax.optim import OptimPreset, alpha_scheduler, beta3_scheduler, get_optim_preset
 from apertus_jax.optim.config import make_lr_schedule
+from experiments import cli
 
 ZOOM_TOKENS = 600e9
 SAMPLES = 4000
@@ -93,7 +93,7 @@ def plot_schedules(preset: OptimPreset, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = cli.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="directory for the PNG (created if missing)")
     parser.add_argument("--preset", default="apertus-8b", help="apertus-8b or apertus-70b")
     args = parser.parse_args(argv)

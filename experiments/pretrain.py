@@ -5,30 +5,21 @@
 
 Re-running the same command on the same workdir resumes from its newest readable checkpoint. A bad config,
 tokenizer, data path or workdir ends with one line on stderr and exit status 2 (nothing written); SIGTERM
-saves a checkpoint at the current step and exits 0.
+or SIGINT (Ctrl-C) saves a checkpoint at the current step and exits 0; a second Ctrl-C, or one before training
+starts, stops at once with one line and exit status 130 (the last complete checkpoint stays valid).
 """
 
 import os
-import re
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
 from ml_collections import config_flags
 
 from apertus_jax.train import distributed
+from experiments import cli
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny_demo.py", "Run config (a Python file).")
 _WORKDIR = flags.DEFINE_string("workdir", "workdir/tiny_demo", "Run directory: checkpoints, metrics, logs.")
-
-
-def _quiet_library_logs() -> None:
-    """Keeps Orbax's per-save INFO chatter out of the log (its warnings and errors still show)."""
-    import logging as std_logging
-
-    def keep(record):
-        return record.levelno >= std_logging.WARNING or "/orbax/" not in record.pathname
-
-    logging.get_absl_handler().addFilter(keep)
 
 
 def _enable_compilation_cache() -> None:
@@ -45,38 +36,28 @@ def _enable_compilation_cache() -> None:
 
 def main(argv) -> None:
     del argv  # the flags are parsed; the preset override reads sys.argv to see which fields were given
-    _quiet_library_logs()
     _enable_compilation_cache()
     from apertus_jax.train.checkpoint import WorkdirLockedError
     from apertus_jax.train.config import apply_preset_override
     from apertus_jax.train.loop import train
+    from apertus_jax.train.workdir_access import check_workdir_usable
 
     try:
         apply_preset_override(_CONFIG.value, sys.argv)
+        check_workdir_usable(_WORKDIR.value)  # before devices and the mesh start: a bad workdir fails fast
         distributed.initialize_from_env()  # TPU pods, SLURM, explicit JAX_* variables; no-op for one process
         outcome = train(_CONFIG.value, _WORKDIR.value)
     except (ValueError, OSError, WorkdirLockedError) as error:
-        print("error: " + " ".join(str(error).split()), file=sys.stderr)
-        sys.exit(2)
+        cli.usage_error(error)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: stopped without saving; rerun the same command to resume {_WORKDIR.value} "
+            "from its last checkpoint",
+            file=sys.stderr,
+        )
+        sys.exit(130)
     logging.info("run %s: %s", outcome, _WORKDIR.value)
 
 
-def parse_flags(argv: list[str]) -> list[str]:
-    """absl flag parsing with a one-line error for an override of a key the config does not have."""
-    try:
-        return flags.FLAGS(argv)
-    except (AttributeError, KeyError) as error:
-        # ml_collections nests reprs ('\\'stpes\\'\\nDid you mean ...'): keep the words only.
-        detail = re.sub(r"[\\'\"]+", "", re.sub(r"(\\+n)+", " ", str(error))).strip()
-        print(
-            f"error: unknown config key: {detail}; the schema is in apertus_jax/train/config.py "
-            "(data.pipeline: apertus_jax/data/config.py)",
-            file=sys.stderr,
-        )
-    except (flags.Error, OSError) as error:
-        print("error: " + " ".join(str(error).split()), file=sys.stderr)
-    sys.exit(2)
-
-
 if __name__ == "__main__":
-    app.run(main, flags_parser=parse_flags)
+    cli.run_absl(main)

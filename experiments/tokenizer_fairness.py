@@ -22,10 +22,9 @@ import collections
 import os
 import re
 import statistics
-import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
 from apertus_jax.data.demo_corpus import load_demo_documents, load_udhr, udhr_languages
 from apertus_jax.tokenizers import fairness, load_tokenizer
@@ -41,6 +40,7 @@ from apertus_jax.tokenizers.report import (
 )
 from apertus_jax.tokenizers.scripts import dominant_script
 from apertus_jax.tokenizers.train import BPEConfig, train_sentencepiece
+from experiments import cli
 
 OUT = flags.DEFINE_string("out", None, "output folder", required=True)
 HF_TOKENIZERS = flags.DEFINE_multi_string(
@@ -144,10 +144,12 @@ def main(argv):
     if LANGUAGES.value:
         missing = sorted(set(LANGUAGES.value) - set(texts))
         if missing:
-            sys.exit(f"unknown UDHR codes {missing}; see apertus_jax.data.demo_corpus.udhr_languages()")
+            cli.usage_error(
+                f"unknown UDHR codes {missing}; see apertus_jax.data.demo_corpus.udhr_languages()"
+            )
         texts = {code: texts[code] for code in LANGUAGES.value}
     if REFERENCE.value not in texts:
-        sys.exit(f"reference language {REFERENCE.value!r} is not among the evaluated UDHR codes")
+        cli.usage_error(f"reference language {REFERENCE.value!r} is not among the evaluated UDHR codes")
     script_of = {code: dominant_script(text) for code, text in texts.items()}
     subsets = {
         "one_per_language": _one_per_language(set(texts)),
@@ -204,4 +206,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_absl(main)

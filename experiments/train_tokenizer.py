@@ -4,7 +4,7 @@ Each --input is a file glob (`.txt`: one document per file; `.jsonl`: one docume
 "text" field), `demo` (the demo corpus train split) or `demo:SOURCE` ("udhr", "german_prose"), optionally
 prefixed with `NAME=` to name a subset. With --per_subset, one model per --input is written to
 `--out/NAME.model` (Boldt: a 32k tokenizer per data subset); otherwise all inputs train one model at
-the path --out.
+the path --out, with `.model` appended when it does not end in it (load it as `sentencepiece:PATH.model`).
 
   python -m experiments.train_tokenizer --input=demo --vocab_size=32000 --out=/tmp/bpe32k.model
   python -m experiments.train_tokenizer --per_subset --out=/tmp/subsets \
@@ -14,12 +14,12 @@ the path --out.
 import glob
 import json
 import os
-import sys
 
-from absl import app, flags
+from absl import flags
 
 from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.tokenizers.train import BPEConfig, train_per_subset, train_sentencepiece
+from experiments import cli
 
 INPUTS = flags.DEFINE_multi_string(
     "input", None, "[NAME=]GLOB | [NAME=]demo[:SOURCE] (repeatable)", required=True
@@ -83,15 +83,16 @@ def main(argv):
             subsets.setdefault(name, []).extend(read_documents(spec))
         if not PER_SUBSET.value:
             subsets = {"all": [doc for docs in subsets.values() for doc in docs]}
-            train_sentencepiece(subsets["all"], OUT.value, config)
-            paths = {"all": OUT.value}
+            path = OUT.value if OUT.value.endswith(".model") else OUT.value + ".model"
+            train_sentencepiece(subsets["all"], path, config)
+            paths = {"all": path}
         else:
             paths = train_per_subset(subsets, OUT.value, config)
     except (ValueError, FileNotFoundError) as error:
-        sys.exit(f"error: {error}")
+        cli.usage_error(error)
     for name, path in paths.items():
         print(f"{name}: {len(subsets[name])} documents -> sentencepiece:{path}")
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_absl(main)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from apertus_jax.data import shards, sources
+from apertus_jax.data import injection, shards, sources
 from apertus_jax.data.documents import Component, tokenize_documents
 
 _RAW_CACHE: dict[str, Component] = {}
@@ -28,6 +28,8 @@ def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
       FileNotFoundError: a missing path or shard.
     """
     kind = spec["kind"]
+    if kind in injection.KINDS:  # probes and canaries: inserted by the pipeline, not mixed
+        return injection.load_component(name, spec, tokenizer)
     if kind == "arrayrecord":
         sets = [shards.ShardSource(path, tokenizer) for path in spec["paths"]]
         documents = sets[0] if len(sets) == 1 else _Concatenated(sets)
@@ -72,21 +74,6 @@ def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
             raise ValueError(f"component {name!r}: no documents in {spec['paths'] or spec['kind']}")
         _RAW_CACHE[key] = tokenize_documents(name, texts, scores, tokenizer)
     return _RAW_CACHE[key]
-
-
-class _Concatenated:
-    """Several shard sets as one random-access sequence."""
-
-    def __init__(self, parts: Sequence[Any]):
-        self.parts = list(parts)
-        self.starts = np.cumsum([0] + [len(p) for p in self.parts])
-
-    def __len__(self) -> int:
-        return int(self.starts[-1])
-
-    def __getitem__(self, index: int) -> np.ndarray:
-        part = int(np.searchsorted(self.starts, index, side="right")) - 1
-        return self.parts[part][index - int(self.starts[part])]
 
 
 class _Concatenated:

@@ -8,7 +8,11 @@ A plain dict (or `ml_collections.ConfigDict`)::
           "kind": "arrayrecord",            # "arrayrecord" (shard sets from experiments.tokenize_data),
                                             # "jsonl" | "parquet" | "text" (raw, tokenized on the fly),
                                             # "demo" (apertus_jax.data.demo_corpus),
-                                            # "seqio" (a registered seqio Task or Mixture; extra "seqio")
+                                            # "seqio" (a registered seqio Task or Mixture; extra "seqio"),
+                                            # "chat" | "preference" (post-training JSONL, read by
+                                            #   apertus_jax.posttrain.pipelines; no stages, goldfish k 0)
+                                            # "probes" | "canaries" (inserted at planned repetition
+                                            #   counts, no weight: data.injection)
           "paths": ["/data/web"],           # shard set directories / raw files or directories (not demo, seqio)
           "weight": 1.0,                    # token share when no stage sets weights
           "epochs": None,                   # None: repeat forever; N: at most N passes (then the stage
@@ -31,7 +35,8 @@ A plain dict (or `ml_collections.ConfigDict`)::
          "seed": 1},                        # seed optional: derived from the pipeline seed and stage index
         {"name": "cooldown", "until_tokens": None, "weights": {"web": 1.0}},
       ],
-      "goldfish": {"k": 50, "h": 50, "hash": "apertus"},   # k = 0 disables; hash "apertus" | "mixed"
+      "goldfish": {"k": 50, "h": 50, "hash": "apertus"},   # k = 0 disables; hash "apertus" | "mixed" |
+                                            #   "canonical" (data.goldfish_canonical; h in words)
       "split_seed": 0,                      # fixes "take" subsets
     }
 
@@ -48,9 +53,21 @@ import dataclasses
 from typing import Any
 
 from apertus_jax.checks import check_number
+from apertus_jax.data import injection
 from apertus_jax.data.goldfish import APERTUS_H, APERTUS_K, HASHES
+from apertus_jax.data.goldfish_canonical import CANONICAL_HASH
 
-COMPONENT_KINDS = ("arrayrecord", "jsonl", "parquet", "text", "demo", "seqio")
+COMPONENT_KINDS = (
+    "arrayrecord",
+    "jsonl",
+    "parquet",
+    "text",
+    "demo",
+    "seqio",
+    "chat",
+    "preference",
+    *injection.KINDS,
+)
 ORDERS = ("shuffle", "sorted", "sequential")
 _COMPONENT_DEFAULTS = {
     "kind": None,
@@ -67,6 +84,7 @@ _COMPONENT_DEFAULTS = {
     "sources": None,
     "task": None,
     "feature": "targets",
+    **injection.SPEC_DEFAULTS,  # the injected kinds' fields (data.injection)
 }
 _STAGE_DEFAULTS = {"name": None, "until_tokens": None, "weights": None, "seed": None}
 GOLDFISH_DEFAULTS = {"k": APERTUS_K, "h": APERTUS_H, "hash": "apertus"}
@@ -134,6 +152,10 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
         component = _with_defaults(where, dict(component), _COMPONENT_DEFAULTS)
         if component["kind"] not in COMPONENT_KINDS:
             raise ValueError(f"{where}['kind'] = {component['kind']!r}; use one of {COMPONENT_KINDS}")
+        if component["kind"] in injection.KINDS:  # inserted by the pipeline at planned counts, not mixed
+            injection.validate_spec(where, component)
+            components[name] = component
+            continue
         if component["kind"] == "seqio" and not (isinstance(component["task"], str) and component["task"]):
             raise ValueError(f"{where}['task'] must name a registered seqio Task or Mixture")
         if component["kind"] not in ("demo", "seqio"):
@@ -164,18 +186,22 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
         check_number(f"{where}['weight']", component["weight"], low=0, low_open=True)
         components[name] = component
 
-    stages_given = data_config.get("stages") or [
-        {"name": "stage1", "weights": {name: c["weight"] for name, c in components.items()}}
-    ]
+    mixed = {name: c["weight"] for name, c in components.items() if c["kind"] not in injection.KINDS}
+    if not mixed:
+        raise ValueError("data_config['components'] has only injected kinds: add a component to mix")
+    stages_given = data_config.get("stages") or [{"name": "stage1", "weights": mixed}]
     stages, previous_end = [], 0
     for index, stage in enumerate(stages_given):
         where = f"data_config['stages'][{index}]"
         stage = _with_defaults(where, dict(stage), _STAGE_DEFAULTS)
         stage["name"] = stage["name"] or f"stage{index + 1}"
-        weights = stage["weights"] or {name: c["weight"] for name, c in components.items()}
-        missing = set(weights) - set(components)
+        weights = stage["weights"] or mixed
+        missing = set(weights) - set(mixed)
         if missing:
-            raise ValueError(f"{where}['weights'] names unknown components {sorted(missing)}")
+            raise ValueError(
+                f"{where}['weights'] names unknown components {sorted(missing)} (probes and canaries have "
+                "no weight: they are inserted at their planned counts)"
+            )
         for name, weight in weights.items():
             check_number(f"{where}['weights'][{name!r}]", weight, low=0)
         if not any(weight > 0 for weight in weights.values()):
@@ -202,8 +228,10 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
     goldfish = _with_defaults(
         "data_config['goldfish']", dict(data_config.get("goldfish") or {}), GOLDFISH_DEFAULTS
     )
-    if goldfish["hash"] not in HASHES:
-        raise ValueError(f"data_config['goldfish']['hash'] = {goldfish['hash']!r}; use one of {HASHES}")
+    if goldfish["hash"] not in (*HASHES, CANONICAL_HASH):
+        raise ValueError(
+            f"data_config['goldfish']['hash'] = {goldfish['hash']!r}; use one of {(*HASHES, CANONICAL_HASH)}"
+        )
     if not isinstance(goldfish["k"], int) or goldfish["k"] < 0:
         raise ValueError(
             f"data_config['goldfish']['k'] must be an integer >= 0 (0 disables), got {goldfish['k']!r}"

@@ -54,9 +54,21 @@ def _records(source: str) -> tuple[dict, ...]:
     return tuple(json.loads(line) for line in lzma.decompress(data).decode("utf-8").splitlines())
 
 
-def is_heldout(doc_id: str) -> bool:
-    """True for the deterministic 5% held-out split: `int(sha256(doc_id)[:8], 16) % 20 == 0`."""
-    return int(hashlib.sha256(doc_id.encode("utf-8")).hexdigest()[:8], 16) % HELDOUT_MODULUS == 0
+def normalize_whitespace(text: str) -> str:
+    """`text` with every run of Unicode whitespace replaced by one space and both ends stripped."""
+    return " ".join(text.split())
+
+
+def is_heldout(text: str) -> bool:
+    """True for the deterministic 5% held-out split:
+    `int(sha256(normalize_whitespace(text))[:8], 16) % 20 == 0`.
+
+    The split is keyed on the document's whitespace-normalized text, not on its id, so every copy of a text
+    (the corpus holds some verbatim duplicates under different ids, e.g. a quote in two fortune files) falls
+    on the same side and held-out perplexity never scores text that was trained on.
+    """
+    key = normalize_whitespace(text).encode("utf-8")
+    return int(hashlib.sha256(key).hexdigest()[:8], 16) % HELDOUT_MODULUS == 0
 
 
 def load_udhr() -> dict[str, str]:
@@ -85,8 +97,9 @@ def load_demo_documents(split: str = "train", sources: list[str] | None = None) 
     """The demo training corpus (`split="train"`, 95%) or its held-out part (`split="heldout"`, 5%).
 
     Args:
-      split: "train" or "heldout"; the split is by `is_heldout(doc_id)`, so it never changes with order,
-        process or machine, and the two splits are disjoint.
+      split: "train" or "heldout"; the split is by `is_heldout(text)` (a hash of the whitespace-normalized
+        text), so it never changes with order, process or machine, and no held-out text also occurs in
+        training, not even as a copy under another id.
       sources: names from `ASSET_FILES` ("udhr", "german_prose"); None means all, in that order.
     Returns:
       Fresh dicts `{"text", "lang", "source", "doc_id", ...}` in file order.
@@ -100,4 +113,4 @@ def load_demo_documents(split: str = "train", sources: list[str] | None = None) 
     if unknown:
         raise ValueError(f"unknown demo corpus sources {unknown}; use names from {sorted(ASSET_FILES)}")
     heldout = split == "heldout"
-    return [dict(r) for s in sources for r in _records(s) if is_heldout(r["doc_id"]) == heldout]
+    return [dict(r) for s in sources for r in _records(s) if is_heldout(r["text"]) == heldout]

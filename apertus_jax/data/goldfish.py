@@ -1,20 +1,26 @@
 """Goldfish loss masks (Hans et al. 2024; Apertus settings k = 50, h = 50; docs/recipe.md section 3).
 
-For every window of h consecutive labels ending at position i (i >= h - 1) a hash of the window decides
-whether label i is dropped from the loss. Two hashes share one interface:
+A hash of the h consecutive labels ending at position i decides whether label i is dropped from the loss.
+Two hashes share one interface (docs/goldfish.md compares them):
 
-- "apertus" (reproduction default, bit-compatible with the Apertus loader): `key = product(window) mod
-  1_000_003` with int64 wrap-around and a non-negative remainder, drop if `table[key] < 1/k`, where `table`
-  is the 1,000,003 float32 values of `torch.Generator().manual_seed(2971215073); torch.rand(1_000_003)`
-  shipped in `assets/goldfish_table.npy`. With h = 50 the wrapping product is 0 for ~9% of windows (many
-  factors of two) and all of those read table[0] = 0.2337 (never dropped at k = 50), so the effective drop
-  rate falls below 1/k and depends on the text.
-- "mixed": a polynomial hash over splitmix64-mixed tokens, finalized with splitmix64; drop if the 64-bit
-  hash is below floor(2^64 / k), i.e. exactly 1/k in expectation for any text.
+- "apertus" (reproduction default, bit-compatible with the Apertus loader): for i >= h - 1, `key =
+  product(window) mod 1_000_003` with int64 wrap-around and a non-negative remainder, drop if `table[key] <
+  1/k`, where `table` is the 1,000,003 float32 values of `torch.Generator().manual_seed(2971215073);
+  torch.rand(1_000_003)` shipped in `assets/goldfish_table.npy`. With h = 50 the wrapping product is 0 for
+  ~9% of windows (many factors of two) and all of those read table[0] = 0.2337 (never dropped at k = 50),
+  so the effective drop rate falls below 1/k and depends on the text. Like the Apertus loader, the window
+  is cut from the packed row: the first h - 1 positions of each row are never dropped and windows cross
+  document boundaries, so a passage's mask depends on where the row boundary falls.
+- "mixed": content-only. The window of label i holds the h labels of i's own document ending at i; where
+  the document starts less than h - 1 labels before i, the missing places are filled with a fixed
+  document-start sentinel (a value no token id takes). The hash is a polynomial over splitmix64-mixed
+  tokens, finalized with splitmix64; drop if the 64-bit hash is below floor(2^64 / k), i.e. exactly 1/k in
+  expectation for any text. A document's mask is a function of its own tokens alone: the same at any row
+  offset, across any row boundary (the packer passes the document's tokens before the row as `history`),
+  after any neighbour; its first h - 1 labels are hashed (with the sentinel) and can be dropped.
 
-Both are pure functions of the window content: never of the row, step, seed, host or batch size. The
-first h - 1 positions of each row are never dropped; windows cross document boundaries. The mask only
-ever zeroes the loss mask; labels are unchanged.
+Neither hash depends on the step, seed, host or batch size. The mask only ever zeroes the loss mask;
+labels are unchanged.
 """
 
 from __future__ import annotations
@@ -86,6 +92,10 @@ def _splitmix64(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+# The mixed value of the document-start sentinel: splitmix64(2^64 - 1), a value no token id (< 2^63) maps to.
+_SENTINEL_MIX = _splitmix64(np.array([_MASK64], np.uint64))[0]
+
+
 @functools.lru_cache(maxsize=16)
 def _base_powers(length: int) -> tuple[np.ndarray, np.ndarray]:
     """`(B^i, B^-i)` modulo 2^64 for i in [0, length), uint64."""
@@ -98,18 +108,36 @@ def _base_powers(length: int) -> tuple[np.ndarray, np.ndarray]:
     return powers, inverse_powers
 
 
-def _mixed_window_hashes(x: np.ndarray, h: int) -> np.ndarray:
-    """splitmix64(sum_j mix(x[i - j]) * B^j) for windows ending at i >= h - 1, uint64 `[..., T - h + 1]`.
+def _document_window_hashes(
+    labels: np.ndarray, h: int, eod_id: int | None, history: np.ndarray
+) -> np.ndarray:
+    """The "mixed" hash of every label's document-local window, uint64 `[..., T]`.
 
-    Uses prefix sums of mix(x[m]) * B^-m: the window sum times B^i is independent of the window's offset.
+    `ext = history ++ labels`; a document starts at the first non-sentinel place and after every EoD. For
+    the window ending at q with document start s, the places n in [max(s, q - h + 1), q] contribute
+    `mix(ext[n]) * B^(q - n)` and the `n_pad` places before s contribute `mix(SENTINEL) * B^j` for j in
+    [h - n_pad, h), all modulo 2^64. The real part comes from prefix sums of mix(ext[m]) * B^-m: the window
+    sum times B^q does not depend on the window's offset, so neither does the hash.
     """
-    length = x.shape[-1]
+    ext = np.concatenate([history.astype(np.int64), labels.astype(np.int64)], axis=-1)
+    length = ext.shape[-1]
+    valid = ext >= 0
+    starts = valid.copy()
+    starts[..., 1:] &= ~valid[..., :-1] | (False if eod_id is None else ext[..., :-1] == eod_id)
+    index = np.broadcast_to(np.arange(length), ext.shape)
+    document_start = np.maximum.accumulate(np.where(starts, index, 0), axis=-1)
     powers, inverse_powers = _base_powers(length)
-    prefix = np.cumsum(_splitmix64(x.astype(np.uint64)) * inverse_powers, axis=-1, dtype=np.uint64)
-    zero = np.zeros(prefix.shape[:-1] + (1,), np.uint64)
-    prefix = np.concatenate([zero, prefix], axis=-1)
-    window_sums = (prefix[..., h:] - prefix[..., :-h]) * powers[h - 1 :]
-    return _splitmix64(window_sums)
+    mixed = np.where(valid, _splitmix64(ext.astype(np.uint64)), np.uint64(0))
+    prefix = np.cumsum(mixed * inverse_powers, axis=-1, dtype=np.uint64)
+    prefix = np.concatenate([np.zeros(prefix.shape[:-1] + (1,), np.uint64), prefix], axis=-1)
+    q = np.arange(h - 1, length)
+    low = np.maximum(document_start[..., h - 1 :], q - h + 1)
+    real = (prefix[..., q + 1] - np.take_along_axis(prefix, low, axis=-1)) * powers[q]
+    # geometric[n] = sum_{j < n} B^j; the sentinel fills the window's n_pad oldest places.
+    geometric = np.concatenate([np.zeros(1, np.uint64), np.cumsum(powers[:h], dtype=np.uint64)])
+    n_pad = low - (q - h + 1)
+    padding = _SENTINEL_MIX * (geometric[h] - geometric[h - n_pad])
+    return _splitmix64(real + padding)
 
 
 def goldfish_drop_mask(
@@ -117,6 +145,9 @@ def goldfish_drop_mask(
     k: int = APERTUS_K,
     h: int = APERTUS_H,
     hash: str = "apertus",  # noqa: A002 (config name)
+    *,
+    eod_id: int | None = None,
+    history: np.ndarray | None = None,
 ) -> np.ndarray:
     """Which labels the Goldfish rule drops from the loss (True = dropped).
 
@@ -124,13 +155,18 @@ def goldfish_drop_mask(
       labels: integer array `[..., T]` of target token ids (each row one packed training sample).
       k: drop rate 1/k; k = 0 disables Goldfish (nothing dropped).
       h: window width in tokens (context that decides the drop).
-      hash: "apertus" (bit-compatible with the Apertus loader) or "mixed" (exact 1/k rate).
+      hash: "apertus" (bit-compatible with the Apertus loader) or "mixed" (content-only, exact 1/k rate).
+      eod_id: "mixed" only: the end-of-document id; the label after an EoD label starts a new document.
+        None treats the row as one document.
+      history: "mixed" only: integer `[..., h - 1]`, the h - 1 tokens of the first label's document right
+        before `labels[..., 0]`, with -1 for places before that document's start; None (all -1) means the
+        row starts a document. The packer provides it (`PackedRows.history`).
 
     Returns:
-      bool array `[..., T]`; the first h - 1 positions of every row are False.
+      bool array `[..., T]`; with "apertus" the first h - 1 positions of every row are False.
 
     Raises:
-      ValueError: k < 0, h < 1, an unknown hash, or non-integer labels.
+      ValueError: k < 0, h < 1, an unknown hash, non-integer labels or a history of the wrong shape.
     """
     labels = np.asarray(labels)
     if k < 0 or h < 1:
@@ -140,13 +176,20 @@ def goldfish_drop_mask(
     if not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(f"goldfish labels must be integer token ids, got dtype {labels.dtype}")
     dropped = np.zeros(labels.shape, dtype=bool)
-    if k == 0 or labels.shape[-1] < h:
+    if k == 0:
         return dropped
     if hash == "apertus":
-        keys = _window_products(labels.astype(np.int64), h) % TABLE_SIZE
-        # torch compares the float32 table with 1/k in float32; do the same.
-        dropped[..., h - 1 :] = goldfish_table()[keys] < np.float32(1.0 / k)
-    else:
-        threshold = np.uint64(_MASK64 // k)
-        dropped[..., h - 1 :] = _mixed_window_hashes(labels, h) < threshold
-    return dropped
+        if labels.shape[-1] >= h:
+            keys = _window_products(labels.astype(np.int64), h) % TABLE_SIZE
+            # torch compares the float32 table with 1/k in float32; do the same.
+            dropped[..., h - 1 :] = goldfish_table()[keys] < np.float32(1.0 / k)
+        return dropped
+    if history is None:
+        history = np.full(labels.shape[:-1] + (h - 1,), -1, np.int64)
+    history = np.asarray(history)
+    if history.shape != labels.shape[:-1] + (h - 1,) or not np.issubdtype(history.dtype, np.integer):
+        raise ValueError(
+            f"goldfish history must be integer {labels.shape[:-1] + (h - 1,)} (h - 1 tokens per row), "
+            f"got {history.dtype} {history.shape}"
+        )
+    return _document_window_hashes(labels, h, eod_id, history) < np.uint64(_MASK64 // k)

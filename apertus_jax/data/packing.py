@@ -7,9 +7,14 @@ target exactly once. Documents longer than a row are split across rows, never dr
 be a target; hence this small packer.)
 
 The packer's state is the position of the next row's first token, `(stream index, offset)`, in the
-parent `MapDataset` of `(component, document index)` pairs, plus per-component document counts: restoring it
+parent `MapDataset` of `(component, document index)` pairs, plus per-component document counts and target
+token counts (`tokens_consumed`: tokens at row positions 1..T, i.e. every stream token but the first): restoring it
 continues exactly mid-document, mid-epoch and mid-stage. At the end of a finite stream the last partial
 row is padded with `pad_id` (segment 0, never a target) and iteration stops.
+
+`history(n)` gives the n tokens of the last row's first document that precede the row's first target, so
+a content-only Goldfish hash (`goldfish.goldfish_drop_mask(..., hash="mixed")`) sees a document cut by a
+row boundary exactly as an uncut one.
 """
 
 from __future__ import annotations
@@ -36,9 +41,11 @@ class PackedRows:
         self.pad_id = pad_id
         self.document, self.offset = 0, 0
         self.documents_started = [0] * len(documents)  # per component, for exact epoch accounting
+        self.tokens_consumed = [0] * len(documents)  # per component: tokens that became targets
         self._next_new_document = 0  # documents below this index are counted already
         self._exhausted = False
         self._cache: tuple[int, int, np.ndarray] | None = None
+        self._row_start = (0, 0)  # (stream index, offset) of the last row's first token
 
     def _fetch(self, index: int) -> tuple[int, np.ndarray] | None:
         if index >= len(self.stream):
@@ -57,6 +64,7 @@ class PackedRows:
         row_length = self.seq_len + 1
         pieces, taken = [], 0
         document, offset = self.document, self.offset
+        self._row_start = (document, offset)
         next_start = None
         while taken < row_length:
             fetched = self._fetch(document)
@@ -73,6 +81,9 @@ class PackedRows:
             count = min(len(tokens) - offset, row_length - taken)
             if next_start is None and taken + count > self.seq_len:
                 next_start = (document, offset + self.seq_len - taken)
+            # Row positions 1..T are targets; position 0 is the previous row's last target (or the stream's
+            # first token, never a target), so each stream token is counted once.
+            self.tokens_consumed[component] += count - (taken == 0)
             pieces.append(tokens[offset : offset + count])
             taken += count
             offset += count
@@ -82,6 +93,21 @@ class PackedRows:
             self.document, self.offset = next_start
         return np.concatenate(pieces).astype(np.int32, copy=False)
 
+    def history(self, n: int) -> np.ndarray:
+        """int64 `[n]`: the tokens of the last row's first document right before that row's first target
+        (the row's first token is the last of them), -1 for places before the document's start.
+
+        Only valid right after `__next__` returned a row; after `set_state` it refers to the restored row
+        start, i.e. the next row."""
+        history = np.full(n, -1, np.int64)
+        fetched = self._fetch(self._row_start[0])
+        if n == 0 or fetched is None:
+            return history
+        end = self._row_start[1] + 1
+        tokens = fetched[1][max(0, end - n) : end]
+        history[n - len(tokens) :] = tokens
+        return history
+
     def get_state(self) -> dict[str, Any]:
         """JSON-serializable position of the next row and the per-component document counts."""
         return {
@@ -89,6 +115,7 @@ class PackedRows:
             "offset": self.offset,
             "next_new_document": self._next_new_document,
             "documents_started": list(self.documents_started),
+            "tokens_consumed": list(self.tokens_consumed),
             "exhausted": self._exhausted,
         }
 
@@ -97,5 +124,8 @@ class PackedRows:
         self.document, self.offset = int(state["document"]), int(state["offset"])
         self._next_new_document = int(state["next_new_document"])
         self.documents_started = [int(n) for n in state["documents_started"]]
+        # States saved before token accounting existed restore with zero counts.
+        self.tokens_consumed = [int(n) for n in state.get("tokens_consumed", [0] * len(self.documents))]
         self._exhausted = bool(state["exhausted"])
         self._cache = None
+        self._row_start = (self.document, self.offset)

@@ -20,9 +20,14 @@ Stages end at global token boundaries: per host, stage s ends after `ceil(until_
 process_count))` rows. Each stage has its own seed; a stage starts from fresh documents of its own mix
 (the partial document at the boundary is not continued).
 
+Probe and canary components (`apertus_jax.data.injection`) are not mixed by weight: their documents are
+inserted into the first stage's document stream at planned positions, so the packer's position also fixes
+which of them have been seen (`injection_exposures()`).
+
 State (`get_state()` / `set_state()`, JSON-serializable, saved in Orbax checkpoints with
 `grain.checkpoint.CheckpointSave(it)` / restored with `grain.checkpoint.CheckpointRestore(it)`): the step,
-rows produced, the stage, the packer's position `(document, offset)`, per-component document counts and, for
+rows produced, the stage, the packer's position `(document, offset)`, per-component document counts,
+per-component target tokens over all stages (`tokens_consumed()`, what the run's provenance records) and, for
 components with `length_buckets`, their edges, token shares and host documents per bucket (informational; the
 fingerprint already covers the configuration).
 A restored iterator yields bitwise the batches an uninterrupted one would, across stage and epoch
@@ -41,9 +46,10 @@ from typing import Any
 import grain
 import numpy as np
 
-from apertus_jax.data import components, mixture
+from apertus_jax.data import components, injection, mixture
 from apertus_jax.data.config import normalize_data_config
 from apertus_jax.data.goldfish import goldfish_drop_mask
+from apertus_jax.data.goldfish_canonical import CANONICAL_HASH, canonical_drop_mask
 from apertus_jax.data.masks import document_masks
 from apertus_jax.data.packing import PackedRows
 
@@ -51,21 +57,32 @@ BATCH_KEYS = ("tokens", "targets", "positions", "segment_ids", "loss_mask")
 STATE_VERSION = 1
 
 
-def rows_to_batch(rows: np.ndarray, tokenizer, goldfish: dict[str, Any]) -> dict[str, np.ndarray]:
+def rows_to_batch(
+    rows: np.ndarray, tokenizer, goldfish: dict[str, Any], history: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """The trainer's batch from packed rows.
 
     Args:
       rows: int32 `[B, T + 1]` packed rows.
       tokenizer: gives `eod_id` and `pad_id`.
       goldfish: `{"k", "h", "hash"}` (k = 0: off); drops only zero the loss mask.
+      history: int64 `[B, h - 1]`, per row the tokens of its first document before its first target (-1
+        before the document start; `PackedRows.history`); used by the content-only "mixed" hash, None
+        means every row starts a document.
+        Hash "canonical" (`goldfish_canonical`) reads the tokenizer's id -> text mapping; h then counts words.
 
     Returns:
       dict of int32 `[B, T]`: tokens (inputs), targets, positions, segment_ids, loss_mask.
     """
     tokens, targets = rows[:, :-1], rows[:, 1:]
     segment_ids, positions, loss_mask = document_masks(tokens, tokenizer.eod_id, tokenizer.pad_id, targets)
-    if goldfish["k"]:
-        loss_mask[goldfish_drop_mask(targets, goldfish["k"], goldfish["h"], goldfish["hash"])] = 0
+    if goldfish["k"] and goldfish["hash"] == CANONICAL_HASH:  # keyed on text: needs the tokenizer
+        loss_mask[canonical_drop_mask(targets, tokenizer, goldfish["k"], goldfish["h"])] = 0
+    elif goldfish["k"]:
+        dropped = goldfish_drop_mask(
+            targets, goldfish["k"], goldfish["h"], goldfish["hash"], eod_id=tokenizer.eod_id, history=history
+        )
+        loss_mask[dropped] = 0
     return {
         "tokens": np.ascontiguousarray(tokens),
         "targets": np.ascontiguousarray(targets),
@@ -150,7 +167,25 @@ class TrainIterator(grain.DatasetIterator):
             )
             for component in self.components
         ]
+        self._injected = [
+            (index, spec)
+            for index, spec in enumerate(self.config["components"].values())
+            if spec["kind"] in injection.KINDS
+        ]
+        self._schedule, self._stage0_documents = None, 0  # injected occurrences (first stage only)
+        if self._injected:
+            weights = self.config["stages"][0]["weights"]
+            lengths = [self.components[self.component_names.index(name)].mean_tokens for name in weights]
+            self._schedule = injection.make_schedule(
+                self._injected,
+                mixture_mean_tokens=sum(weights.values())
+                / sum(w / m for w, m in zip(weights.values(), lengths)),
+                seed=seed,
+                process_index=process_index,
+                process_count=process_count,
+            )
         self.step, self.rows, self.stage = 0, 0, 0
+        self._tokens_before_stage = [0] * len(self.components)  # target tokens of finished stages
         self.length_buckets: dict[str, dict] = {}  # of the current stage's bucketed components
         self._packer = self._stage_packer(0)
 
@@ -183,11 +218,16 @@ class TrainIterator(grain.DatasetIterator):
                 self.length_buckets[name] = {**spec["length_buckets"], "host_documents": counts}
             weights.append(weight)
         stream = mixture.mix_components(datasets, weights, lengths)
+        if stage_index == 0 and self._injected:
+            stream = injection.InjectedStream(stream, self._schedule)
         return PackedRows(stream, [c.documents for c in self.components], self.seq_len, self.tokenizer.pad_id)
 
-    def _next_row(self) -> np.ndarray | None:
+    def _next_row(self) -> tuple[np.ndarray, np.ndarray] | None:
         end = self.stage_ends[self.stage]
         if end is not None and self.rows >= end:
+            self._tokens_before_stage = self.tokens_consumed()
+            if self.stage == 0:
+                self._stage0_documents = self._packer.get_state()["next_new_document"]
             self.stage += 1
             self._packer = self._stage_packer(self.stage)
             return self._next_row()
@@ -203,7 +243,7 @@ class TrainIterator(grain.DatasetIterator):
                 ) from None
             return None
         self.rows += 1
-        return row
+        return row, self._packer.history(max(self.config["goldfish"]["h"] - 1, 0))
 
     def __next__(self) -> dict[str, np.ndarray]:
         global_rows = self._rows_at(self.step)
@@ -212,19 +252,26 @@ class TrainIterator(grain.DatasetIterator):
                 f"global batch of {global_rows} rows at step {self.step} is not divisible by "
                 f"process_count {self.process_count}"
             )
-        rows = []
+        rows, histories = [], []
         for _ in range(global_rows // self.process_count):
-            row = self._next_row()
-            if row is None:
+            packed = self._next_row()
+            if packed is None:
                 break
-            rows.append(row)
+            rows.append(packed[0])
+            histories.append(packed[1])
         if not rows:
             raise StopIteration
         # The last batch of a finite stream is filled with padding rows (never targets).
         while len(rows) < global_rows // self.process_count:
             rows.append(np.full(self.seq_len + 1, self.tokenizer.pad_id, np.int32))
+            histories.append(np.full_like(histories[0], -1))
         self.step += 1
-        return rows_to_batch(np.stack(rows), self.tokenizer, self.config["goldfish"])
+        return rows_to_batch(np.stack(rows), self.tokenizer, self.config["goldfish"], np.stack(histories))
+
+    @property
+    def packer(self) -> PackedRows:
+        """The current stage's packer: its `stream` of `(component, document)` pairs and its position."""
+        return self._packer
 
     def get_state(self) -> dict[str, Any]:
         """JSON-serializable state (see the module docstring)."""
@@ -235,6 +282,8 @@ class TrainIterator(grain.DatasetIterator):
             "rows": self.rows,
             "stage": self.stage,
             "packer": self._packer.get_state(),
+            "tokens_before_stage": list(self._tokens_before_stage),
+            "stage0_documents": self._stage0_documents,
             "length_buckets": self.length_buckets,
         }
 
@@ -253,8 +302,28 @@ class TrainIterator(grain.DatasetIterator):
                 "tokenizer or process_index/process_count differ); restore with the same settings"
             )
         self.step, self.rows, self.stage = int(state["step"]), int(state["rows"]), int(state["stage"])
+        self._stage0_documents = int(state.get("stage0_documents", 0))
         self._packer = self._stage_packer(self.stage)
         self._packer.set_state(state["packer"])
+        self._tokens_before_stage = [
+            int(n) for n in state.get("tokens_before_stage", [0] * len(self.components))
+        ]
+
+    def tokens_consumed(self) -> list[int]:
+        """Per component (in `component_names` order), the tokens this host has yielded as targets so far,
+        over all stages (padding excluded): their sum is rows * seq_len minus the padded targets."""
+        return [a + b for a, b in zip(self._tokens_before_stage, self._packer.tokens_consumed)]
+
+    def injected_components(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """`(component index, name, spec)` of the probe and canary components (`data.injection`)."""
+        return [(index, self.component_names[index], spec) for index, spec in self._injected]
+
+    def injection_exposures(self) -> dict[int, dict[int, int]]:
+        """Occurrences of injected documents started on this host so far (`injection.exposures`)."""
+        if not self._injected:
+            return {}
+        started = self._packer.get_state()["next_new_document"] if self.stage == 0 else self._stage0_documents
+        return injection.exposures(self._schedule, started)
 
     def stats(self) -> dict[str, Any]:
         """Progress for logging: step, stage, rows and tokens on this host, and per component the

@@ -64,6 +64,15 @@ def rouge_l(reference: Sequence[int], generation: Sequence[int]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def exact_match_length(reference: Sequence[int], generation: Sequence[int]) -> int:
+    """Leading tokens of `generation` equal to `reference` (0 if the first differs; the Apertus report's
+    "exact match length" of a greedy suffix)."""
+    reference, generation = _as_array(reference), _as_array(generation)
+    n = min(len(reference), len(generation))
+    differ = np.flatnonzero(reference[:n] != generation[:n])
+    return int(differ[0]) if differ.size else n
+
+
 def type_token_ratio(tokens: Sequence[int]) -> float:
     """Distinct tokens / tokens, in (0, 1]; 0 for an empty sequence."""
     tokens = _as_array(tokens)

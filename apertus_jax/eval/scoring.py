@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from apertus_jax.train.loss import chunked_token_logprobs
+
 # (tokens[B,T], positions[B,T], segment_ids[B,T]) -> logprobs[B,T-1] float32:
 # logprobs[b, t] = log p(tokens[b, t + 1] | tokens of its segment up to t).
 TokenLogprobsFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -24,16 +26,17 @@ Request = tuple[Sequence[int], Sequence[int]]
 def make_token_logprobs_fn(model: nnx.Module) -> TokenLogprobsFn:
     """A jitted `(tokens, positions, segment_ids) -> logprobs[B, T-1]` for `model` (an `Apertus`).
 
-    The log-softmax runs in float32 whatever the compute dtype. Entries whose next token belongs to
-    another segment are meaningless; `continuation_logprobs` never reads them.
+    The log-softmax runs in float32 whatever the compute dtype, chunk by chunk over the sequence
+    (`apertus_jax.train.loss.chunked_token_logprobs`), so `[B, T, vocab]` logits never exist at once. Entries
+    whose next token belongs to another segment are meaningless; `continuation_logprobs` never reads them.
     """
     graphdef, state = nnx.split(model)
 
     @jax.jit
     def token_logprobs(state, tokens_BxT, positions_BxT, segment_ids_BxT):
-        logits_BxTxV = nnx.merge(graphdef, state)(tokens_BxT, positions_BxT, segment_ids_BxT)
-        logprobs_BxTxV = jax.nn.log_softmax(logits_BxTxV[:, :-1].astype(jnp.float32), axis=-1)
-        return jnp.take_along_axis(logprobs_BxTxV, tokens_BxT[:, 1:, None], axis=-1)[..., 0]
+        model = nnx.merge(graphdef, state)
+        hidden_BxTxD = model.final_hidden(tokens_BxT, positions_BxT, segment_ids_BxT)
+        return chunked_token_logprobs(hidden_BxTxD[:, :-1], model.output_weights(), tokens_BxT[:, 1:])
 
     return lambda tokens, positions, segment_ids: np.asarray(
         token_logprobs(state, jnp.asarray(tokens), jnp.asarray(positions), jnp.asarray(segment_ids))

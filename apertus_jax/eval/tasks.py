@@ -23,9 +23,9 @@ import tempfile
 import zipfile
 from collections.abc import Iterable
 
+from apertus_jax.cache import cache_dir
 from apertus_jax.eval.multiple_choice import MultipleChoiceQuestion
 from apertus_jax.tokenizers.base import file_sha256
-from apertus_jax.train.inputs import cache_dir
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,7 @@ from flax import nnx
 from jax.sharding import PartitionSpec as P
 
 from apertus_jax.models.config import ModelConfig
+from apertus_jax.models.fp8 import projection
 from apertus_jax.models.layers import RMSNorm, normal_param
 from apertus_jax.models.partitioning import constrain, logical_to_spec
 from apertus_jax.models.rope import apply_rope, rope_inv_freq
@@ -247,9 +248,9 @@ class Attention(nnx.Module):
         cfg = self.config
         dtype = jnp.dtype(cfg.dtype)
         x_BxTxD = x_BxTxD.astype(dtype)
-        q = jnp.einsum("btd,dnh->btnh", x_BxTxD, self.q_proj[...].astype(dtype))
-        k = jnp.einsum("btd,dkh->btkh", x_BxTxD, self.k_proj[...].astype(dtype))
-        v = jnp.einsum("btd,dkh->btkh", x_BxTxD, self.v_proj[...].astype(dtype))
+        q = projection("btd,dnh->btnh", x_BxTxD, self.q_proj[...].astype(dtype), cfg.fp8)
+        k = projection("btd,dkh->btkh", x_BxTxD, self.k_proj[...].astype(dtype), cfg.fp8)
+        v = projection("btd,dkh->btkh", x_BxTxD, self.v_proj[...].astype(dtype), cfg.fp8)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         inv_freq = rope_inv_freq(cfg)
@@ -261,4 +262,4 @@ class Attention(nnx.Module):
     def output(self, out_BxTxNxH: jax.Array) -> jax.Array:
         """Output projection of the attention result `[B, T, N, H]` -> `[B, T, d_model]` (compute dtype)."""
         dtype = jnp.dtype(self.config.dtype)
-        return jnp.einsum("btnh,nhd->btd", out_BxTxNxH, self.o_proj[...].astype(dtype))
+        return projection("btnh,nhd->btd", out_BxTxNxH, self.o_proj[...].astype(dtype), self.config.fp8)

@@ -8,7 +8,9 @@ MLP_TYPES = ("xielu", "swiglu")
 ROPE_SCALINGS = ("none", "llama3")
 ATTENTION_IMPLS = ("xla", "jax_nn", "cudnn", "splash")
 REMAT_POLICIES = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
-COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+# float16 is refused rather than half-supported: its range ends at 65504, so xIELU's alpha_p * x^2 branch is
+# inf for x >= ~286, and the trainer has no dynamic loss scaling; bfloat16 has float32's range.
+COMPUTE_DTYPES = ("float32", "bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +27,8 @@ class ModelConfig:
       mlp_type: "xielu" (ungated, `down(xIELU(up(x)))`) or "swiglu" (gated, `down(silu(gate(x)) * up(x))`).
       rope_*: base theta and the "none" | "llama3" frequency scaling with its four constants.
       max_seq_len: training context length in tokens (used by FLOPs and presets, not by the forward).
-      dtype: compute dtype name; parameters are stored in `param_dtype` (float32).
+      dtype: compute dtype name, "float32" or "bfloat16" ("float16" is rejected: it overflows in xIELU's
+        x^2 branch and the trainer has no loss scaling); parameters are stored in `param_dtype` (float32).
       attention_impl: "xla" (einsum, CPU default), "jax_nn" (`jax.nn.dot_product_attention`, XLA backend),
         "cudnn" (same call with implementation="cudnn", GPU only), "splash" (TPU Pallas kernel).
       attention_query_block: with "xla" attention, queries in blocks of this many positions per device
@@ -36,6 +39,9 @@ class ModelConfig:
       remat_policy: "none" (keep all activations), "full" (recompute everything in the backward pass),
         "dots_saveable", "dots_with_no_batch_dims_saveable" (`jax.checkpoint_policies` of those names).
       init_std: standard deviation of the normal init of linear and embedding weights.
+      fp8: attention and MLP projections with FP8 (e4m3) inputs and e5m2 gradients, per-tensor current
+        scaling (`apertus_jax.models.fp8`; opt-in: Apertus found FP8 unstable late in training). The lm_head
+        and attention scores keep `dtype`.
 
     Raises:
       ValueError: in `__post_init__`, one line naming the bad field and the fix.
@@ -66,6 +72,7 @@ class ModelConfig:
     scan_layers: bool = False
     remat_policy: str = "none"
     init_std: float = 0.02
+    fp8: bool = False
 
     def __post_init__(self):
         for name in (
@@ -104,12 +111,17 @@ class ModelConfig:
             "dtype": COMPUTE_DTYPES,
             "param_dtype": ("float32",),
         }
+        if self.dtype == "float16":
+            raise ValueError(
+                "ModelConfig.dtype='float16' is not supported (float16 overflows: xIELU's x^2 branch is inf "
+                "for x >= ~286 and there is no loss scaling); use dtype='bfloat16'"
+            )
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is not one of {valid}")
         if self.attention_impl == "cudnn" and self.dtype == "float32":
             raise ValueError(
-                "ModelConfig.attention_impl='cudnn' needs dtype 'bfloat16' or 'float16' (cuDNN flash "
+                "ModelConfig.attention_impl='cudnn' needs dtype 'bfloat16' (cuDNN flash "
                 "attention has no float32 kernel); use 'jax_nn' or 'xla' for float32"
             )
         if self.rope_scaling == "llama3" and not self.rope_low_freq_factor < self.rope_high_freq_factor:

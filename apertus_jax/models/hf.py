@@ -1,6 +1,9 @@
-"""HuggingFace interop: `transformers` `ApertusForCausalLM` checkpoints <-> our `Apertus` (docs/recipe.md section 1).
+"""HuggingFace interop: `transformers` `ApertusForCausalLM` / `LlamaForCausalLM` checkpoints <-> our `Apertus`.
 
-A HF checkpoint is a directory with `config.json` and `model.safetensors`. Tensor names and layouts:
+The Apertus architecture (docs/recipe.md section 1: ungated xIELU MLP, QK-norm) maps onto `ApertusForCausalLM`;
+the SwiGLU baseline without QK-norm (the Llama / Boldt ablation architecture, `tiny-llama` and `boldt-*`
+presets) maps onto `LlamaForCausalLM`. A HF checkpoint is a directory with `config.json` and
+`model.safetensors`. Tensor names and layouts:
 
 | HF tensor (`[out, in]` for linears) | ours (`export_weights` name, kernels `[in, out]`) |
 | --- | --- |
@@ -8,18 +11,22 @@ A HF checkpoint is a directory with `config.json` and `model.safetensors`. Tenso
 | `model.layers.i.self_attn.q_proj.weight` `[N*H, D]` | `layers.i.attn.q_proj` `[D, N, H]` |
 | `model.layers.i.self_attn.{k,v}_proj.weight` `[K*H, D]` | `layers.i.attn.{k,v}_proj` `[D, K, H]` |
 | `model.layers.i.self_attn.o_proj.weight` `[D, N*H]` | `layers.i.attn.o_proj` `[N, H, D]` |
-| `model.layers.i.self_attn.{q,k}_norm.weight` `[H]` | `layers.i.attn.{q,k}_norm.weight` `[H]` |
-| `model.layers.i.attention_layernorm.weight` `[D]` | `layers.i.attn_norm.weight` `[D]` |
-| `model.layers.i.feedforward_layernorm.weight` `[D]` | `layers.i.mlp_norm.weight` `[D]` |
+| `model.layers.i.self_attn.{q,k}_norm.weight` `[H]` (Apertus) | `layers.i.attn.{q,k}_norm.weight` `[H]` |
+| `model.layers.i.attention_layernorm.weight` `[D]` (Apertus) | `layers.i.attn_norm.weight` `[D]` |
+| `model.layers.i.input_layernorm.weight` `[D]` (Llama) | `layers.i.attn_norm.weight` `[D]` |
+| `model.layers.i.feedforward_layernorm.weight` `[D]` (Apertus) | `layers.i.mlp_norm.weight` `[D]` |
+| `model.layers.i.post_attention_layernorm.weight` `[D]` (Llama) | `layers.i.mlp_norm.weight` `[D]` |
+| `model.layers.i.mlp.gate_proj.weight` `[F, D]` (Llama) | `layers.i.mlp.gate` `[D, F]` |
 | `model.layers.i.mlp.up_proj.weight` `[F, D]` | `layers.i.mlp.up` `[D, F]` |
 | `model.layers.i.mlp.down_proj.weight` `[D, F]` | `layers.i.mlp.down` `[F, D]` |
-| `model.layers.i.mlp.act_fn.alpha_p`, `alpha_n` `(1,)` (pre-softplus) | `layers.i.mlp.act.a_p`, `a_n` `(1,)` |
-| `model.layers.i.mlp.act_fn.beta`, `eps` `()` (constants 0.5, -1e-6) | (constants of `layers.xielu`) |
+| `model.layers.i.mlp.act_fn.alpha_p`, `alpha_n` `(1,)` (pre-softplus, Apertus) | `layers.i.mlp.act.a_p`, `a_n` `(1,)` |
+| `model.layers.i.mlp.act_fn.beta`, `eps` `()` (constants 0.5, -1e-6, Apertus) | (constants of `layers.xielu`) |
 | `model.norm.weight` `[D]` | `final_norm.weight` `[D]` |
 | `lm_head.weight` `[V, D]` (absent or equal to the embedding when tied) | `lm_head` `[D, V]` |
 
-Only the Apertus architecture maps onto `ApertusForCausalLM`: ungated xIELU MLP, QK-norm, no biases. Other
-configurations (the SwiGLU / no-QK-norm Llama baseline) raise a ValueError naming the field.
+Both use the half-split ("rotate_half") RoPE layout of our `rope.apply_rope`, so q/k need no permutation.
+Other configurations (SwiGLU with QK-norm, xIELU without QK-norm) have no transformers class and raise a
+ValueError naming the field.
 """
 
 import json
@@ -42,11 +49,13 @@ WEIGHTS_FILE = "model.safetensors"
 _LAYER_PREFIX = "model.layers."
 
 # (ours, HF) names inside one layer; values are transposed/reshaped by `_to_ours` / `_to_hf`.
-_LAYER_NAMES = (
+_ATTN_NAMES = (
     ("attn.q_proj", "self_attn.q_proj.weight"),
     ("attn.k_proj", "self_attn.k_proj.weight"),
     ("attn.v_proj", "self_attn.v_proj.weight"),
     ("attn.o_proj", "self_attn.o_proj.weight"),
+)
+_LAYER_NAMES = _ATTN_NAMES + (
     ("attn.q_norm.weight", "self_attn.q_norm.weight"),
     ("attn.k_norm.weight", "self_attn.k_norm.weight"),
     ("attn_norm.weight", "attention_layernorm.weight"),
@@ -56,15 +65,25 @@ _LAYER_NAMES = (
     ("mlp.act.a_p", "mlp.act_fn.alpha_p"),
     ("mlp.act.a_n", "mlp.act_fn.alpha_n"),
 )
+_LLAMA_LAYER_NAMES = _ATTN_NAMES + (
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("mlp_norm.weight", "post_attention_layernorm.weight"),
+    ("mlp.gate", "mlp.gate_proj.weight"),
+    ("mlp.up", "mlp.up_proj.weight"),
+    ("mlp.down", "mlp.down_proj.weight"),
+)
 _XIELU_CONSTANTS = (("mlp.act_fn.beta", XIELU_BETA), ("mlp.act_fn.eps", XIELU_EPS))
+# model_type -> (hidden_act, our mlp_type, our qk_norm, transformers' rms_norm_eps default).
+_ARCHITECTURES = {"apertus": ("xielu", "xielu", True, 1e-5), "llama": ("silu", "swiglu", False, 1e-6)}
 
 
 # ---------------------------------------------------------------- config
 
 
 def config_from_hf(hf_config: dict, **overrides) -> ModelConfig:
-    """Our `ModelConfig` for a HF `ApertusConfig` dict (`config.json` contents).
+    """Our `ModelConfig` for a HF `ApertusConfig` or `LlamaConfig` dict (`config.json` contents).
 
+    `model_type` "apertus" gives the xIELU + QK-norm architecture, "llama" the SwiGLU one without QK-norm.
     Reads `rope_parameters` (transformers >= 5) or the older `rope_theta` + `rope_scaling` pair; rope_type
     "default" maps to `rope_scaling="none"`, "llama3" to "llama3". `max_position_embeddings` becomes
     `max_seq_len`. `overrides` set fields that HF does not describe (dtype, scan_layers, attention_impl,
@@ -75,13 +94,16 @@ def config_from_hf(hf_config: dict, **overrides) -> ModelConfig:
         attention/MLP biases, a RoPE type other than default/llama3, partial rotary embeddings).
     """
     model_type = hf_config.get("model_type", "apertus")
-    if model_type != "apertus":
+    if model_type not in _ARCHITECTURES:
         raise ValueError(
-            f"HF config has model_type={model_type!r}; only 'apertus' (ApertusForCausalLM) is supported"
+            f"HF config has model_type={model_type!r}; only 'apertus' (ApertusForCausalLM) and 'llama' "
+            f"(LlamaForCausalLM) are supported"
         )
-    if hf_config.get("hidden_act", "xielu") != "xielu":
+    hidden_act, mlp_type, qk_norm, default_eps = _ARCHITECTURES[model_type]
+    if hf_config.get("hidden_act", hidden_act) != hidden_act:
         raise ValueError(
-            f"HF config hidden_act={hf_config['hidden_act']!r}; Apertus needs 'xielu' (ungated MLP)"
+            f"HF config hidden_act={hf_config['hidden_act']!r}; model_type {model_type!r} needs "
+            f"{hidden_act!r} ({'ungated' if mlp_type == 'xielu' else 'gated SwiGLU'} MLP)"
         )
     for flag in ("attention_bias", "mlp_bias"):
         if hf_config.get(flag, False):
@@ -101,12 +123,12 @@ def config_from_hf(hf_config: dict, **overrides) -> ModelConfig:
         n_kv_heads=int(hf_config.get("num_key_value_heads") or n_heads),
         head_dim=int(hf_config.get("head_dim") or int(hf_config["hidden_size"]) // n_heads),
         mlp_hidden=int(hf_config["intermediate_size"]),
-        mlp_type="xielu",
-        qk_norm=True,
+        mlp_type=mlp_type,
+        qk_norm=qk_norm,
         tie_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
         rope_theta=float(rope["rope_theta"]),
         rope_scaling="llama3" if rope_type == "llama3" else "none",
-        rms_norm_eps=float(hf_config.get("rms_norm_eps", 1e-5)),
+        rms_norm_eps=float(hf_config.get("rms_norm_eps", default_eps)),
         max_seq_len=int(hf_config.get("max_position_embeddings", ModelConfig.max_seq_len)),
     )
     if rope_type == "llama3":
@@ -132,20 +154,35 @@ def _rope_parameters(hf_config: dict) -> dict:
     return rope
 
 
-def config_to_hf(config: ModelConfig) -> dict:
-    """A `config.json` dict for `transformers.ApertusForCausalLM` equivalent to `config`.
+def hf_model_type(config: ModelConfig) -> str:
+    """The HF `model_type` that represents `config` exactly: "apertus" (xIELU MLP with QK-norm) or "llama"
+    (SwiGLU MLP without QK-norm).
 
     Raises:
-      ValueError: `config` is not an Apertus architecture (SwiGLU MLP or QK-norm off).
+      ValueError: any other combination of `mlp_type` and `qk_norm` (no transformers class has it).
     """
-    if config.mlp_type != "xielu":
+    if config.mlp_type == "xielu":
+        if not config.qk_norm:
+            raise ValueError(
+                "qk_norm=False has no ApertusForCausalLM equivalent (Apertus always applies QK-norm)"
+            )
+        return "apertus"
+    if config.qk_norm:
         raise ValueError(
-            f"mlp_type={config.mlp_type!r} has no ApertusForCausalLM equivalent; only 'xielu' exports"
+            "mlp_type='swiglu' with qk_norm=True has no LlamaForCausalLM equivalent (Llama has no QK-norm)"
         )
-    if not config.qk_norm:
-        raise ValueError(
-            "qk_norm=False has no ApertusForCausalLM equivalent (Apertus always applies QK-norm)"
-        )
+    return "llama"
+
+
+def config_to_hf(config: ModelConfig) -> dict:
+    """A `config.json` dict for `transformers.ApertusForCausalLM` or `LlamaForCausalLM` equivalent to `config`.
+
+    The class follows `hf_model_type(config)`.
+
+    Raises:
+      ValueError: as `hf_model_type`.
+    """
+    model_type = hf_model_type(config)
     rope = {"rope_type": "default", "rope_theta": float(config.rope_theta)}
     if config.rope_scaling == "llama3":
         rope.update(
@@ -155,7 +192,7 @@ def config_to_hf(config: ModelConfig) -> dict:
             low_freq_factor=float(config.rope_low_freq_factor),
             high_freq_factor=float(config.rope_high_freq_factor),
         )
-    return {
+    hf_config = {
         "architectures": ["ApertusForCausalLM"],
         "model_type": "apertus",
         "vocab_size": config.vocab_size,
@@ -177,6 +214,11 @@ def config_to_hf(config: ModelConfig) -> dict:
         "pad_token_id": 3,
         "dtype": "float32",
     }
+    if model_type == "llama":
+        hf_config.update(
+            architectures=["LlamaForCausalLM"], model_type="llama", hidden_act="silu", mlp_bias=False
+        )
+    return hf_config
 
 
 # ---------------------------------------------------------------- weights
@@ -191,7 +233,7 @@ def _to_ours(name: str, w: np.ndarray, config: ModelConfig) -> np.ndarray:
         return w.T.reshape(d, k, h)
     if name == "attn.o_proj":
         return w.T.reshape(n, h, d)
-    if name in ("mlp.up", "mlp.down"):
+    if name in ("mlp.up", "mlp.gate", "mlp.down"):
         return w.T
     return w
 
@@ -202,18 +244,18 @@ def _to_hf(name: str, w: np.ndarray) -> np.ndarray:
         return w.reshape(w.shape[0], -1).T
     if name == "attn.o_proj":
         return w.reshape(-1, w.shape[-1]).T
-    if name in ("mlp.up", "mlp.down"):
+    if name in ("mlp.up", "mlp.gate", "mlp.down"):
         return w.T
     return w
 
 
 def from_hf(state_dict: dict[str, np.ndarray], config: dict, **overrides) -> Apertus:
-    """An `Apertus` model holding the weights of a HF `ApertusForCausalLM` state dict.
+    """An `Apertus` model holding the weights of a HF `ApertusForCausalLM` or `LlamaForCausalLM` state dict.
 
     Args:
       state_dict: HF tensor name -> array (any float dtype; stored as float32). `lm_head.weight` may be
         absent when `tie_word_embeddings` (it must then equal the embedding if present).
-      config: the HF config dict (`config.json` contents).
+      config: the HF config dict (`config.json` contents); its `model_type` picks the tensor names.
       **overrides: `ModelConfig` fields HF does not describe (e.g. `scan_layers=True`, `dtype="bfloat16"`).
     Returns:
       The model (scanned or unscanned per `overrides`), parameters float32.
@@ -222,6 +264,7 @@ def from_hf(state_dict: dict[str, np.ndarray], config: dict, **overrides) -> Ape
         xIELU constants beta/eps other than 0.5/-1e-6.
     """
     cfg = config_from_hf(config, **overrides)
+    layer_names = _layer_names(cfg)
     remaining = {name: np.asarray(w, dtype=np.float32) for name, w in state_dict.items()}
     missing = []
 
@@ -240,12 +283,16 @@ def from_hf(state_dict: dict[str, np.ndarray], config: dict, **overrides) -> Ape
             raise ValueError(
                 "tie_word_embeddings=true but lm_head.weight differs from model.embed_tokens.weight"
             )
+    if cfg.mlp_type == "swiglu":
+        # Llama checkpoints of older transformers versions saved the RoPE frequencies; ours are computed.
+        for name in [n for n in remaining if n.endswith(".self_attn.rotary_emb.inv_freq")]:
+            remaining.pop(name)
     for i in range(cfg.n_layers):
         prefix = f"{_LAYER_PREFIX}{i}."
-        for ours, theirs in _LAYER_NAMES:
+        for ours, theirs in layer_names:
             w = take(prefix + theirs)
             weights[f"layers.{i}.{ours}"] = None if w is None else _to_ours(ours, w, cfg)
-        for theirs, value in _XIELU_CONSTANTS:
+        for theirs, value in _XIELU_CONSTANTS if cfg.mlp_type == "xielu" else ():
             w = remaining.pop(prefix + theirs, None)
             if w is not None and not np.allclose(w, value, rtol=0, atol=1e-7 + 1e-3 * abs(value)):
                 raise ValueError(f"{prefix + theirs} = {w.item()}, but our xIELU fixes it at {value}")
@@ -260,6 +307,11 @@ def from_hf(state_dict: dict[str, np.ndarray], config: dict, **overrides) -> Ape
     return model
 
 
+def _layer_names(config: ModelConfig) -> tuple[tuple[str, str], ...]:
+    """(ours, HF) tensor names inside one layer for the architecture of `config`."""
+    return _LLAMA_LAYER_NAMES if config.mlp_type == "swiglu" else _LAYER_NAMES
+
+
 def _zeros_model(config: ModelConfig) -> Apertus:
     """An `Apertus` with host (numpy) zero parameters: no random init, which costs seconds to minutes."""
     graphdef, abstract = nnx.split(nnx.eval_shape(lambda: Apertus(config, rngs=nnx.Rngs(0))))
@@ -267,13 +319,14 @@ def _zeros_model(config: ModelConfig) -> Apertus:
 
 
 def to_hf(model: Apertus) -> tuple[dict[str, np.ndarray], dict]:
-    """The HF `ApertusForCausalLM` state dict (float32 numpy, `[out, in]` linears) and config dict of `model`.
+    """The HF state dict (float32 numpy, `[out, in]` linears) and config dict of `model`: an
+    `ApertusForCausalLM` one for the Apertus architecture, a `LlamaForCausalLM` one for SwiGLU without QK-norm.
 
-    Writes the xIELU constants `beta`/`eps` too (they are persistent buffers in transformers). A tied model
-    has no `lm_head.weight` entry (transformers re-ties it from the embedding).
+    Writes the xIELU constants `beta`/`eps` of Apertus too (they are persistent buffers in transformers). A
+    tied model has no `lm_head.weight` entry (transformers re-ties it from the embedding).
 
     Raises:
-      ValueError: `model.config` is not an Apertus architecture (see `config_to_hf`).
+      ValueError: `model.config` has no transformers equivalent (see `hf_model_type`).
     """
     cfg = model.config
     hf_config = config_to_hf(cfg)
@@ -286,9 +339,9 @@ def to_hf(model: Apertus) -> tuple[dict[str, np.ndarray], dict]:
         state_dict["lm_head.weight"] = weights["lm_head"].T
     for i in range(cfg.n_layers):
         prefix = f"{_LAYER_PREFIX}{i}."
-        for ours, theirs in _LAYER_NAMES:
+        for ours, theirs in _layer_names(cfg):
             state_dict[prefix + theirs] = _to_hf(ours, weights[f"layers.{i}.{ours}"])
-        for theirs, value in _XIELU_CONSTANTS:
+        for theirs, value in _XIELU_CONSTANTS if cfg.mlp_type == "xielu" else ():
             state_dict[prefix + theirs] = np.asarray(value, dtype=np.float32)
     return {name: np.asarray(w, order="C") for name, w in state_dict.items()}, hf_config
 
@@ -297,7 +350,8 @@ def to_hf(model: Apertus) -> tuple[dict[str, np.ndarray], dict]:
 
 
 def save_hf(model: Apertus, directory: str | os.PathLike) -> None:
-    """Write `config.json` and `model.safetensors` for `transformers.ApertusForCausalLM.from_pretrained`.
+    """Write `config.json` and `model.safetensors` for `transformers.AutoModelForCausalLM.from_pretrained`
+    (`ApertusForCausalLM` or `LlamaForCausalLM`, see `to_hf`).
 
     Both files are written under temporary names in `directory` and renamed into place, so an interrupted
     save never leaves a half-written checkpoint under the final names.

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from apertus_jax.models.config import ModelConfig
+from apertus_jax.models.fp8 import fp8_einsum
 from apertus_jax.models.partitioning import constrain
 
 XIELU_BETA = 0.5
@@ -118,12 +119,14 @@ class MLP(nnx.Module):
     """Feed-forward block: ungated `down(xIELU(up(x)))` or gated SwiGLU `down(silu(gate(x)) * up(x))`.
 
     Kernels are `[in, out]`: `up`/`gate` `[d_model, mlp_hidden]` ("embed", "mlp"), `down`
-    `[mlp_hidden, d_model]` ("mlp", "embed"). No biases. Matmuls run in `config.dtype`.
+    `[mlp_hidden, d_model]` ("mlp", "embed"). No biases. Matmuls run in `config.dtype` (FP8 inputs when
+    `config.fp8`, `apertus_jax.models.fp8`).
     """
 
     def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
         d, f, std = config.d_model, config.mlp_hidden, config.init_std
         self.dtype = jnp.dtype(config.dtype)
+        self.fp8 = config.fp8
         self.up = normal_param(rngs, (d, f), ("embed", "mlp"), std)
         if config.mlp_type == "swiglu":
             self.gate = normal_param(rngs, (d, f), ("embed", "mlp"), std)
@@ -136,11 +139,12 @@ class MLP(nnx.Module):
     def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
         """x: `[B, T, d_model]` in compute dtype -> `[B, T, d_model]` in compute dtype."""
         x_BxTxD = x_BxTxD.astype(self.dtype)
-        up_BxTxF = dense(x_BxTxD, self.up[...].astype(self.dtype))
+        matmul = functools.partial(fp8_einsum, "...d,df->...f") if self.fp8 else dense
+        up_BxTxF = matmul(x_BxTxD, self.up[...].astype(self.dtype))
         if self.gate is not None:
-            gate_BxTxF = dense(x_BxTxD, self.gate[...].astype(self.dtype))
+            gate_BxTxF = matmul(x_BxTxD, self.gate[...].astype(self.dtype))
             h_BxTxF = jax.nn.silu(gate_BxTxF) * up_BxTxF
         else:
             h_BxTxF = self.act(up_BxTxF)
         h_BxTxF = constrain(h_BxTxF, ("batch", "length", "mlp"))
-        return dense(h_BxTxF, self.down[...].astype(self.dtype))
+        return matmul(h_BxTxF, self.down[...].astype(self.dtype))

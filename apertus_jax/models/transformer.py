@@ -102,9 +102,21 @@ class Apertus(nnx.Module):
         """Final RMSNorm and output projection (`embed^T` when tied): `[B, T, d_model]` -> logits float32."""
         dtype = jnp.dtype(self.config.dtype)
         x_BxTxD = self.final_norm(x_BxTxD)
-        w_DxV = self.embed[...].T if self.lm_head is None else self.lm_head[...]
-        logits_BxTxV = dense(x_BxTxD, w_DxV.astype(dtype), preferred_element_type=jnp.float32)
+        logits_BxTxV = dense(x_BxTxD, self.output_weights().astype(dtype), preferred_element_type=jnp.float32)
         return constrain(logits_BxTxV, ("batch", "length", "vocab"))
+
+    def output_weights(self) -> jax.Array:
+        """The output projection `[d_model, vocab]` float32 (`embed^T` when `tie_embeddings`)."""
+        return self.embed[...].T if self.lm_head is None else self.lm_head[...]
+
+    def final_hidden(self, tokens: jax.Array, positions: jax.Array, segment_ids: jax.Array) -> jax.Array:
+        """The normalized final hidden state `[B, T, d_model]` in compute dtype: `__call__` without the
+        output projection, for losses that apply it chunk by chunk (`apertus_jax.train.loss`).
+
+        `logits = final_hidden(...) @ output_weights()` (matmul in compute dtype, float32 accumulation).
+        """
+        x_BxTxD = self._run_layers(self.embed_tokens(tokens), positions, segment_ids)
+        return self.final_norm(x_BxTxD)
 
     def _run_layers(self, x_BxTxD, positions_BxT, segment_ids_BxT):
         """All blocks, each under `jax.checkpoint` with the remat policy; scanned or as a Python loop."""

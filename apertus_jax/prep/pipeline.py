@@ -1,8 +1,10 @@
 """Builds the preparation pipeline from one config as a chain of datatrove executors.
 
 Stages (each a datatrove executor; `depends` chains them, so Slurm runs them as dependent job arrays):
-  1. filter     (tasks = T): read JSONL -> count tokens -> robots.txt -> PII -> decontamination -> classifier
-                 scores -> `<work_dir>/scored/<rank>.jsonl.gz`
+  0. dedup      (`config.dedup`): exact and MinHash signature, bucket and cluster stages on datatrove's
+                 dedup steps (see `apertus_jax.prep.dedup`)
+  1. filter     (tasks = T): read JSONL -> count tokens -> remove exact and near duplicates -> robots.txt ->
+                 PII -> decontamination -> classifier scores -> `<work_dir>/scored/<rank>.jsonl.gz`
   2. thresholds (1 task):   per-language toxicity thresholds over all scored documents (a global percentile
                  needs every score) -> `<work_dir>/toxicity_thresholds.json`
   3. select     (tasks = T): read scored -> toxicity filter -> quality tiers -> ArrayRecord shards per task
@@ -14,6 +16,7 @@ only on the config and the number of tasks, not on the number of workers or the 
 Config (an `ml_collections.ConfigDict` or nested dict; see configs/prep/demo.py for every field):
   input_dir, work_dir, output_dir, tokenizer, lang_key, source_key, url_key,
   executor {kind: local|slurm|ray, tasks, workers, skip_completed, slurm {...}, ray {...}},
+  dedup {exact {enabled}, minhash {enabled, n_grams, num_buckets, hashes_per_bucket, seed}},
   robots {enabled, snapshot, mode, agents}, pii {enabled, skip_sources},
   decontam {enabled, benchmarks, prompt_key, id_key, n, min_block, threshold},
   heads {<name>: {path, labels, languages}}, toxicity {enabled, top_fraction, skip_sources},
@@ -25,9 +28,9 @@ import os
 from datatrove.pipeline.readers import JsonlReader
 from datatrove.pipeline.writers import JsonlWriter
 
-from apertus_jax.prep import quality, steps
+from apertus_jax.prep import dedup, quality, steps
 
-STAGES = ("filter", "thresholds", "select", "merge")
+STAGES = (*dedup.STAGES, "filter", "thresholds", "select", "merge")
 EXECUTORS = ("local", "slurm", "ray")
 
 
@@ -46,8 +49,12 @@ def _heads_used(config) -> dict:
     return heads
 
 
+def _dedup_enabled(config) -> bool:
+    return "dedup" in config and (config.dedup.exact.enabled or config.dedup.minhash.enabled)
+
+
 def build_stages(config) -> dict[str, list]:
-    """The datatrove step lists of the four stages (see the module docstring).
+    """The datatrove step lists of the stages in run order (see the module docstring).
 
     Raises:
       ValueError: unknown robots mode / quality subset, or a needed head missing from config.heads.
@@ -57,10 +64,13 @@ def build_stages(config) -> dict[str, list]:
     scored_dir = os.path.join(work, "scored")
     thresholds_path = os.path.join(work, "toxicity_thresholds.json")
 
-    filter_stage = [
-        JsonlReader(config.input_dir, glob_pattern="*.jsonl*", id_key="id"),
-        steps.CountTokens(config.tokenizer, **keys),
-    ]
+    def reader():
+        return JsonlReader(config.input_dir, glob_pattern="*.jsonl*", id_key="id")
+
+    stages = dedup.build_dedup_stages(config, reader) if _dedup_enabled(config) else {}
+    filter_stage = [reader(), steps.CountTokens(config.tokenizer, **keys)]
+    if _dedup_enabled(config):
+        filter_stage += dedup.filter_steps(config, config.lang_key)
     if config.robots.enabled:
         filter_stage.append(
             steps.RobotsFilter(
@@ -106,6 +116,7 @@ def build_stages(config) -> dict[str, list]:
         )
     )
     return {
+        **stages,
         "filter": filter_stage,
         "thresholds": [
             steps.ComputeToxicityThresholds(scored_dir, thresholds_path, config.toxicity.top_fraction, **keys)
@@ -127,34 +138,50 @@ def build_executors(config) -> dict:
       ValueError: unknown executor kind.
     """
     ex = config.executor
-    if ex.kind not in EXECUTORS:
-        raise ValueError(f"executor kind {ex.kind!r} unknown; use one of {EXECUTORS}")
     executors, previous = {}, None
     for stage, pipeline in build_stages(config).items():
         if not pipeline:
             continue
-        tasks = ex.tasks if stage in ("filter", "select") else 1
-        common = dict(
-            pipeline=pipeline,
-            tasks=tasks,
-            logging_dir=os.path.join(config.work_dir, "logs", stage),
-            skip_completed=ex.skip_completed,
-            depends=previous,
-        )
-        if ex.kind == "local":
-            from datatrove.executor import LocalPipelineExecutor
-
-            executor = LocalPipelineExecutor(workers=min(ex.workers, tasks), **common)
-        elif ex.kind == "slurm":
-            from datatrove.executor import SlurmPipelineExecutor
-
-            executor = SlurmPipelineExecutor(job_name=f"prep-{stage}", **dict(ex.slurm), **common)
+        if stage in dedup.STAGES:
+            tasks = dedup.stage_tasks(config, stage)
         else:
-            from datatrove.executor.ray import RayPipelineExecutor
-
-            executor = RayPipelineExecutor(workers=ex.workers, **dict(ex.ray), **common)
-        executors[stage] = previous = executor
+            tasks = ex.tasks if stage in ("filter", "select") else 1
+        executors[stage] = previous = make_executor(
+            ex, pipeline, tasks, os.path.join(config.work_dir, "logs", stage), f"prep-{stage}", previous
+        )
     return executors
+
+
+def make_executor(ex, pipeline: list, tasks: int, logging_dir: str, job_name: str, depends=None):
+    """One datatrove executor of kind `ex.kind` ("local", "slurm", "ray") for `pipeline`.
+
+    Args:
+      ex: the executor section (`kind`, `workers`, `skip_completed`, `slurm {...}`, `ray {...}`).
+      tasks: datatrove tasks (the number of input shares); local workers are capped at it.
+      depends: the executor that must finish first (Slurm: a job dependency).
+    Raises:
+      ValueError: unknown executor kind.
+    """
+    if ex["kind"] not in EXECUTORS:
+        raise ValueError(f"executor kind {ex['kind']!r} unknown; use one of {EXECUTORS}")
+    common = dict(
+        pipeline=pipeline,
+        tasks=tasks,
+        logging_dir=logging_dir,
+        skip_completed=ex["skip_completed"],
+        depends=depends,
+    )
+    if ex["kind"] == "local":
+        from datatrove.executor import LocalPipelineExecutor
+
+        return LocalPipelineExecutor(workers=min(ex["workers"], tasks), **common)
+    if ex["kind"] == "slurm":
+        from datatrove.executor import SlurmPipelineExecutor
+
+        return SlurmPipelineExecutor(job_name=job_name, **dict(ex["slurm"]), **common)
+    from datatrove.executor.ray import RayPipelineExecutor
+
+    return RayPipelineExecutor(workers=ex["workers"], **dict(ex["ray"]), **common)
 
 
 def resolve_work_dir(config):

@@ -5,16 +5,21 @@ unreachable) is allowed: the opt-out reading of the paper. Two modes:
   - `domain` (the paper): drop every document of a host if any listed AI agent may not fetch `/`;
   - `url`: keep a document only if every listed agent may fetch its URL.
 
-Parsing is delegated to `protego` (longest match, Allow wins ties, `*` and `$`, percent-encoding, group
-merging). Measured against Google's robots.txt rules (RFC 9309 and google/robotstxt), protego 0.7 differs on
-four points that matter here; `normalize_for_agent` rewrites the file so protego gives Google's answer:
-  1. a UTF-8 byte-order mark makes the first `User-agent` line unreadable (Google strips it);
-  2. `User-agent: GPTBot/1.0` does not apply to GPTBot (Google keeps the product token `GPTBot`);
-  3. a group's agent is matched as a prefix, so `User-agent: Applebot` rules apply to Applebot-Extended
-     (Google and RFC 9309 match the whole product token, case-insensitively);
-  4. a `Crawl-delay`, `Sitemap` or unknown line between two `User-agent` lines splits the group
-     (Google only ends a group at an Allow/Disallow rule).
-tests/prep/test_robots.py holds one case per point.
+Matching is delegated to `protego` (longest match, Allow wins ties, `*` and `$`, percent-encoding, group
+merging). The reference for parsing is Google's open-source robots.txt parser (google/robotstxt, robots.cc,
+and RFC 9309); protego 0.7 reads some files differently, so `normalize_for_agent` first re-reads the file
+line by line the way Google's parser does and hands protego a clean file that gives Google's answer:
+  1. a UTF-8 byte-order mark, or the start of one (bytes EF BB or EF), before the first line is skipped;
+  2. lines end at LF, CR or CRLF only, and a line is cut after 16,663 bytes (Google's 8 x 2083 buffer);
+  3. a line without a colon is read as `key value` when it has exactly two words (`Disallow /`);
+  4. keys are matched as case-insensitive prefixes with Google's accepted typos (`useragent`,
+     `dissallow`, ...); only User-agent, Allow and Disallow lines are kept, so a `Crawl-delay`, `Sitemap`
+     or unknown line between two `User-agent` lines does not split the group;
+  5. `User-agent: GPTBot/1.0` applies to GPTBot (the product token `[A-Za-z_-]*` is compared), and a
+     group's agent must equal the crawler's name case-insensitively, so `User-agent: Applebot` rules do
+     not apply to Applebot-Extended (protego matches it as a prefix).
+docs/robots.md lists the cases where the project deliberately reads a file differently from Google's
+parser; tests/prep/test_robots.py holds a table of Google's parsing behaviour.
 """
 
 import json
@@ -42,35 +47,77 @@ AI_AGENTS = (
 )
 MODES = ("domain", "url")
 
-_USER_AGENT_KEYS = {"user-agent", "useragent", "user agent"}
-_RULE_KEYS = {"allow", "disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw"}
+_USER_AGENT_PREFIXES = ("user-agent", "useragent", "user agent")
+_DISALLOW_PREFIXES = ("disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw")
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
 _OTHER_AGENT = "x-other-agent"
+_UTF8_BOM = b"\xef\xbb\xbf"
+_MAX_LINE_BYTES = 2083 * 8 - 1  # Google keeps this many bytes of a line and drops the rest
+_ASCII_WHITESPACE = " \t\n\v\f\r"
+_LINE_END = re.compile(r"\r\n|\r|\n")
+# Characters that protego's `str.splitlines` would take as line ends but Google's parser keeps in the value.
+_HIDDEN_LINE_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def decode_robots_txt(body: bytes) -> str:
+    """The text of a robots.txt body: a leading UTF-8 byte-order mark, or any prefix of one (EF, EF BB), is
+    skipped as Google's parser does, then the bytes are decoded as UTF-8 with invalid bytes replaced."""
+    skip = 0
+    while skip < len(_UTF8_BOM) and skip < len(body) and body[skip] == _UTF8_BOM[skip]:
+        skip += 1
+    return body[skip:].decode("utf-8", errors="replace")
+
+
+def _key_and_value(line: str) -> tuple[str, str] | None:
+    """Google's split of one line (robots.cc GetKeyAndValueFrom): comment removed, `key: value`, or
+    `key value` when a colon is missing and the line has exactly two words; None if the line has no rule."""
+    line = line.split("#", 1)[0].strip(_ASCII_WHITESPACE)
+    if not line:
+        return None
+    if ":" in line:
+        key, value = line.split(":", 1)
+    else:
+        words = line.replace("\t", " ").split(" ")
+        words = [w for w in words if w]
+        if len(words) != 2:
+            return None
+        key, value = words
+    key = key.strip(_ASCII_WHITESPACE)
+    return (key, value.strip(_ASCII_WHITESPACE)) if key else None
 
 
 def normalize_for_agent(robots_txt: str, agent: str) -> str:
-    """Rewrite `robots_txt` so that protego's answer for `agent` follows Google's rules (points 1-4 above).
+    """Rewrite `robots_txt` so that protego's answer for `agent` follows Google's rules (points 1-5 above).
 
     Keeps only `User-agent`, `Allow` and `Disallow` lines; a `User-agent` value becomes `agent` if its
     product token equals `agent` case-insensitively, stays `*` if it is `*`, and becomes a placeholder
-    otherwise, so no other group can be matched by prefix.
+    otherwise, so no other group can be matched by prefix. A text that starts with U+FEFF or U+FFFD (a
+    byte-order mark, or a partial one decoded with replacement before it reached us) has that one
+    character dropped (docs/robots.md).
     """
+    if robots_txt[:1] in ("\ufeff", "\ufffd"):
+        robots_txt = robots_txt[1:]
     kept = []
-    for line in robots_txt.lstrip("\ufeff").splitlines():
-        line = line.split("#", 1)[0]
-        if ":" not in line:
+    for line in _LINE_END.split(robots_txt):
+        encoded = line.encode("utf-8", errors="surrogatepass")
+        if len(encoded) > _MAX_LINE_BYTES:
+            line = encoded[:_MAX_LINE_BYTES].decode("utf-8", errors="ignore")
+        parsed = _key_and_value(line)
+        if parsed is None:
             continue
-        key, value = (part.strip() for part in line.split(":", 1))
-        key = key.lower()
-        if key in _USER_AGENT_KEYS:
-            if value == "*" or (value.startswith("*") and value[1].isspace()):
+        key = parsed[0].lower()
+        value = _HIDDEN_LINE_ENDS.sub(lambda m: "".join(f"%{b:02X}" for b in m[0].encode()), parsed[1])
+        if key.startswith(_USER_AGENT_PREFIXES):
+            if value == "*" or (value.startswith("*") and value[1] in _ASCII_WHITESPACE):
                 value = "*"
             else:
                 token = _PRODUCT_TOKEN.match(value).group()
                 value = agent if token and token.lower() == agent.lower() else _OTHER_AGENT
             kept.append(f"User-agent: {value}")
-        elif key in _RULE_KEYS:
-            kept.append(f"{'Allow' if key == 'allow' else 'Disallow'}: {value}")
+        elif key.startswith("allow"):
+            kept.append(f"Allow: {value}")
+        elif key.startswith(_DISALLOW_PREFIXES):
+            kept.append(f"Disallow: {value}")
     return "\n".join(kept)
 
 
@@ -100,9 +147,10 @@ def host_of(url: str) -> str:
 class RobotsSnapshot(Mapping):
     """Host -> robots.txt text, loaded from a directory or a JSONL file.
 
-    Directory: one file per host, named `<host>.txt` or `<host>/robots.txt`, read as UTF-8 with invalid
-    bytes replaced. JSONL: one object per line, `{"domain": host, "robots_txt": text}`; a missing or null
-    `robots_txt` means the file was unavailable (allowed). Lookups fall back between `www.host` and `host`.
+    Directory: one file per host, named `<host>.txt` or `<host>/robots.txt`, read with `decode_robots_txt`
+    (byte-order mark skipped, UTF-8 with invalid bytes replaced). JSONL: one object per line,
+    `{"domain": host, "robots_txt": text}`; a missing or null `robots_txt` means the file was unavailable
+    (allowed). Lookups fall back between `www.host` and `host`.
 
     Raises:
       FileNotFoundError: the path does not exist.
@@ -129,7 +177,7 @@ class RobotsSnapshot(Mapping):
             else:
                 continue
             with open(full, "rb") as f:
-                files[host.lower()] = f.read().decode("utf-8", errors="replace")
+                files[host.lower()] = decode_robots_txt(f.read())
         return files
 
     @staticmethod

@@ -6,8 +6,11 @@ Used by `experiments/prepare_data.py` and by the tests (so both run the same cod
 import glob
 import json
 import os
+import shutil
 
-from apertus_jax.prep import demo, pipeline, stats
+from absl import logging
+
+from apertus_jax.prep import demo, local_executor, pipeline, stats
 from apertus_jax.prep.classifier import Classifier, load_labeled_jsonl
 
 
@@ -51,8 +54,39 @@ def train_missing_heads(config) -> list[str]:
     return trained
 
 
+def completed_tasks(executors: dict) -> tuple[int, int]:
+    """(tasks already completed in the executors' logging dirs, all tasks), over every stage."""
+    done = total = 0
+    for executor in executors.values():
+        total += executor.world_size
+        done += sum(map(executor.is_rank_completed, range(executor.world_size)))
+    return done, total
+
+
+def report_reuse(config, executors: dict) -> None:
+    """Logs (warning) that a run reuses tasks an earlier run completed in the same work_dir: their output
+    and statistics are the earlier run's, whatever the settings (e.g. executor.workers) are now."""
+    if not config.executor.skip_completed:
+        return
+    done, total = completed_tasks(executors)
+    if not done:
+        return
+    what = "nothing to run" if done == total else f"running the other {total - done}"
+    logging.warning(
+        "reusing %d of %d tasks completed by an earlier run in %s (%s); their output and statistics, "
+        "throughput included, are that run's whatever the settings now; for a fresh run pass a new "
+        "--config.work_dir or delete %s",
+        done,
+        total,
+        config.work_dir,
+        what,
+        config.work_dir,
+    )
+
+
 def run_prepare(config, report_only: bool = False) -> dict:
-    """Runs the pipeline of `config` (after `resolve_work_dir`) and writes `<work_dir>/prep_stats.json`.
+    """Runs the pipeline of `config` (after `resolve_work_dir`) and writes `<work_dir>/prep_stats.json`
+    (copied next to the shard manifest in `output_dir`, where training's provenance record reads it).
 
     With a Slurm executor this submits the jobs and returns the report of what has finished so far.
     Returns the report dict (see `stats.build_report`).
@@ -70,11 +104,18 @@ def run_prepare(config, report_only: bool = False) -> dict:
                 "config.input_dir at JSONL documents with id, text, lang, source, url"
             )
         train_missing_heads(config)
+        if config.executor.kind == "local":
+            local_executor.use_forkserver()
+            local_executor.quiet_console()
         executors = pipeline.build_executors(config)
+        report_reuse(config, executors)
         list(executors.values())[-1].run()
     report = stats.build_report(config.work_dir)
     path = os.path.join(config.work_dir, "prep_stats.json")
     with open(f"{path}.tmp", "w") as f:
         json.dump(report, f, indent=1)
     os.replace(f"{path}.tmp", path)
+    if os.path.isdir(config.output_dir):
+        # Next to the shard manifest, so a training run that reads the shards records what prep removed.
+        shutil.copyfile(path, os.path.join(config.output_dir, "prep_stats.json"))
     return report

@@ -49,6 +49,7 @@ def _step_report(stat) -> dict:
         "seconds": seconds,
         "docs_per_second_per_worker": docs_in / seconds if seconds > 0 else None,
         "removed_by_reason": {},
+        "removed_by_reason_and_language": {},
         "by_language": {},
         "counters": {},
     }
@@ -56,6 +57,8 @@ def _step_report(stat) -> dict:
         parts = key.split("/")
         if parts[0] == "reason" and len(parts) == 3:
             report["removed_by_reason"].setdefault(parts[1], {})[parts[2]] = int(value)
+        elif parts[0] == "reason" and len(parts) == 4 and parts[2] == "lang":
+            report["removed_by_reason_and_language"].setdefault(parts[1], {})[parts[3]] = int(value)
         elif parts[0] == "lang" and len(parts) == 3:
             report["by_language"].setdefault(parts[1], {})[parts[2]] = int(value)
         elif key not in report and key not in ("total", "forwarded", "dropped", "doc_len", "doc_len_tokens"):
@@ -82,14 +85,22 @@ def tier_rows(counters: dict) -> list[dict]:
 
 
 def build_report(work_dir: str) -> dict:
-    """The run's report: `{"stages": {stage: [step reports]}, "robots_by_agent": {...}, "tiers": [...]}`."""
-    report = {"stages": {}, "robots_by_agent": {}, "tiers": []}
+    """The run's report: `{"stages": {stage: [step reports]}, "removed": {...}, "robots_by_agent": {...},
+    "tiers": [...]}`; `removed` sums every step's removals per reason: `{reason: {"docs", "tokens",
+    "by_language": {lang: docs}}}` (dedup, robots.txt opt-outs, contamination, toxicity, tier selection)."""
+    report = {"stages": {}, "removed": {}, "robots_by_agent": {}, "tiers": []}
     for stage in STAGES:
         stats = load_stage_stats(work_dir, stage)
         if stats is None:
             continue
         report["stages"][stage] = [_step_report(stat) for stat in stats.stats]
         for step in report["stages"][stage]:
+            for reason, counts in step["removed_by_reason"].items():
+                total = report["removed"].setdefault(reason, {"docs": 0, "tokens": 0, "by_language": {}})
+                total["docs"] += counts.get("docs", 0)
+                total["tokens"] += counts.get("tokens", 0)
+                for lang, docs in step["removed_by_reason_and_language"].get(reason, {}).items():
+                    total["by_language"][lang] = total["by_language"].get(lang, 0) + docs
             for key, value in step["counters"].items():
                 parts = key.split("/")
                 if parts[0] == "agent":

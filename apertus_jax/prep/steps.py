@@ -1,10 +1,10 @@
 """datatrove pipeline steps of the preparation pipeline (Apertus 3.1, Boldt 3.1, Apertus 4.1.2).
 
 Every step counts what it sees in datatrove's per-step stats, which the executors merge over tasks:
-`docs_in`, `tokens_in`, `docs_removed`, `tokens_removed`, `reason/<reason>/{docs,tokens}` and
-`lang/<lang>/{docs_in,tokens_in,docs_removed,tokens_removed}`, plus step-specific counters
-(`agent/<agent>/...`, `pii/<type>`, `tier/<subset>/...`). Its time stat covers only its own work, so
-documents / time is the step's throughput per worker. `apertus_jax.prep.stats` turns these into a report.
+`docs_in`, `tokens_in`, `docs_removed`, `tokens_removed`, `reason/<reason>/{docs,tokens}`,
+`reason/<reason>/lang/<lang>` (documents) and `lang/<lang>/{docs_in,tokens_in,docs_removed,tokens_removed}`,
+plus step-specific counters (`agent/<agent>/...`, `pii/<type>`, `tier/<subset>/...`). Its time stat covers
+only its own work, so documents / time is the step's throughput per worker. `apertus_jax.prep.stats` turns these into a report.
 
 Documents carry `metadata["token_count"]` (set by `CountTokens`, used for token accounting),
 `metadata[lang_key]` and optionally `metadata[source_key]` and `metadata[url_key]`.
@@ -12,6 +12,7 @@ Documents carry `metadata["token_count"]` (set by `CountTokens`, used for token 
 
 import json
 import os
+import shutil
 from collections import defaultdict
 
 import numpy as np
@@ -42,7 +43,12 @@ class PrepStep(PipelineStep):
         self.stat_update("docs_in", f"lang/{lang}/docs_in")
         self.stat_update("tokens_in", f"lang/{lang}/tokens_in", value=tokens, unit="doc")
         if removed_reason is not None:
-            self.stat_update("docs_removed", f"lang/{lang}/docs_removed", f"reason/{removed_reason}/docs")
+            self.stat_update(
+                "docs_removed",
+                f"lang/{lang}/docs_removed",
+                f"reason/{removed_reason}/docs",
+                f"reason/{removed_reason}/lang/{lang}",
+            )
             self.stat_update(
                 "tokens_removed",
                 f"lang/{lang}/tokens_removed",
@@ -451,20 +457,26 @@ def _chain(first: Document, rest: DocumentsPipeline) -> DocumentsPipeline:
     yield from rest
 
 
+SUMMED_MANIFEST_FIELDS = ("documents", "tokens", "files", "skipped_empty_documents", "replaced_invalid_utf8")
+
+
 class MergeShardManifests(PipelineStep):
     """Single task: one manifest at `output_dir` listing the shards of every `parts/<rank>/` set.
 
-    The merged set reads with `apertus_jax.data.shards.ShardSource(output_dir, tokenizer)`.
+    Counts (`SUMMED_MANIFEST_FIELDS`, where the parts have them) are summed; `tasks` is the number of parts.
+    With `publish_to`, `output_dir` (a staging directory) is then renamed to `publish_to`, replacing an
+    existing set there, so readers never see a half-written set. The merged set reads with
+    `apertus_jax.data.shards.ShardSource(output_dir or publish_to, tokenizer)`.
     Raises:
-      FileNotFoundError: no part was written (every document was removed).
+      FileNotFoundError: no part was written (every document was removed, or the input is empty).
     """
 
     name = "merge shard manifests"
     type = "apertus-prep"
 
-    def __init__(self, output_dir: str):
+    def __init__(self, output_dir: str, publish_to: str | None = None):
         super().__init__()
-        self.output_dir = output_dir
+        self.output_dir, self.publish_to = output_dir, publish_to
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from apertus_jax.data.shards import MANIFEST, load_manifest
@@ -476,7 +488,9 @@ class MergeShardManifests(PipelineStep):
             else []
         )
         if not parts:
-            raise FileNotFoundError(f"no shard parts under {parts_dir}: every document was removed")
+            raise FileNotFoundError(
+                f"no shard parts under {parts_dir}: every document was removed or the input is empty"
+            )
         merged = None
         for part in parts:
             manifest = load_manifest(os.path.join(parts_dir, part))
@@ -484,16 +498,32 @@ class MergeShardManifests(PipelineStep):
             for shard in manifest["shards"]:
                 shard["path"] = f"parts/{part}/{shard['path']}"
             if merged is None:
-                merged = {**manifest, "shards": [], "documents": 0, "tokens": 0}
+                merged = {**manifest, "shards": [], "tasks": 0}
+                merged.update({key: 0 for key in SUMMED_MANIFEST_FIELDS if key in manifest})
             merged["shards"] += manifest["shards"]
-            merged["documents"] += manifest["documents"]
-            merged["tokens"] += manifest["tokens"]
+            merged["tasks"] += 1
+            for key in SUMMED_MANIFEST_FIELDS:
+                if key in manifest:
+                    merged[key] += manifest[key]
             merged["created"] = max(merged["created"], manifest["created"])
         path = os.path.join(self.output_dir, MANIFEST)
         with open(f"{path}.tmp", "w") as f:
             json.dump(merged, f, indent=2)
             f.write("\n")
         os.replace(f"{path}.tmp", path)
+        if self.publish_to is not None:
+            _publish(self.output_dir, self.publish_to)
         self.stat_update("documents", value=merged["documents"])
         self.stat_update("tokens", value=merged["tokens"])
         yield from ()
+
+
+def _publish(staging: str, target: str) -> None:
+    """Renames `staging` to `target`; an existing `target` is moved aside first and removed after."""
+    if os.path.exists(target):
+        old = f"{staging}.old"
+        os.rename(target, old)
+        os.rename(staging, target)
+        shutil.rmtree(old)
+    else:
+        os.rename(staging, target)

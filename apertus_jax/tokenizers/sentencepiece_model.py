@@ -61,3 +61,8 @@ class SentencePieceTokenizer(Tokenizer):
 
     def decode(self, ids: Iterable[int]) -> str:
         return self._processor.decode([int(i) for i in ids])
+
+    def byte_piece_id(self, value: int) -> int | None:
+        """The id of the byte-fallback piece `<0xNN>` of byte `value` (0..255), None if the model has none."""
+        piece_id = self._processor.piece_to_id(f"<0x{value:02X}>")
+        return piece_id if self._processor.is_byte(piece_id) else None

@@ -23,6 +23,8 @@ from absl import logging
 from apertus_jax.data.pipeline import BATCH_KEYS
 from apertus_jax.models import partitioning
 from apertus_jax.optim.config import make_lr_schedule, make_tx
+from apertus_jax.optim.spikes import skip_spikes
+from apertus_jax.posttrain.objectives import PREFERENCE_KEYS, SLOTS, loss_for
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.train import config as config_lib
 from apertus_jax.train import inputs
@@ -65,6 +67,11 @@ class Run:
         self.plan = self.sections.train.plan
         self.lr_schedule = make_lr_schedule(self.sections.optim, self.plan)
         self.tx = make_tx(self.sections.optim, self.lr_schedule)
+        train = self.sections.train
+        if train.spike_factor:
+            self.tx = skip_spikes(
+                self.tx, train.spike_factor, train.spike_warmup_steps, train.spike_ema_decay
+            )
         data, fsdp, tensor, context = self.sections.mesh_shape
         self.mesh = partitioning.make_mesh(data, fsdp, tensor, devices, context)
         self._steps: dict[int, TrainStep] = {}
@@ -108,8 +115,18 @@ class Run:
             in_shardings = (shardings["params"], shardings["opt_state"], batch_sharding(self.mesh))
             out_shardings = (shardings["params"], shardings["opt_state"], None)
             micro = self.num_microbatches(rows)
+            loss_fn = loss_for(self.sections.posttrain)  # None: the pretraining loss (posttrain.objective)
             fn = jax.jit(
-                make_train_step(self.spec.apply_fn, self.tx, micro),
+                make_train_step(
+                    self.spec.apply_fn,
+                    self.tx,
+                    micro,
+                    hidden_fn=self.spec.hidden_fn,
+                    z_loss_weight=self.sections.train.z_loss_weight,
+                    clip_norm=self.sections.optim.clip_norm,
+                    chunk_tokens=self.sections.train.loss_chunk_tokens,
+                    **({"loss_fn": loss_fn} if loss_fn else {}),
+                ),
                 in_shardings=in_shardings,
                 out_shardings=out_shardings,
                 donate_argnums=(0, 1),
@@ -118,10 +135,15 @@ class Run:
         return self._steps[rows]
 
     def abstract_batch(self, rows: int) -> dict[str, jax.ShapeDtypeStruct]:
-        """The global batch of `rows` rows as int32 `[rows, seq_len]` ShapeDtypeStructs on the batch sharding."""
+        """The global batch of `rows` rows as int32 `[rows, seq_len]` ShapeDtypeStructs on the batch sharding
+        (QRPO/DPO: plus float32 `[rows, 2]` `ref_logprobs` and `quantile_reward`)."""
         shape = (rows, self.sections.data.seq_len)
         sharding = batch_sharding(self.mesh)
-        return {key: jax.ShapeDtypeStruct(shape, np.int32, sharding=sharding) for key in BATCH_KEYS}
+        batch = {key: jax.ShapeDtypeStruct(shape, np.int32, sharding=sharding) for key in BATCH_KEYS}
+        if self.sections.posttrain.objective != "lm":  # QRPO/DPO rows carry per-completion floats
+            for key in PREFERENCE_KEYS:
+                batch[key] = jax.ShapeDtypeStruct((rows, SLOTS), np.float32, sharding=sharding)
+        return batch
 
     def lower_train_step(self, rows: int) -> jax.stages.Lowered:
         """The train step for `rows`-row batches lowered on abstract arguments (nothing allocated), traced

@@ -2,8 +2,9 @@
 
 Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.presets`,
 `ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`), `optim` (`apertus_jax.optim.config.OptimConfig`),
-`mesh` (`apertus_jax.models.partitioning.MeshConfig`); the train package owns `train`, `checkpoint` and
-`faults` (below). Config files in `configs/` return `base_config()` with changed values; absl flags override
+`mesh` (`apertus_jax.models.partitioning.MeshConfig`), `posttrain` (`apertus_jax.posttrain.config`),
+`profile` (`apertus_jax.train.profiling`), `eval` (`apertus_jax.eval.config.EvalConfig`); the train package owns `train`, `checkpoint`, `faults` and
+`metrics` (below). Config files in `configs/` return `base_config()` with changed values; absl flags override
 single values (`--config.train.steps=100`). The schema is the key set of `base_config()`: a config file or
 override that adds, misspells or drops a key is rejected. `validate` builds every section (one-line errors)
 and checks the rules that span sections before anything is built or written.
@@ -15,11 +16,15 @@ import ml_collections
 
 from apertus_jax.checks import check_number
 from apertus_jax.data import config as data_config
+from apertus_jax.eval import config as eval_config
 from apertus_jax.models import presets as model_presets
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.optim import config as optim_config
 from apertus_jax.optim.batch_plan import BatchSizePlan
+from apertus_jax.posttrain import config as posttrain_config
+from apertus_jax.train.profiling import ProfileConfig
+from apertus_jax.train.wandb_writer import check_wandb_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,15 +35,37 @@ class TrainConfig:
       steps: optimizer steps of the run (the run stops after step `steps`).
       batch_plan: ((start_tokens, tokens_per_batch), ...): batch-size phases as in Apertus (docs/recipe.md 5).
       microbatch_size: rows per microbatch for gradient accumulation; 0 = the whole batch in one pass.
+      loss_chunk_tokens: tokens per chunk of the fused lm_head + cross-entropy (memory/speed only; the loss is
+        the same for any value).
+      z_loss_weight: weight of the z-loss `mean(log Z^2)` added to the objective (PaLM; 0 = off, e.g. 1e-4).
+      spike_factor: skip an update whose loss or pre-clip gradient norm exceeds this multiple of its running
+        mean (`apertus_jax.optim.spikes`); 0 = off, else > 1.
+      spike_warmup_steps: accepted updates before the spike guard is armed.
+      spike_ema_decay: decay of the guard's running means, in [0, 1).
+      prefetch_batches: batches the data pipeline produces ahead in a background thread (0 = inline).
     """
 
     steps: int = 300
     batch_plan: tuple = ((0, 16 * 128),)
     microbatch_size: int = 0
+    loss_chunk_tokens: int = 256
+    z_loss_weight: float = 0.0
+    spike_factor: float = 0.0
+    spike_warmup_steps: int = 20
+    spike_ema_decay: float = 0.99
+    prefetch_batches: int = 2
 
     def __post_init__(self):
         check_number("train.steps", self.steps, low=1, integer=True)
         check_number("train.microbatch_size", self.microbatch_size, low=0, integer=True)
+        check_number("train.loss_chunk_tokens", self.loss_chunk_tokens, low=1, integer=True)
+        check_number("train.z_loss_weight", self.z_loss_weight, low=0)
+        check_number("train.spike_factor", self.spike_factor, low=0)
+        if 0 < self.spike_factor <= 1:
+            raise ValueError(f"train.spike_factor={self.spike_factor} must be 0 (off) or > 1")
+        check_number("train.spike_warmup_steps", self.spike_warmup_steps, low=1, integer=True)
+        check_number("train.spike_ema_decay", self.spike_ema_decay, low=0, high=1, high_open=True)
+        check_number("train.prefetch_batches", self.prefetch_batches, low=0, integer=True)
         try:
             phases = [tuple(phase) for phase in self.batch_plan]
         except TypeError:
@@ -82,12 +109,28 @@ class CheckpointConfig:
 
 @dataclasses.dataclass(frozen=True)
 class FaultsConfig:
-    """The `faults` section: `max_nonfinite_in_a_row` non-finite steps before a rollback (0 disables)."""
+    """The `faults` section: `max_nonfinite_in_a_row` non-finite steps before a rollback (0 disables);
+    `preemption_check_every_steps`: how often several processes agree on a SIGTERM (an allgather)."""
 
     max_nonfinite_in_a_row: int = 5
+    preemption_check_every_steps: int = 10
 
     def __post_init__(self):
         check_number("faults.max_nonfinite_in_a_row", self.max_nonfinite_in_a_row, low=0, integer=True)
+        check_number(
+            "faults.preemption_check_every_steps", self.preemption_check_every_steps, low=1, integer=True
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricsConfig:
+    """The `metrics` section: `wandb_project` also logs every scalar to Weights & Biases ("" = off; needs the
+    `wandb` extra, checked up front)."""
+
+    wandb_project: str = ""
+
+    def __post_init__(self):
+        check_wandb_config(self)
 
 
 def _fields(cls) -> dict:
@@ -105,6 +148,10 @@ def base_config() -> ml_collections.ConfigDict:
     c.mesh = ml_collections.ConfigDict(_fields(MeshConfig))
     c.checkpoint = ml_collections.ConfigDict(_fields(CheckpointConfig))
     c.faults = ml_collections.ConfigDict(_fields(FaultsConfig))
+    c.metrics = ml_collections.ConfigDict(_fields(MetricsConfig))
+    c.posttrain = ml_collections.ConfigDict(posttrain_config.section())
+    c.profile = ml_collections.ConfigDict(_fields(ProfileConfig))
+    c.eval = ml_collections.ConfigDict(eval_config.section())
     return c
 
 
@@ -141,6 +188,10 @@ class RunSections:
     mesh_shape: tuple[int, int, int, int]  # (data, fsdp, tensor, context)
     checkpoint: CheckpointConfig
     faults: FaultsConfig
+    metrics: MetricsConfig
+    posttrain: posttrain_config.PosttrainConfig
+    profile: ProfileConfig
+    eval: eval_config.EvalConfig
 
 
 def _keys(c, prefix=""):
@@ -175,6 +226,10 @@ def sections(config: ml_collections.ConfigDict, num_devices: int, num_processes:
         mesh_shape=MeshConfig(**config.mesh).resolve(num_devices),
         checkpoint=CheckpointConfig(**config.checkpoint),
         faults=FaultsConfig(**config.faults),
+        metrics=MetricsConfig(**config.metrics),
+        posttrain=posttrain_config.PosttrainConfig(**config.posttrain),
+        profile=ProfileConfig(**config.profile),
+        eval=eval_config.EvalConfig(**config.eval),
     )
     _check_batches(run, num_processes)
     return run

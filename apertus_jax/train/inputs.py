@@ -15,6 +15,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from apertus_jax.cache import cache_dir  # re-exported: experiments import it from here
 from apertus_jax.data import demo_corpus
 from apertus_jax.data.pipeline import build_train_pipeline
 from apertus_jax.optim import BatchSizePlan
@@ -23,18 +24,21 @@ from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.tokenizers.train import BPEConfig, train_sentencepiece
 
 
-def cache_dir() -> str:
-    return os.environ.get("APERTUS_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "apertus_jax"))
+def demo_tokenizer_path(vocab_size: int, texts: list[str]) -> str:
+    """Cache path of the demo BPE with `vocab_size` ids trained on `texts` (the demo train split).
+
+    Keyed on the training texts themselves, not on the asset files: a change of the split rule with the same
+    assets yields another tokenizer, so a cache written before the change is not reused.
+    """
+    corpus_key = hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()[:12]
+    return os.path.join(cache_dir(), f"demo_bpe{vocab_size}_cov98_{corpus_key}.model")
 
 
 def demo_tokenizer(vocab_size: int) -> Tokenizer:
     """The demo corpus's SentencePiece BPE with `vocab_size` ids, trained once and cached (atomic write)."""
-    corpus_key = hashlib.sha256(
-        "".join(sorted(a["sha256"] for a in demo_corpus.manifest()["assets"].values())).encode()
-    ).hexdigest()[:12]
-    path = os.path.join(cache_dir(), f"demo_bpe{vocab_size}_cov98_{corpus_key}.model")
+    texts = [d["text"] for d in demo_corpus.load_demo_documents("train")]
+    path = demo_tokenizer_path(vocab_size, texts)
     if not os.path.exists(path):
-        texts = [d["text"] for d in demo_corpus.load_demo_documents("train")]
         # 0.98 coverage: rare characters of the 440 UDHR languages fall back to bytes instead of taking most of
         # a small vocabulary (at 0.9995, 3,371 characters need their own id; at 0.995, 1,843).
         train_sentencepiece(texts, path, BPEConfig(vocab_size=vocab_size, character_coverage=0.98))
@@ -62,6 +66,7 @@ class ShardedIterator(grain.DatasetIterator):
     def __init__(self, shards: list):
         super().__init__()
         self.shards = shards
+        self.tokenizer = getattr(shards[0], "tokenizer", None) if shards else None
 
     def __next__(self) -> dict:
         batches = [next(shard) for shard in self.shards]
@@ -69,6 +74,14 @@ class ShardedIterator(grain.DatasetIterator):
 
     def get_state(self) -> dict:
         return {"shards": [shard.get_state() for shard in self.shards]}
+
+    def tokens_consumed(self) -> dict[str, int]:
+        """Target tokens per data component over this process's shards (see `TrainIterator.tokens_consumed`)."""
+        totals = dict.fromkeys(self.shards[0].component_names, 0)
+        for shard in self.shards:
+            for name, tokens in zip(shard.component_names, shard.tokens_consumed()):
+                totals[name] += tokens
+        return totals
 
     def set_state(self, state: dict) -> None:
         if len(state["shards"]) != len(self.shards):
@@ -97,9 +110,12 @@ def make_train_iterator(config: ml_collections.ConfigDict, tokenizer: Tokenizer,
     if num_shards % processes:
         raise ValueError(f"data.num_shards={num_shards} must be a multiple of the {processes} processes")
     per_process = num_shards // processes
+    from apertus_jax.posttrain.pipelines import posttrain_builder  # chat / preference data (post-training)
+
+    builder = posttrain_builder(config, tokenizer) or build_train_pipeline
     return ShardedIterator(
         [
-            build_train_pipeline(
+            builder(
                 config.data.pipeline.to_dict(),
                 tokenizer,
                 seq_len=config.data.seq_len,

@@ -55,18 +55,27 @@ def format_duration(seconds: float) -> str:
 
 
 class MetricsWriter:
-    """Writes one JSON line per step to WORKDIR/metrics.jsonl and TensorBoard scalars to WORKDIR/tensorboard.
+    """Writes one JSON line per step to WORKDIR/metrics.jsonl and TensorBoard scalars to WORKDIR/tensorboard,
+    and, with `wandb_project`, the same scalars to a Weights & Biases run (`train.wandb_writer.WandbWriter`).
 
     Only process 0 writes. On resume from step S, lines with step > S (written after the last checkpoint by a
     run that then crashed) are dropped first, so the file always reads as one uninterrupted run.
     """
 
-    def __init__(self, workdir: str, total_steps: int, resume_step: int):
+    def __init__(
+        self,
+        workdir: str,
+        total_steps: int,
+        resume_step: int,
+        wandb_project: str = "",
+        run_config: dict | None = None,
+    ):
         self.path = os.path.join(workdir, "metrics.jsonl")
         self.total_steps = total_steps
         self.enabled = jax.process_index() == 0
         self._start_time = None
         self._start_step = resume_step
+        self._wandb = None
         if not self.enabled:
             return
         self._truncate_after(resume_step)
@@ -74,6 +83,10 @@ class MetricsWriter:
 
         self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
         self._file = open(self.path, "a")
+        if wandb_project:
+            from apertus_jax.train.wandb_writer import WandbWriter
+
+            self._wandb = WandbWriter(workdir, wandb_project, run_config)
 
     def rewind(self, step: int) -> None:
         """Drops records after `step` (a rollback returned there); later records continue the file."""
@@ -111,6 +124,8 @@ class MetricsWriter:
         for key, value in record.items():
             if key != "step" and isinstance(value, (int, float)):
                 self._tb.add_scalar(f"train/{key}", value, record["step"])
+        if self._wandb is not None:
+            self._wandb.log(record)
         done = record["step"] - self._start_step
         elapsed = now - self._start_time
         eta = elapsed / max(done - 1, 1) * (self.total_steps - record["step"]) if done > 1 else float("nan")
@@ -127,10 +142,25 @@ class MetricsWriter:
             format_duration(eta) if eta == eta else "?",
         )
 
+    def write_scalars(self, record: dict) -> None:
+        """Appends a record of other scalars (must hold "step"; e.g. `eval/...` keys) to metrics.jsonl and
+        TensorBoard under its own key names, and logs them in one line."""
+        if not self.enabled:
+            return
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        for key, value in record.items():
+            if key != "step" and isinstance(value, (int, float)):
+                self._tb.add_scalar(key, value, record["step"])
+        values = " | ".join(f"{k} {v:.4g}" for k, v in record.items() if k != "step")
+        logging.info("step %d | %s", record["step"], values)
+
     def close(self) -> None:
         if self.enabled:
             self._file.close()
             self._tb.close()
+            if self._wandb is not None:
+                self._wandb.close()
 
 
 def plot_loss(metrics_path: str, png_path: str) -> None:
@@ -143,6 +173,7 @@ def plot_loss(metrics_path: str, png_path: str) -> None:
 
     with open(metrics_path) as f:
         records = [json.loads(line) for line in f if line.strip()]
+    records = [r for r in records if "loss" in r]  # training steps (eval records have their own keys)
     steps, losses = [r["step"] for r in records], [r["loss"] for r in records]
     window = max(1, len(losses) // 20)
     smoothed = [

@@ -26,12 +26,15 @@ class ParamSpec:
 
     Attributes:
       apply_fn: (params, tokens[B,T], positions[B,T], segment_ids[B,T]) -> logits[B,T,V] float32.
+      hidden_fn: same arguments -> (final hidden state [B,T,D] in compute dtype, output weights [D,V]), the
+        inputs of the fused lm_head + loss (`apertus_jax.train.loss.fused_cross_entropy_sum`).
       shardings: tree of NamedSharding from the model's logical-axis rule table.
       abstract: the same tree of `jax.ShapeDtypeStruct` carrying those shardings (Orbax restore targets).
       create: () -> the initialized parameters (unjitted; `seed` fixes them).
     """
 
     apply_fn: Callable[..., jax.Array]
+    hidden_fn: Callable[..., tuple[jax.Array, jax.Array]]
     shardings: Any
     abstract: Any
     create: Callable[[], Any]
@@ -56,7 +59,13 @@ def make_param_spec(model_config: ModelConfig, mesh: jax.sharding.Mesh, seed: in
     def apply_fn(params, tokens, positions, segment_ids):
         return nnx.merge(graphdef, params)(tokens, positions, segment_ids)
 
-    return ParamSpec(apply_fn=apply_fn, shardings=shardings, abstract=abstract, create=create_params)
+    def hidden_fn(params, tokens, positions, segment_ids):
+        model = nnx.merge(graphdef, params)
+        return model.final_hidden(tokens, positions, segment_ids), model.output_weights()
+
+    return ParamSpec(
+        apply_fn=apply_fn, hidden_fn=hidden_fn, shardings=shardings, abstract=abstract, create=create_params
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +74,7 @@ class TrainStateSpec:
 
     Attributes:
       apply_fn: (params, tokens[B,T], positions[B,T], segment_ids[B,T]) -> logits[B,T,V] float32.
+      hidden_fn: as `ParamSpec.hidden_fn`.
       shardings: {"params", "opt_state"} tree of NamedSharding (from the model's logical-axis rule table;
         optimizer moments follow their parameter, counters are replicated).
       abstract: the same tree of `jax.ShapeDtypeStruct` carrying those shardings (Orbax restore targets).
@@ -73,6 +83,7 @@ class TrainStateSpec:
     """
 
     apply_fn: Callable[..., jax.Array]
+    hidden_fn: Callable[..., tuple[jax.Array, jax.Array]]
     shardings: dict[str, Any]
     abstract: dict[str, Any]
     init: Callable[[], dict[str, Any]]
@@ -103,6 +114,7 @@ def make_train_state_spec(
 
     return TrainStateSpec(
         apply_fn=params.apply_fn,
+        hidden_fn=params.hidden_fn,
         shardings=shardings,
         abstract=abstract,
         init=jax.jit(init_state, out_shardings=shardings),

@@ -1,9 +1,9 @@
-"""Data preparation demo: the full pipeline on the vendored multilingual sample with the local executor.
+"""Data preparation demo: the full pipeline (dedup included) on the vendored multilingual sample with the local executor.
 
 `python -m experiments.prepare_data --config=configs/prep/demo.py` builds the demo inputs (demo corpus:
 UDHR in ~440 languages and German prose; noisy German web text from de-corpus; a robots.txt snapshot for
 their fictional hosts; proxy-labeled JSONL for the heads, see apertus_jax/prep/demo.py), trains the four
-heads, runs the four stages and prints the statistics table. Override any field on the command line, e.g.
+heads, runs the stages and prints the statistics table. Override any field on the command line, e.g.
 `--config.executor.workers=2` or `--config.work_dir=/tmp/prep2`.
 
 For real data set `demo=False`, `input_dir` to JSONL files with `id`, `text`, `lang`, `source`, `url`
@@ -44,6 +44,13 @@ def get_config():
         ray=dict(cpus_per_task=1, mem_per_cpu_gb=4),
     )
 
+    # Exact (text hash) and MinHash near-duplicate removal before every other step (datatrove's dedup).
+    # MinHash: b = num_buckets bands of r = hashes_per_bucket minhashes over word n-grams; pairs with shingle
+    # Jaccard above (1/b)^(1/r) (0.72 here) are removed with high probability.
+    config.dedup = dict(
+        exact=dict(enabled=True),
+        minhash=dict(enabled=True, n_grams=5, num_buckets=14, hashes_per_bucket=8, seed=1),
+    )
     config.robots = dict(enabled=True, snapshot=f"{WORK_DIR}/robots.jsonl", mode="domain", agents=AI_AGENTS)
     config.pii = dict(enabled=True, skip_sources=("code", "math"))
     # Post-training data only (Apertus 4.1.2); point `benchmarks` at a JSONL of benchmark prompts.

@@ -2,7 +2,7 @@
 
 Each stage becomes one Slurm job array (`tasks` tasks, at most `workers` running at once); the
 stages depend on each other through `depends`, so `python -m experiments.prepare_data
---config=configs/prep/slurm.py` submits all four from a login node and returns. Logs, stats and
+--config=configs/prep/slurm.py` submits all stages from a login node and returns. Logs, stats and
 completion markers go to `<work_dir>/logs/<stage>/`; rerunning skips completed tasks. Print the
 report afterwards with `python -m experiments.prepare_data --config=configs/prep/slurm.py --report_only`.
 

@@ -25,3 +25,24 @@ def test_dry_run_trains_two_steps_and_reports_mfu():
 def test_unknown_config_is_a_one_line_error():
     with pytest.raises(ValueError, match="unknown --config='3b'"):
         accelerator.run("3b", dry_run=True)
+
+
+def test_accelerator_check_script_dry_runs_every_stage():
+    """benchmarks/accelerator_check.sh --dry_run: attention parity, 1b in bf16 and FP8, every stage ok."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run(
+        ["bash", "benchmarks/accelerator_check.sh", "--dry_run"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu"},
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.count(": ok (") == 3, proc.stdout
+    assert "PASS jax_nn vs xla" in proc.stdout and proc.stdout.count("mfu=") == 2
+    assert "attention=xla fp8" in proc.stdout and "attention=xla bf16" in proc.stdout

@@ -80,8 +80,19 @@ def test_splits_are_disjoint_deterministic_and_5_percent():
     assert 0.04 < len(heldout_ids) / total < 0.06
     assert {d["source"] for d in heldout} == {"udhr", "german_prose"}
     assert [d["doc_id"] for d in demo_corpus.load_demo_documents("heldout")] == heldout_ids
-    digest = hashlib.sha256(b"udhr/eng").hexdigest()
-    assert demo_corpus.is_heldout("udhr/eng") == (int(digest[:8], 16) % 20 == 0)
+    digest = hashlib.sha256(b"Alle Menschen sind frei").hexdigest()
+    assert demo_corpus.is_heldout(" Alle\tMenschen\n\n sind frei ") == (int(digest[:8], 16) % 20 == 0)
+
+
+def test_no_heldout_text_also_occurs_in_training():
+    """Over the whole corpus: no held-out document equals a training document after whitespace normalization,
+    while the corpus really holds such duplicates (so the check is not vacuous)."""
+    norm = demo_corpus.normalize_whitespace
+    train = [norm(d["text"]) for d in demo_corpus.load_demo_documents("train")]
+    heldout = [norm(d["text"]) for d in demo_corpus.load_demo_documents("heldout")]
+    assert not set(train) & set(heldout)
+    everything = train + heldout
+    assert len(set(everything)) < len(everything)
 
 
 def test_sources_filter_and_bad_arguments():
@@ -183,6 +194,6 @@ def test_fetch_rejects_an_archive_with_another_sha256(tmp_path):
 
 def test_build_cli_without_tools_fails_cleanly(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(build_demo_corpus.shutil, "which", lambda tool: None)
-    assert build_demo_corpus.main(["--out", str(tmp_path / "assets")]) == 1
+    assert build_demo_corpus.main(["--out", str(tmp_path / "assets")]) == 2
     assert "npm, apt-get, dpkg-deb not found" in capsys.readouterr().err
     assert not (tmp_path / "assets").exists()

@@ -1,16 +1,21 @@
 """Goldfish masks: bit-compatibility with the Apertus rule, content-only dependence, mixed-hash rate."""
 
+import functools
 import hashlib
 import json
 import pathlib
 
+import grain
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apertus_jax.data import goldfish
+from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.goldfish import goldfish_drop_mask, goldfish_table
+from apertus_jax.data.packing import PackedRows
+from apertus_jax.tokenizers import load_tokenizer
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "goldfish_apertus_k50_h50.json"
 
@@ -93,13 +98,17 @@ def test_vectorized_equals_reference_for_any_labels(labels, k, h):
     assert goldfish_drop_mask(np.array(labels, dtype=np.int64), k, h).tolist() == expected
 
 
-@pytest.mark.parametrize("hash_name", goldfish.HASHES)
-def test_first_h_minus_1_positions_kept_and_k0_disables(hash_name):
+def test_apertus_keeps_the_first_h_minus_1_positions_of_every_row():
     labels = np.random.default_rng(1).integers(4, 131_072, size=(3, 300))
-    dropped = goldfish_drop_mask(labels, k=2, h=20, hash=hash_name)
+    dropped = goldfish_drop_mask(labels, k=2, h=20, hash="apertus")
     assert not dropped[:, :19].any() and dropped[:, 19:].any()
+    assert not goldfish_drop_mask(labels[:, :10], k=2, h=20, hash="apertus").any()
+
+
+@pytest.mark.parametrize("hash_name", goldfish.HASHES)
+def test_k0_disables(hash_name):
+    labels = np.random.default_rng(1).integers(4, 131_072, size=(3, 300))
     assert not goldfish_drop_mask(labels, k=0, h=20, hash=hash_name).any()
-    assert not goldfish_drop_mask(labels[:, :10], k=2, h=20, hash=hash_name).any()
 
 
 @pytest.mark.parametrize("k", [2, 50])
@@ -167,3 +176,81 @@ def test_fixture_checksum_is_the_file_checksum():
 
 if __name__ == "__main__":
     write_fixture()
+
+
+M64 = (1 << 64) - 1
+
+
+def splitmix64(z):
+    z = (z + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def reference_mixed_drop_mask(labels, k, h, eod_id, history):
+    """Per-label content-only rule with Python ints: the h places ending at i, of i's own document (it
+    starts after an EoD or where the -1 history ends), missing places are the sentinel 2^64 - 1."""
+    ext = list(history) + list(labels)
+    dropped = []
+    for q in range(len(history), len(ext)):
+        start = q
+        while start > 0 and ext[start - 1] >= 0 and ext[start - 1] != eod_id:
+            start -= 1
+        window = [ext[n] if n >= start else M64 for n in range(q - h + 1, q + 1)]
+        total = sum(
+            splitmix64(value) * pow(0x9E3779B97F4A7C15, h - 1 - j, 1 << 64) for j, value in enumerate(window)
+        )
+        dropped.append(splitmix64(total & M64) < M64 // k)
+    return dropped
+
+
+@functools.cache
+def tekken_documents(count=40):
+    """Real German prose as packer documents `<s> ... </s>` (tekken ids), 30 to 400 tokens each."""
+    tokenizer = load_tokenizer("tekken")
+    documents = [tokenizer.encode_document(d["text"]) for d in load_german_prose()[:400]]
+    return tokenizer.eod_id, [d for d in documents if 30 <= len(d) <= 400][:count]
+
+
+def test_mixed_hash_matches_the_per_label_reference_on_real_text():
+    eod_id, documents = tekken_documents()
+    row = np.concatenate(documents[:3])[:300]
+    history = np.concatenate([[-1] * 5, documents[5][:7]])  # h - 1 = 12 places, document starts at 5
+    got = goldfish_drop_mask(row, k=3, h=13, hash="mixed", eod_id=eod_id, history=history)
+    expected = reference_mixed_drop_mask(row.tolist(), 3, 13, eod_id, history.tolist())
+    assert got.tolist() == expected and 60 < sum(expected) < 140
+
+
+def document_mask_through_packer(documents, target, seq_len, h, k, eod_id):
+    """Packs `documents` into rows of seq_len + 1, masks every row with its packer history, and returns
+    the mask of the targets of `documents[target]` (its tokens after the first) in the target stream."""
+    stream = grain.MapDataset.source([(0, i) for i in range(len(documents))])
+    packer = PackedRows(stream, [documents], seq_len, pad_id=-2)
+    masks = []
+    for row in packer:
+        history = packer.history(h - 1)
+        masks.append(goldfish_drop_mask(row[1:], k, h, "mixed", eod_id=eod_id, history=history))
+    dropped = np.concatenate(masks)  # dropped[p - 1] is the mask of stream token p
+    start = sum(len(d) for d in documents[:target])
+    return dropped[start : start + len(documents[target]) - 1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data=st.data(),
+    seq_len=st.integers(8, 600),
+    h=st.sampled_from([1, 2, 13, 50]),
+)
+def test_mixed_mask_of_a_document_depends_on_its_tokens_only(data, seq_len, h):
+    """The same document after different neighbours, at any row offset and cut by any row boundaries
+    gets the mask it gets alone at the start of a row."""
+    eod_id, pool = tekken_documents()
+    document = pool[0]
+    alone = document_mask_through_packer([document], 0, len(document) + 1, h, 3, eod_id)
+    before = data.draw(st.lists(st.integers(1, len(pool) - 1), max_size=6))
+    after = data.draw(st.lists(st.integers(1, len(pool) - 1), min_size=1, max_size=2))
+    documents = [pool[i] for i in before] + [document] + [pool[i] for i in after]
+    packed = document_mask_through_packer(documents, len(before), seq_len, h, 3, eod_id)
+    np.testing.assert_array_equal(packed, alone)
+    assert alone.sum() > 10

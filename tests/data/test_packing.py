@@ -71,3 +71,24 @@ def test_every_token_is_a_target_exactly_once(lengths, seq_len):
     targets = np.concatenate([row[1:] for row in rows]) if rows else np.zeros(0, np.int32)
     np.testing.assert_array_equal(targets[: max(len(tokens) - 1, 0)], tokens[1:])
     assert (targets[len(tokens) - 1 :] == PAD).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 1), st.integers(1, 40)), min_size=1, max_size=12),
+    st.integers(1, 16),
+)
+def test_tokens_consumed_count_every_target_once(docs, seq_len):
+    """Per component, tokens_consumed is the number of targets (row positions 1..T, not padding) whose
+    token came from that component; the documents hold distinct ids, so each target's component is known."""
+    next_id, documents, owner, order = 10, [[], []], {}, []
+    for component, length in docs:
+        ids = np.arange(next_id, next_id + length, dtype=np.int32)
+        owner.update(dict.fromkeys(ids.tolist(), component))
+        order.append((component, len(documents[component])))
+        documents[component].append(ids)
+        next_id += length
+    packer = PackedRows(grain.MapDataset.source(order), documents, seq_len, PAD)
+    targets = [t for row in packer for t in row[1:].tolist() if t != PAD]
+    assert packer.tokens_consumed == [sum(owner[t] == c for t in targets) for c in (0, 1)]
+    assert sum(packer.tokens_consumed) == sum(length for _, length in docs) - 1

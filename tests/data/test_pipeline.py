@@ -8,6 +8,7 @@ import pytest
 
 from apertus_jax.data import components, mixture
 from apertus_jax.data.config import normalize_data_config
+from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.masks import document_masks
 from apertus_jax.data.pipeline import BATCH_KEYS, build_train_pipeline
 
@@ -88,6 +89,19 @@ def test_resume_is_bitwise_identical(reference, tekken, german_jsonl, save_step)
     resumed.set_state(state)
     after = take(resumed, 50 - save_step)
     assert_same_batches(before + after, reference[0])
+
+
+def test_resume_with_the_mixed_hash_is_bitwise_identical(tekken, german_jsonl):
+    """The mixed hash reads the packer's history of the row start; a restored iterator has the same."""
+    config = three_component_config(german_jsonl, {"k": 4, "h": 50, "hash": "mixed"})
+    expected = take(build_train_pipeline(config, tekken, SEQ_LEN, batch_plan), 16)
+    first = build_train_pipeline(config, tekken, SEQ_LEN, batch_plan)
+    before = take(first, 7)
+    resumed = build_train_pipeline(config, tekken, SEQ_LEN, batch_plan)
+    resumed.set_state(json.loads(json.dumps(first.get_state())))
+    assert_same_batches(before + take(resumed, 9), expected)
+    # Rows are cut mid-document at SEQ_LEN 64, so some rows start with a non-empty history.
+    assert any((b["loss_mask"][:, :20] == 0).any() for b in expected)
 
 
 def test_row_stream_does_not_depend_on_the_batch_plan(reference, tekken, german_jsonl):
@@ -275,3 +289,39 @@ def test_length_buckets_are_recorded_in_the_state_and_resume_bitwise(tekken, ger
     resumed.set_state(state)
     assert_same_batches(take(resumed, 5), after)
     assert len(before) == 5
+
+
+def test_mixed_goldfish_drops_the_same_targets_of_a_document_in_every_epoch(tekken, german_jsonl, tmp_path):
+    """A ~200-token document repeated over 40 epochs at seq_len 1024, mixed with shuffled German prose:
+    it lands at many row offsets, is cut by row boundaries and follows different neighbours, yet the
+    content-only hash drops exactly the same targets every time (docs/goldfish.md)."""
+    document = next(d for d in load_german_prose()[200:] if d["doc_id"] == "fortunes-de/dessert/6")
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"text": document["text"], "id": document["doc_id"]}) + "\n", encoding="utf-8")
+    config = {
+        "components": {
+            "doc": {"kind": "jsonl", "paths": [str(path)], "weight": 0.4},
+            "german": {"kind": "jsonl", "paths": [str(german_jsonl)], "weight": 0.6},
+        },
+        "goldfish": {"k": 4, "h": 50, "hash": "mixed"},
+    }
+    seq_len = 1024
+    iterator = build_train_pipeline(config, tekken, seq_len, 2)
+    tokens = tekken.encode_document(document["text"])
+    targets, loss_mask = [], []
+    while iterator.stats()["components"]["doc"]["documents"] < 42:
+        batch = next(iterator)
+        targets.extend(batch["targets"])
+        loss_mask.extend(batch["loss_mask"])
+    targets, loss_mask = np.concatenate(targets), np.concatenate(loss_mask)  # the target stream
+    # Occurrences of the document's targets (all its tokens after <s>) in the target stream.
+    window = np.lib.stride_tricks.sliding_window_view(targets, len(tokens) - 1)
+    starts = np.flatnonzero((window == tokens[1:]).all(axis=1))[:40]
+    assert len(starts) == 40
+    assert len({s % seq_len for s in starts}) > 30  # many row offsets ...
+    assert sum((s % seq_len) + len(tokens) - 1 > seq_len for s in starts) >= 3  # ... some cut by a row end
+    masks = np.stack([loss_mask[s : s + len(tokens) - 1] for s in starts])
+    # Inside the document only Goldfish zeroes the loss mask (no EoD input, no padding).
+    hash_dropped = masks == 0
+    assert 20 < hash_dropped[0].sum() < 80
+    np.testing.assert_array_equal(hash_dropped, np.broadcast_to(hash_dropped[0], hash_dropped.shape))

@@ -73,8 +73,9 @@ def test_arrayrecord_component_sorted_by_score(shard_set, tekken):
 def test_missing_shard_is_named(shard_set, tmp_path, tekken):
     broken = tmp_path / "broken"
     shutil.copytree(shard_set, broken)
-    (broken / "shard-00001.array_record").unlink()
-    with pytest.raises(FileNotFoundError, match="shard-00001.array_record"):
+    second = shards.load_manifest(shard_set)["shards"][1]["path"]
+    (broken / second).unlink()
+    with pytest.raises(FileNotFoundError, match=second):
         shards.ShardSource(broken, tekken)
     with pytest.raises(FileNotFoundError, match="no shard manifest"):
         shards.ShardSource(tmp_path / "nowhere", tekken)
@@ -104,8 +105,9 @@ def test_token_id_beyond_vocab(tmp_path, tekken):
 def test_empty_source_fails_and_writes_nothing(tmp_path, capsys):
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"text": "   "}\n{"text": ""}\n')
-    assert run_cli(tmp_path, [empty], "out") == 1
-    assert "input is empty" in capsys.readouterr().err
+    assert run_cli(tmp_path, [empty], "out") == 2
+    err = capsys.readouterr().err
+    assert "input is empty" in err and err.startswith("error: ") and err.count("\n") == 1
     assert sorted(os.listdir(tmp_path)) == ["empty.jsonl"]
 
 
@@ -120,5 +122,5 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path, tekken):
 
 
 def test_existing_output_needs_overwrite(shard_set, german_jsonl, tmp_path, capsys):
-    assert run_cli(shard_set.parent, [german_jsonl]) == 1
+    assert run_cli(shard_set.parent, [german_jsonl]) == 2
     assert "--overwrite" in capsys.readouterr().err

@@ -1,4 +1,8 @@
-"""Fixtures of the evaluation tests: a tiny random model, its log-prob function and the 1,024-id demo BPE."""
+"""Fixtures of the evaluation tests: a tiny random model, its log-prob function, the 1,024-id demo BPE, and for
+the lm-eval tests a tiny exported HF checkpoint with its tokenizer and a local German exams task."""
+
+import json
+import pathlib
 
 import jax
 import numpy as np
@@ -7,6 +11,8 @@ from flax import nnx
 
 from apertus_jax.eval.scoring import make_token_logprobs_fn
 from apertus_jax.models import create_model, get_config
+
+EXAMS_EXTRACT = pathlib.Path(__file__).parent / "assets" / "german_exams_qa_first20.jsonl"
 
 
 @pytest.fixture(scope="session")
@@ -46,3 +52,49 @@ def tokenizer():
     from apertus_jax.train.inputs import demo_tokenizer
 
     return demo_tokenizer(1024)
+
+
+@pytest.fixture(scope="session")
+def hf_dir(tmp_path_factory):
+    """A tiny Llama checkpoint exported by `save_hf`, with a 512-id byte-level BPE of the demo corpus."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    from apertus_jax.data import demo_corpus
+    from apertus_jax.models.hf import save_hf
+
+    directory = tmp_path_factory.mktemp("hf")
+    texts = [d["text"] for d in demo_corpus.load_demo_documents("train")][:300]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    specials = ["<unk>", "<s>", "</s>", "<pad>"]
+    bpe.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=512, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    # transformers' add_special_tokens=True (lm-eval's add_bos_token=True) then prepends <s>.
+    bpe.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    config = get_config("tiny-llama", vocab_size=512, d_model=64, head_dim=16, mlp_hidden=128, init_std=0.1)
+    save_hf(create_model(config, seed=3), directory)
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    ).save_pretrained(directory)
+    assert json.loads((directory / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+    return str(directory)
+
+
+@pytest.fixture(scope="session")
+def exams_task_dir(tmp_path_factory):
+    """A local lm-eval task `german_exams_qa` over the committed first 20 questions."""
+    from apertus_jax.eval.lm_eval_tasks import write_multiple_choice_task
+    from apertus_jax.eval.tasks import parse_exams_qa_lines
+
+    directory = tmp_path_factory.mktemp("tasks")
+    questions = parse_exams_qa_lines(
+        EXAMS_EXTRACT.read_text(encoding="utf-8").splitlines(), "german-exams-qa"
+    )
+    write_multiple_choice_task(str(directory), "german_exams_qa", questions)
+    return str(directory)

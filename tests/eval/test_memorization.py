@@ -122,3 +122,59 @@ def test_greedy_continuations_of_the_model_score_as_memorized(tiny_model, tokeni
     with pytest.raises(ValueError, match="document 0 has 3 tokens"):
         mem.split_prefix_suffix([[1, 2, 3]], 2, 2)
     assert np.all([len(s) for s in mem.split_prefix_suffix(documents, 6, 8)[1]] == np.array(8))
+
+
+# UDHR article 1 (public domain) in three scripts; the generation drops one phrase of each.
+SCRIPTS = {
+    "latin": ("All human beings are born free and equal in dignity and rights.", "equal in dignity and"),
+    "cjk": ("人人生而自由，在尊严和权利上一律平等。", "尊严和"),
+    "devanagari": ("सभी मनुष्यों को गौरव और अधिकारों के मामले में जन्मजात स्वतन्त्रता प्राप्त है।", "गौरव और"),
+}
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_metrics_on_characters_of_three_scripts(script):
+    """A generation that drops one phrase: it is a subsequence of the reference, so LCS = its length."""
+    reference, phrase = SCRIPTS[script]
+    generation = reference.replace(phrase, "", 1)
+    ref, gen = [ord(c) for c in reference], [ord(c) for c in generation]
+    assert mem.lcs_length(ref, gen) == len(gen)
+    assert mem.rouge_l(ref, gen) == pytest.approx(2 * len(gen) / (len(ref) + len(gen)))
+    # The longest unchanged stretch is the longer side of the cut.
+    cut = reference.index(phrase)
+    assert mem.lccs_length(ref, gen) == max(cut, len(reference) - cut - len(phrase))
+    assert mem.type_token_ratio(gen) == pytest.approx(len(set(generation)) / len(generation))
+
+
+def test_hand_values_on_cjk_characters():
+    # 人人生而自由，在尊严和权利上一律平等。 (19 characters) vs the same without 尊严和 (16): P = 1, R = 16/19.
+    ref = [ord(c) for c in SCRIPTS["cjk"][0]]
+    gen = [ord(c) for c in "人人生而自由，在权利上一律平等。"]
+    assert (len(ref), len(gen)) == (19, 16)
+    assert mem.rouge_l(ref, gen) == pytest.approx(32 / 35)
+    assert mem.lccs_length(ref, gen) == 8  # 人人生而自由，在
+    assert mem.type_token_ratio([ord(c) for c in "人人生而自由"]) == pytest.approx(5 / 6)
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_metrics_on_tekken_tokens_match_the_reference_dynamic_programme(script):
+    from apertus_jax.tokenizers import load_tokenizer
+
+    tekken = load_tokenizer("tekken")
+    reference, phrase = SCRIPTS[script]
+    ref = tekken.encode(reference)
+    gen = tekken.encode(reference.replace(phrase, "", 1))
+    assert mem.lcs_length(ref, gen) == _reference_lcs(tuple(ref), tuple(gen))
+    assert mem.lccs_length(ref, gen) == _reference_lccs(ref, gen)
+    assert 0.5 < mem.rouge_l(ref, gen) < 1.0
+    score = mem.score_generation(ref, gen)
+    assert not score.exact_match and score.lccs_fraction == pytest.approx(score.lccs / len(ref))
+
+
+def test_exact_match_length_counts_the_leading_equal_tokens():
+    assert mem.exact_match_length([5, 6, 7, 8], [5, 6, 9, 8]) == 2
+    assert mem.exact_match_length([5, 6, 7], [5, 6, 7]) == 3
+    assert mem.exact_match_length([5, 6, 7], [4, 6, 7]) == 0
+    assert mem.exact_match_length([5, 6], [5, 6, 7, 8]) == 2  # at most the shorter length
+    cjk = [ord(c) for c in SCRIPTS["cjk"][0]]
+    assert mem.exact_match_length(cjk, [ord(c) for c in "人人生而自由，在权利"]) == 8

@@ -82,6 +82,21 @@ def test_sonnets_from_the_pinned_sdist():
     assert [len(s.splitlines()) for s in sonnets].count(14) >= 150
 
 
+def test_readme_states_the_german_option_counts():
+    """README: "575 questions: 325 3-way, 212 4-way, 38 5-way", counted here from the pinned data."""
+    import collections
+    import pathlib
+
+    try:
+        questions = tasks.load_exams_qa("german")
+    except FileNotFoundError as error:  # no PyPI access and nothing cached
+        pytest.skip(str(error))
+    counts = sorted(collections.Counter(len(q.options) for q in questions).items())
+    stated = f"{len(questions)} questions: " + ", ".join(f"{n} {k}-way" for k, n in counts)
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    assert stated in readme, stated
+
+
 def test_extract_is_unchanged_real_data():
     rows = [json.loads(line) for line in EXTRACT.read_text(encoding="utf-8").splitlines()]
     assert all(r["input"][0]["role"] == "system" and r["ideal"][0] == "[" for r in rows)

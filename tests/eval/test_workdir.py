@@ -93,3 +93,44 @@ def test_bad_input_is_one_clear_error(workdir, tmp_path):
         run(workdir[0], "hellaswag")
     with pytest.raises(FileNotFoundError, match="no config.json or checkpoints"):
         load_workdir(str(tmp_path))
+
+
+def test_evaluate_cli_prints_no_library_info_lines(workdir, tmp_path):
+    """Orbax's restore chatter and jax's TPU probe line stay out of the log; the result is printed."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}  # let jax probe for a TPU
+    output = tmp_path / "result.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", f"--workdir={workdir[0]}", "--task=perplexity"]
+        + ["--limit=2", f"--output={output}"],
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(output.read_text())["num_documents"] == 2
+    noisy = [
+        line for line in result.stderr.splitlines() if "orbax" in line.lower() or "backend 'tpu'" in line
+    ]
+    assert not noisy, noisy[:5]
+
+
+def readme_block(heading: str) -> str:
+    """The first ```python block after `heading` in the README."""
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+    section = readme[readme.index(heading) :]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("```", start)]
+
+
+def test_readme_workdir_snippet_runs(workdir, capsys):
+    """The README's "A trained workdir in Python" code, verbatim except the workdir path, on a tiny run."""
+    code = readme_block("### A trained workdir in Python")
+    assert '"/tmp/apertus_demo"' in code
+    exec(compile(code.replace('"/tmp/apertus_demo"', repr(workdir[0])), "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert printed.startswith("step 7: ")

@@ -26,7 +26,8 @@ def test_defaults_follow_apertus():
         (dict(rope_scaling="yarn"), "rope_scaling"),
         (dict(dtype="int8"), "dtype"),
         (dict(d_model=0), "d_model must be a positive integer"),
-        (dict(attention_impl="cudnn"), "needs dtype 'bfloat16' or 'float16'"),
+        (dict(attention_impl="cudnn"), "needs dtype 'bfloat16'"),
+        (dict(dtype="float16"), "dtype='float16' is not supported.*use dtype='bfloat16'"),
         (dict(rope_low_freq_factor=4.0, rope_high_freq_factor=1.0), "low_freq_factor < high_freq_factor"),
     ],
 )
@@ -41,3 +42,15 @@ def test_replace_validates():
     assert cfg.replace(n_kv_heads=4).n_kv_heads == 4
     with pytest.raises(ValueError):
         cfg.replace(n_kv_heads=3)
+
+
+def test_float16_rejection_reason_holds():
+    """The reason float16 is refused: xIELU's x^2 branch overflows float16 where bfloat16 stays finite."""
+    import jax.numpy as jnp
+
+    from apertus_jax.models.layers import XIELU_A_N_INIT, XIELU_A_P_INIT, xielu
+
+    a_p, a_n = jnp.array([XIELU_A_P_INIT]), jnp.array([XIELU_A_N_INIT])
+    x = jnp.array([300.0])
+    assert not jnp.isfinite(xielu(x.astype(jnp.float16), a_p, a_n)).any()
+    assert jnp.isfinite(xielu(x.astype(jnp.bfloat16), a_p, a_n)).all()

@@ -1,4 +1,4 @@
-"""HF interop: logits parity with `transformers.ApertusForCausalLM` in both directions.
+"""HF interop: logits parity with `transformers.ApertusForCausalLM` and `LlamaForCausalLM` in both directions.
 
 Every HF parameter is re-drawn (norm weights around 1, xIELU `alpha_p`/`alpha_n` away from init, matrices
 large enough for O(1) logits) so a swapped, transposed or dropped tensor shows up as a logit difference.
@@ -15,7 +15,7 @@ from flax import nnx
 from apertus_jax.models.generate import generate
 from apertus_jax.models.hf import config_from_hf, config_to_hf, from_hf, load_hf, save_hf
 from apertus_jax.models.presets import get_config
-from apertus_jax.models.transformer import Apertus, export_weights, import_weights
+from apertus_jax.models.transformer import Apertus, create_model, export_weights, import_weights
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -77,15 +77,48 @@ HF_CONFIGS = {
 }
 
 
+LLAMA_CONFIGS = {
+    # GQA 4/2, untied, plain RoPE (the tiny-llama / boldt baseline shape, scaled down).
+    "llama_gqa_default_rope": dict(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
+        rms_norm_eps=1e-5,
+        max_position_embeddings=64,
+    ),
+    # MQA, head_dim 24 with heads * head_dim != hidden_size, tied embeddings, llama3 RoPE scaling.
+    "llama_mqa_tied_llama3": dict(
+        vocab_size=256,
+        hidden_size=40,
+        intermediate_size=72,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=24,
+        tie_word_embeddings=True,
+        rope_parameters=LLAMA3_SMALL_ORIG,
+        max_position_embeddings=64,
+    ),
+}
+
+
 def text_tokens() -> np.ndarray:
     """`[2, SEQ_LEN]` int32 byte ids of two real sentences."""
     return np.stack([np.frombuffer(t.encode("utf-8")[:SEQ_LEN], np.uint8) for t in TEXTS]).astype(np.int32)
 
 
-def random_hf_model(hf_kwargs: dict, seed: int = 0):
-    """A float32 eager-attention `ApertusForCausalLM` with every parameter re-drawn (see module docstring)."""
-    config = transformers.ApertusConfig(**hf_kwargs)
-    model = transformers.ApertusForCausalLM(config).eval()
+def random_hf_model(hf_kwargs: dict, seed: int = 0, llama: bool = False):
+    """A float32 eager-attention `ApertusForCausalLM` (or `LlamaForCausalLM`) with every parameter re-drawn
+    (see module docstring)."""
+    if llama:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**hf_kwargs)).eval()
+    else:
+        model = transformers.ApertusForCausalLM(transformers.ApertusConfig(**hf_kwargs)).eval()
     model.set_attn_implementation("eager")
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -162,6 +195,61 @@ def test_parity_with_transformers_both_directions(name, scan_layers, tmp_path):
     print(f"{name} scan={scan_layers}: import {import_diff:.2e}, export {export_diff:.2e}")
 
 
+@pytest.mark.parametrize(
+    "name, scan_layers", [("llama_gqa_default_rope", False), ("llama_mqa_tied_llama3", True)]
+)
+def test_llama_parity_with_transformers_both_directions(name, scan_layers, tmp_path):
+    hf_model = random_hf_model(LLAMA_CONFIGS[name], llama=True)
+    tokens = text_tokens()
+    reference = hf_logits(hf_model, tokens)
+    assert np.abs(reference).max() > 1.0
+
+    ours = from_hf(hf_state_dict(hf_model), hf_model.config.to_dict(), scan_layers=scan_layers)
+    assert (ours.config.mlp_type, ours.config.qk_norm) == ("swiglu", False)
+    import_diff = np.abs(our_logits(ours, tokens) - reference).max()
+    assert import_diff <= TOLERANCE, f"{name}: HF -> ours max abs logit diff {import_diff}"
+
+    perturb(ours, seed=2)
+    expected = our_logits(ours, tokens)
+    assert np.abs(expected - reference).max() > 1e-2
+    save_hf(ours, tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+    reloaded, info = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path, dtype=torch.float32, attn_implementation="eager", output_loading_info=True
+    )
+    assert type(reloaded).__name__ == "LlamaForCausalLM"
+    assert not any(info.values()), info
+    export_diff = np.abs(hf_logits(reloaded.eval(), tokens) - expected).max()
+    assert export_diff <= TOLERANCE, f"{name}: ours -> HF max abs logit diff {export_diff}"
+    print(f"{name} scan={scan_layers}: import {import_diff:.2e}, export {export_diff:.2e}")
+
+
+def test_tiny_llama_preset_exports_and_reloads(tmp_path):
+    """The `tiny-llama` preset itself (SwiGLU, no QK-norm, untied) exports to a Llama checkpoint that
+    transformers and `load_hf` both read back with our logits."""
+    model = create_model(get_config("tiny-llama", vocab_size=256), seed=4)
+    perturb(model, seed=4)  # norms away from 1, so a swapped input/post-attention norm shows up
+    tokens = text_tokens()
+    expected = our_logits(model, tokens)
+    save_hf(model, tmp_path)
+    reloaded = transformers.LlamaForCausalLM.from_pretrained(
+        tmp_path, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    assert np.abs(hf_logits(reloaded, tokens) - expected).max() <= TOLERANCE
+    loaded = load_hf(tmp_path)
+    assert loaded.config == model.config
+    for key, w in export_weights(model).items():
+        np.testing.assert_array_equal(np.asarray(w), np.asarray(export_weights(loaded)[key]), err_msg=key)
+
+
+def test_legacy_llama_rotary_buffers_are_ignored():
+    hf_model = random_hf_model(LLAMA_CONFIGS["llama_gqa_default_rope"], llama=True)
+    state, config = hf_state_dict(hf_model), hf_model.config.to_dict()
+    base = our_logits(from_hf(state, config), text_tokens())
+    state["model.layers.0.self_attn.rotary_emb.inv_freq"] = np.ones(8, np.float32)
+    np.testing.assert_array_equal(our_logits(from_hf(state, config), text_tokens()), base)
+
+
 def test_xielu_parameters_are_imported_per_layer():
     """Changing one layer's alpha_n in the HF state dict changes our logits: a_n is really read."""
     hf_model = random_hf_model(HF_CONFIGS["mqa_hd24_llama3"])
@@ -207,6 +295,10 @@ def test_save_load_round_trip_is_exact(scan_layers, tmp_path):
 def test_config_round_trip_and_legacy_rope_fields():
     config = get_config("apertus-8b")
     assert config_from_hf(config_to_hf(config)) == config
+    for preset in ("boldt-1b", "boldt-350m", "tiny-llama"):
+        llama = get_config(preset)
+        assert config_to_hf(llama)["model_type"] == "llama"
+        assert config_from_hf(config_to_hf(llama)) == llama
     legacy = config_to_hf(config)
     rope = legacy.pop("rope_parameters")
     legacy["rope_theta"] = rope.pop("rope_theta")
@@ -220,7 +312,9 @@ def test_config_round_trip_and_legacy_rope_fields():
     [
         ({"hidden_act": "silu"}, "hidden_act"),
         ({"attention_bias": True}, "attention_bias"),
-        ({"model_type": "llama"}, "model_type"),
+        ({"model_type": "mistral"}, "model_type"),
+        ({"model_type": "llama"}, "hidden_act"),
+        ({"model_type": "llama", "hidden_act": "silu", "mlp_bias": True}, "mlp_bias"),
         ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}}, "rope_type"),
     ],
 )
@@ -231,8 +325,8 @@ def test_unsupported_hf_configs_are_rejected(change, message):
 
 
 def test_unsupported_exports_and_bad_inputs_are_rejected(tmp_path):
-    with pytest.raises(ValueError, match="mlp_type"):
-        config_to_hf(get_config("tiny-llama"))
+    with pytest.raises(ValueError, match="qk_norm=True"):
+        config_to_hf(get_config("tiny-llama", qk_norm=True))
     with pytest.raises(ValueError, match="qk_norm"):
         config_to_hf(get_config("tiny", qk_norm=False))
     hf_model = random_hf_model(HF_CONFIGS["tied_hd20"])

@@ -1,5 +1,8 @@
 """experiments/plot_schedules.py writes a readable PNG and rejects unknown presets."""
 
+import pathlib
+import re
+
 import numpy as np
 import pytest
 from matplotlib import image
@@ -29,3 +32,15 @@ def test_cli_rejects_unknown_preset(tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         plot_schedules.main([f"--out={tmp_path}", "--preset=apertus-1b"])
     assert exit_info.value.code != 0
+
+
+def test_readme_command_writes_the_figure_it_names():
+    """The README's plot_schedules command writes the PNG that the README (and docs/figures) hold."""
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    match = re.search(
+        r"python -m experiments\.plot_schedules --out=(\S+)` draws .*?`([^`]+\.png)`", readme, re.S
+    )
+    assert match, "README lost its plot_schedules command"
+    out, figure = match.groups()
+    assert f"{out.rstrip('/')}/apertus8b_schedules.png" == figure
+    assert (pathlib.Path(__file__).parents[2] / figure).is_file()

@@ -3,8 +3,10 @@
 import gzip
 import json
 import pathlib
+import re
 import subprocess
 import sys
+import warnings
 
 import grain
 import numpy as np
@@ -13,23 +15,45 @@ from datatrove.executor import LocalPipelineExecutor, SlurmPipelineExecutor
 from datatrove.executor.ray import RayPipelineExecutor
 
 from apertus_jax.data.shards import ShardSource, decode_metadata, decode_tokens, load_manifest
+from apertus_jax.prep.dedup import STAGES as DEDUP_STAGES
 from apertus_jax.prep.pii import anonymize_pii
 from apertus_jax.prep.pipeline import build_executors
 from apertus_jax.prep.run import run_prepare
 from apertus_jax.prep.stats import format_report
 from apertus_jax.prep.toxicity import removal_count
 from apertus_jax.tokenizers import load_tokenizer
+from apertus_jax.train.provenance import prep_summary
 from configs.prep import slurm as slurm_config
 
 
 @pytest.fixture(scope="module")
 def runs(small_inputs, small_config, tmp_path_factory):
-    """The same config run with 1 and with 2 local workers (2 tasks each)."""
+    """The same config run with 1 and with 2 local workers (2 tasks each); "warnings": what they warned."""
     out = {}
-    for workers in (1, 2):
-        config = small_config(small_inputs, tmp_path_factory.mktemp(f"run_w{workers}"), workers=workers)
-        out[workers] = (config, run_prepare(config))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for workers in (1, 2):
+            config = small_config(small_inputs, tmp_path_factory.mktemp(f"run_w{workers}"), workers=workers)
+            out[workers] = (config, run_prepare(config))
+    out["warnings"] = [str(w.message) for w in caught]
     return out
+
+
+def test_no_fork_of_the_jax_process(runs):
+    """JAX runs in this process (the heads were trained with it); datatrove's manager and workers must not
+    be forked from it (JAX warns "os.fork() ... deadlock")."""
+    assert not [w for w in runs["warnings"] if "os.fork()" in w]
+
+
+def test_rerun_says_it_reuses_the_completed_tasks(runs, caplog):
+    config, report = runs[1]
+    config.executor.workers = 2  # a setting that does not change the output
+    with caplog.at_level("WARNING"):
+        again = run_prepare(config)
+    messages = [r.getMessage() for r in caplog.records if "reusing" in r.getMessage()]
+    assert len(messages) == 1 and re.search(r"reusing (\d+) of \1 tasks .*nothing to run", messages[0])
+    assert f"--config.work_dir or delete {config.work_dir}" in messages[0]
+    assert again == report  # the earlier run's report, as the message says
 
 
 def _files(directory: pathlib.Path) -> dict[str, bytes]:
@@ -43,7 +67,9 @@ def test_two_workers_give_identical_output(runs):
     shards1, shards2 = _files(pathlib.Path(c1.output_dir)), _files(pathlib.Path(c2.output_dir))
     assert sorted(shards1) == sorted(shards2) and any(k.endswith(".array_record") for k in shards1)
     for name in shards1:
-        if name.endswith("manifest.json"):
+        if name == "prep_stats.json":  # holds timings; its counts must agree
+            assert json.loads(shards1[name])["removed"] == json.loads(shards2[name])["removed"]
+        elif name.endswith("manifest.json"):
             m1, m2 = json.loads(shards1[name]), json.loads(shards2[name])
             m1.pop("created"), m2.pop("created")
             assert m1 == m2
@@ -71,7 +97,8 @@ def test_report_counts(runs, small_inputs):
     expected = sum(removal_count(n) for n in thresholds["documents"].values())
     assert abs(steps["toxicity"]["docs_removed"] - expected) <= len(thresholds["documents"])
     kept = steps["ArrayRecord shards"]["docs_in"]
-    assert kept == n_docs - steps["robots.txt"]["docs_removed"] - steps["toxicity"]["docs_removed"]
+    dedup = sum(report["removed"].get(r, {}).get("docs", 0) for r in ("exact_duplicate", "near_duplicate"))
+    assert kept == n_docs - dedup - steps["robots.txt"]["docs_removed"] - steps["toxicity"]["docs_removed"]
     tiers = {row["subset"]: row for row in report["tiers"]}
     assert tiers["coherence"]["documents"] >= tiers["dense_core"]["documents"]
     assert tiers["dense_core"]["documents"] <= min(
@@ -83,6 +110,14 @@ def test_report_counts(runs, small_inputs):
     assert json.loads(pathlib.Path(config.work_dir, "prep_stats.json").read_text()) == json.loads(
         json.dumps(report)
     )
+    # A copy next to the shard manifest: what a training run's provenance record reads.
+    copied = json.loads(pathlib.Path(config.output_dir, "prep_stats.json").read_text())
+    summary = prep_summary(copied)
+    assert summary["pii_replacements"] == {
+        k.split("/")[1]: int(v) for k, v in steps["PII"]["counters"].items() if k.startswith("pii/")
+    }
+    assert summary["removed"]["robots_opt_out"]["docs"] == steps["robots.txt"]["docs_removed"]
+    assert summary["robots_by_agent"] == report["robots_by_agent"]
 
 
 def test_shards_read_by_training_source_and_code_untouched(runs, small_inputs):
@@ -118,10 +153,14 @@ def test_slurm_and_ray_executors_build_from_config(small_inputs, tmp_path):
     for name, path in small_inputs["heads"].items():
         config.heads[name].path = path
     executors = build_executors(config)
-    assert list(executors) == ["filter", "thresholds", "select", "merge"]
+    assert list(executors) == [*DEDUP_STAGES, "filter", "thresholds", "select", "merge"]
     assert all(isinstance(e, SlurmPipelineExecutor) for e in executors.values())
     assert executors["filter"].tasks == 1000 and executors["thresholds"].tasks == 1
-    assert executors["merge"].depends is executors["select"] and executors["filter"].depends is None
+    assert (
+        executors["merge"].depends is executors["select"]
+        and executors["filter"].depends is executors["minhash_clusters"]
+    )
+    assert executors["exact_signatures"].depends is None and executors["minhash_buckets"].tasks == 14
     config.executor.kind = "ray"
     assert all(isinstance(e, RayPipelineExecutor) for e in build_executors(config).values())
     config.executor.kind = "local"
@@ -129,6 +168,26 @@ def test_slurm_and_ray_executors_build_from_config(small_inputs, tmp_path):
     config.executor.kind = "spark"
     with pytest.raises(ValueError, match="executor kind"):
         build_executors(config)
+
+
+def test_cli_without_the_prep_extra_names_the_install_command(tmp_path):
+    """datatrove missing (simulated: a None entry in sys.modules makes its import fail): one line, exit 2."""
+    shim = (
+        "import runpy, sys; sys.modules['datatrove'] = None; "
+        f"sys.argv = ['prepare_data', '--config=configs/prep/demo.py', '--config.work_dir={tmp_path}']; "
+        "runpy.run_module('experiments.prepare_data', run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", shim],
+        capture_output=True,
+        text=True,
+        cwd=pathlib.Path(__file__).parents[2],
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert "datatrove is not installed" in result.stderr and 'pip install -e ".[prep]"' in result.stderr
+    assert not list(tmp_path.iterdir())
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path):
@@ -147,5 +206,6 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
         cwd=pathlib.Path(__file__).parents[2],
         timeout=120,
     )
-    assert result.returncode != 0
-    assert result.stderr.strip().splitlines()[-1].startswith("prepare_data: no *.jsonl")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith("error: no *.jsonl")

@@ -36,10 +36,21 @@ def test_train_tokenizer_cli(tmp_path, udhr_sample):
     tokenizer = load_tokenizer(f"sentencepiece:{tmp_path}/out/bpe.model")
     assert (tokenizer.vocab_size, tokenizer.bod_id, tokenizer.eod_id, tokenizer.pad_id) == (500, 1, 2, 3)
 
+    # Without the suffix, the model still lands at a `.model` path (the one the help and README use).
+    result = _run(
+        "experiments.train_tokenizer",
+        f"--input={tmp_path}/a.txt",
+        "--vocab_size=300",
+        f"--out={tmp_path}/bare",
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"sentencepiece:{tmp_path}/bare.model" in result.stdout and not (tmp_path / "bare").exists()
+    assert load_tokenizer(f"sentencepiece:{tmp_path}/bare.model").vocab_size == 300
+
     result = _run(
         "experiments.train_tokenizer", f"--input={tmp_path}/missing*.txt", f"--out={tmp_path}/x.model"
     )
-    assert result.returncode != 0 and "matches no file" in result.stderr
+    assert result.returncode == 2 and "matches no file" in result.stderr
     assert not (tmp_path / "x.model").exists()
 
 
@@ -90,4 +101,4 @@ def test_tokenizer_fairness_cli(tmp_path, udhr_sample):
     assert "UTF-8 bytes, characters, words: bytes 0." in (out / "summary.md").read_text()
 
     result = _run("experiments.tokenizer_fairness", f"--out={tmp_path}/bad", "--languages=eng,xx")
-    assert result.returncode != 0 and "unknown UDHR codes ['xx']" in result.stderr
+    assert result.returncode == 2 and "unknown UDHR codes ['xx']" in result.stderr

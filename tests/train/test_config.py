@@ -47,7 +47,19 @@ def _with(path: tuple[str, ...], value) -> ml_collections.ConfigDict:
 def test_the_walk_covers_every_section_of_a_valid_config():
     config_lib.validate(_with(("seed",), 0), 1)  # the rebuilt ConfigDict itself is valid
     sections = {path[0] for path in numeric_fields(tiny_demo.get_config().to_dict())}
-    assert sections == {"seed", "model", "data", "train", "optim", "mesh", "checkpoint", "faults"}
+    assert sections == {
+        "seed",
+        "model",
+        "data",
+        "train",
+        "optim",
+        "mesh",
+        "checkpoint",
+        "faults",
+        "posttrain",
+        "profile",
+        "eval",
+    }
 
 
 @pytest.mark.parametrize(

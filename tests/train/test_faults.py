@@ -1,10 +1,13 @@
 """Faults: non-finite steps are skipped and counted; N in a row roll back and skip the data window."""
 
+import signal
+
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from apertus_jax.train import assemble, inputs, loop
-from apertus_jax.train.faults import NonFiniteCounter
+from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
 from configs import tiny_resume
 
 
@@ -34,18 +37,19 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
             batch["positions"][0, 0] = -1
         return batch
 
-    def nan_on_negative_position(apply_fn, tx, num_microbatches):
-        def apply(params, tokens, positions, segment_ids):
-            logits = apply_fn(params, tokens, positions, segment_ids)
-            return jnp.where(jnp.any(positions < 0), jnp.nan, logits)
+    def nan_on_negative_position(apply_fn, tx, num_microbatches, *, hidden_fn, **kwargs):
+        def hidden(params, tokens, positions, segment_ids):
+            hidden_BxTxD, w_DxV = hidden_fn(params, tokens, positions, segment_ids)
+            return jnp.where(jnp.any(positions < 0), jnp.nan, hidden_BxTxD), w_DxV
 
-        return make_step(apply, tx, num_microbatches)
+        return make_step(apply_fn, tx, num_microbatches, hidden_fn=hidden, **kwargs)
 
     monkeypatch.setattr(inputs.ShardedIterator, "__next__", poisoning_next)
     monkeypatch.setattr(assemble, "make_train_step", nan_on_negative_position)
     config = tiny_resume.get_config()
     config.unlock()
     config.train.steps, config.train.batch_plan, config.faults.max_nonfinite_in_a_row = 8, ((0, 256),), 2
+    config.train.prefetch_batches = 0  # `served` counts pipeline reads; a prefetch thread reads ahead
     assert loop.train(config, str(tmp_path)) == "done"
 
     records = read_records(str(tmp_path))
@@ -53,3 +57,44 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
     assert records[-1]["skipped_steps"] == 2 and records[-1]["rollbacks"] == 1
     assert len(served) == 10  # 8 steps + the 2 skipped batches
     assert all(np.isfinite(r["loss"]) for r in records)
+
+
+def test_sigint_and_sigterm_request_a_clean_stop_and_a_second_ctrl_c_aborts():
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for signum, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")):
+        preemption = PreemptionSignal()
+        try:
+            assert not preemption.should_stop()
+            signal.raise_signal(signum)
+            assert preemption.should_stop() and preemption.reason() == name
+            if signum == signal.SIGINT:
+                with pytest.raises(KeyboardInterrupt):
+                    signal.raise_signal(signal.SIGINT)
+        finally:
+            preemption.restore_handler()
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_preemption_is_agreed_across_processes_only_every_n_steps(monkeypatch):
+    """With several processes the SIGTERM flag is allgathered at multiples of check_every_steps only."""
+    import os
+    import signal
+
+    from apertus_jax.train import faults
+
+    gathered = []
+
+    def fake_allgather(x):
+        gathered.append(bool(x))
+        return np.stack([x, np.array(False)])
+
+    monkeypatch.setattr(faults.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(faults.multihost_utils, "process_allgather", fake_allgather)
+    preemption = faults.PreemptionSignal(check_every_steps=4)
+    try:
+        assert [preemption.should_stop(step) for step in range(1, 4)] == [False] * 3 and gathered == []
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert not preemption.should_stop(5)  # received, but step 5 is not a check step
+        assert preemption.should_stop(8) and gathered == [True]
+    finally:
+        preemption.restore_handler()

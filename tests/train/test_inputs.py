@@ -62,6 +62,15 @@ def test_run_tokenizer_is_the_cached_demo_bpe():
     assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
+def test_demo_tokenizer_cache_is_keyed_on_the_training_texts():
+    texts = [d["text"] for d in load_demo_documents("train")]
+    path = inputs.demo_tokenizer_path(4096, texts)
+    assert inputs.demo_tokenizer_path(4096, list(texts)) == path
+    # Same asset files, another split (one training document moved to held-out): another tokenizer file.
+    assert inputs.demo_tokenizer_path(4096, texts[:-1]) != path
+    assert inputs.demo_tokenizer_path(1024, texts) != path
+
+
 def test_run_tokenizer_spec_with_a_missing_file(tmp_path):
     data = ml_collections.ConfigDict(dict(tokenizer=f"sentencepiece:{tmp_path}/absent.model"))
     with pytest.raises(FileNotFoundError, match="absent.model"):

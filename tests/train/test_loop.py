@@ -126,3 +126,100 @@ def test_config_json_keeps_the_original_run_config(tmp_path):
     with open(tmp_path / "config.step12.json") as f:
         assert json.load(f)["train"]["steps"] == 20
     assert record_config(workdir, changed, None).endswith("config.json")  # no checkpoint: a new run
+
+
+def test_readme_outputs_table_lists_everything_a_run_writes(uninterrupted):
+    """Each top-level entry of a finished workdir has a row in the README's Outputs table."""
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Outputs") : readme.index("## Troubleshooting")]
+    rows = {re.sub(r"/.*", "", cell) for cell in re.findall(r"^\| `([^`]+)` \|", section, re.M)}
+    written = set(os.listdir(uninterrupted))
+    assert written <= rows, written - rows
+    assert {".lock-p0", "eval"} <= rows  # the lock and evaluate's results
+
+
+def test_init_from_starts_from_the_params_with_a_fresh_optimizer(uninterrupted, tmp_path, losses_of):
+    import jax
+
+    from apertus_jax.train.assemble import Run
+    from apertus_jax.train.checkpoint import restore_workdir_params
+    from apertus_jax.train.sharding import make_global_batch
+
+    config = tiny_resume.get_config()
+    with config.unlocked():
+        config.train.steps, config.checkpoint.init_from = 1, uninterrupted
+    assert train(config, str(tmp_path / "b")) == "done"
+    # The same first step by hand: the uninterrupted run's final params, a fresh optimizer state.
+    run = Run(config)
+    params, _ = restore_workdir_params(uninterrupted, run.spec.abstract["params"])
+    batch = make_global_batch(next(run.data_iterator()), run.mesh)
+    with jax.set_mesh(run.mesh):
+        _, _, metrics = run.train_step(batch["tokens"].shape[0]).fn(
+            params, run.spec.init_opt_state(params), batch
+        )
+    assert losses_of(str(tmp_path / "b")) == [(1, float(metrics["loss"]))]
+    assert float(metrics["loss"]) < losses_of(uninterrupted)[0][1] - 0.5  # trained parameters, not a new init
+
+
+def test_missing_init_from_fails_in_one_line_and_writes_nothing(tmp_path):
+    config = tiny_resume.get_config()
+    with config.unlocked():
+        config.checkpoint.init_from = str(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="checkpoint.init_from=.* has no checkpoints/") as error:
+        train(config, str(tmp_path / "w"))
+    assert "\n" not in str(error.value) and not (tmp_path / "w").exists()
+
+
+def _spike_config():
+    config = tiny_resume.get_config()
+    config.unlock()
+    config.train.steps, config.train.batch_plan = 8, ((0, 256),)
+    config.train.spike_factor, config.train.spike_warmup_steps = 3.0, 2
+    return config
+
+
+def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypatch, losses_of, read_records):
+    """Batch 5 keeps the loss of a single token: its gradient norm is many times the running mean, so the
+    guard drops that update. Crashes after step 6 (resume from step 4, before the spike) and after step 7
+    (resume from step 6, after it) reproduce the uninterrupted run bitwise."""
+    from apertus_jax.train import assemble, inputs
+
+    reference = assemble.Run(_spike_config()).data_iterator()
+    spike_tokens = [next(reference) for _ in range(5)][-1]["tokens"]
+    next_batch = inputs.ShardedIterator.__next__
+
+    def spiking_next(self):
+        batch = next_batch(self)
+        if np.array_equal(batch["tokens"], spike_tokens):
+            batch["loss_mask"][:] = 0
+            batch["loss_mask"][0, 10] = 1
+        return batch
+
+    monkeypatch.setattr(inputs.ShardedIterator, "__next__", spiking_next)
+    straight = str(tmp_path / "straight")
+    assert train(_spike_config(), straight) == "done"
+    records = read_records(straight)
+    assert [r["spike_skipped_steps"] for r in records] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert records[4]["grad_norm"] > 3 * max(r["grad_norm"] for r in records[:4])
+    assert all(r["skipped_steps"] == 0 for r in records)  # a spike is not a non-finite step
+
+    write = metrics_lib.MetricsWriter.write
+    pending = [6, 7]
+
+    def write_then_crash(self, record):
+        write(self, record)
+        if pending and record["step"] == pending[0]:
+            pending.pop(0)
+            raise Crash(record["step"])
+
+    monkeypatch.setattr(metrics_lib.MetricsWriter, "write", write_then_crash)
+    resumed = str(tmp_path / "resumed")
+    for _ in range(2):
+        with pytest.raises(Crash):
+            train(_spike_config(), resumed)
+    assert train(_spike_config(), resumed) == "done"
+    assert losses_of(resumed) == losses_of(straight)
+    assert read_records(resumed)[-1]["spike_skipped_steps"] == 1

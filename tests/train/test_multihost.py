@@ -112,3 +112,13 @@ def test_two_processes_match_one_process_bitwise(compilation_cache, tmp_path):
     assert len({loss for _, loss, _ in one}) == STEPS  # the runs trained (a different loss every step)
     # Both processes wrote one checkpoint together into the shared workdir.
     assert os.listdir(os.path.join(two_dir, "checkpoints")) == [str(STEPS)]
+    # Tokens consumed per component are summed over both processes' iterators (a collective).
+    with (
+        open(os.path.join(one_dir, "provenance.json")) as f1,
+        open(os.path.join(two_dir, "provenance.json")) as f2,
+    ):
+        record_one, record_two = json.load(f1), json.load(f2)
+    assert record_two["tokens_consumed"] == record_one["tokens_consumed"]
+    assert record_one["tokens_consumed_total"] == BatchSizePlan(
+        tiny_resume.get_config().train.batch_plan
+    ).tokens_at_step(STEPS)

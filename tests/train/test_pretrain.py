@@ -1,4 +1,4 @@
-"""The CLI in subprocesses: kill -9 and SIGTERM then resume, one-line errors.
+"""The CLI in subprocesses: kill -9, SIGTERM and SIGINT (Ctrl-C) then resume, one-line errors.
 Two processes on localhost: test_multihost.py."""
 
 import json
@@ -58,7 +58,7 @@ def _signal_after_step(process, workdir, step, signum):
     return process.wait(timeout=300)
 
 
-def test_kill9_and_sigterm_then_resume_match_uninterrupted(
+def test_kill9_sigterm_and_sigint_then_resume_match_uninterrupted(
     uninterrupted, losses_of, compilation_cache, tmp_path
 ):
     workdir, env = str(tmp_path), _env(compilation_cache)
@@ -72,6 +72,17 @@ def test_kill9_and_sigterm_then_resume_match_uninterrupted(
     stopped_at = _last_step(workdir)
     steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
     assert steps[-1] == stopped_at  # SIGTERM: a checkpoint at the current step
+
+    # Ctrl-C behaves like SIGTERM: a checkpoint at the current step, one line naming SIGINT, exit 0.
+    process = _start(workdir, env)
+    assert _signal_after_step(process, workdir, stopped_at, signal.SIGINT) == 0
+    stderr = process.stderr.read()
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-2000:]
+    interrupted_at = _last_step(workdir)
+    lines = [line for line in stderr.splitlines() if "SIGINT" in line]
+    assert len(lines) == 1 and f"saving a checkpoint at step {interrupted_at}" in lines[0], stderr[-2000:]
+    steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
+    assert steps[-1] == interrupted_at < 12
 
     final = subprocess.run(
         COMMAND + [f"--workdir={workdir}"], cwd=ROOT, env=env, capture_output=True, text=True
@@ -106,3 +117,26 @@ def test_cli_errors_are_one_line(flag, message, compilation_cache, tmp_path):
     errors = [line for line in result.stderr.splitlines() if message in line]
     assert len(errors) == 1, result.stderr[-2000:]
     assert not os.path.exists(f"{tmp_path}/w/checkpoints")
+
+
+@pytest.mark.parametrize("kind", ["under /proc", "file as parent"])
+def test_unusable_workdir_fails_before_the_mesh_with_one_line(kind, compilation_cache, tmp_path):
+    """A workdir the run cannot create: one line naming it and the fix, exit 2, before devices start."""
+    if kind == "under /proc":
+        workdir = "/proc/apertus-workdir-test/run"
+    else:
+        (tmp_path / "file").write_text("not a directory")
+        workdir = str(tmp_path / "file" / "run")
+    result = subprocess.run(
+        COMMAND + [f"--workdir={workdir}"],
+        cwd=ROOT,
+        env=_env(compilation_cache),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: workdir {workdir} "), result.stderr[-2000:]
+    assert "--workdir=" in lines[0]
+    assert os.listdir(tmp_path) in ([], ["file"])

@@ -1,0 +1,47 @@
+"""The `posttrain` section of a run: which loss the train step optimizes and how the reference is read.
+
+objective  "lm" (pretraining and SFT: next-token cross-entropy over `loss_mask`), "qrpo" or "dpo"
+beta       QRPO's b / DPO's beta: the KL coefficient (Apertus QRPO: b = 5, docs/posttrain.md)
+length_normalized   divide beta by the completion length |y| in every loss term (Apertus section 4.3)
+reference  "cached": reference log-probs computed once from the frozen reference and read from
+           `reference_cache` (experiments/qrpo.py writes WORKDIR/reference_logprobs.json); "on_the_fly":
+           the reference model scores every batch as it is produced (held in memory)
+reference_workdir   the reference model's workdir ("" = checkpoint.init_from)
+"""
+
+import dataclasses
+
+from apertus_jax.checks import check_choice, check_number
+
+OBJECTIVES = ("lm", "qrpo", "dpo")
+REFERENCE_MODES = ("cached", "on_the_fly")
+
+
+@dataclasses.dataclass(frozen=True)
+class PosttrainConfig:
+    """The `posttrain` section (fields in the module docstring).
+
+    Raises:
+      ValueError: in `__post_init__`, one line naming the field ("posttrain.<field>") and its valid values.
+    """
+
+    objective: str = "lm"
+    beta: float = 5.0
+    length_normalized: bool = True
+    reference: str = "cached"
+    reference_cache: str = ""
+    reference_workdir: str = ""
+
+    def __post_init__(self):
+        check_choice("posttrain.objective", self.objective, OBJECTIVES)
+        check_choice("posttrain.reference", self.reference, REFERENCE_MODES)
+        check_number("posttrain.beta", self.beta, low=0, low_open=True)
+        if not isinstance(self.length_normalized, bool):
+            raise ValueError(
+                f"posttrain.length_normalized must be True or False, got {self.length_normalized!r}"
+            )
+
+
+def section() -> dict:
+    """The `posttrain` section of a run config: the defaults of `PosttrainConfig`."""
+    return {f.name: f.default for f in dataclasses.fields(PosttrainConfig)}

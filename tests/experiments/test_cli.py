@@ -1,0 +1,48 @@
+"""Every job in experiments/: a usage error is one line on stderr and exit status 2 (experiments/cli.py)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parents[2]
+JOBS = sorted(p.stem for p in (ROOT / "experiments").glob("*.py") if p.stem not in ("__init__", "cli"))
+
+
+def test_every_job_is_listed():
+    assert len(JOBS) >= 11 and "pretrain" in JOBS and "prepare_data" in JOBS
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_bad_flag_is_one_line_and_exit_2(job, tmp_path):
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    result = subprocess.run(
+        [sys.executable, "-m", f"experiments.{job}", "--no_such_flag=1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr[-2000:]
+    # argparse names missing required arguments first, absl the unknown flag: either way one line.
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+
+
+def test_usage_error_raised_in_main_is_one_line(tmp_path):
+    """absl's app.UsageError (raised by a job's main) would print the whole help and exit 1."""
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.memory_plan", "--meshes=3x"],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr[
+        -2000:
+    ]

@@ -1,0 +1,94 @@
+"""experiments.memorization: the two runs differ only in the loss; scores, tables and heatmaps on a tiny model."""
+
+import copy
+
+import ml_collections
+import numpy as np
+import pytest
+
+from apertus_jax.models import create_model, get_config
+from apertus_jax.models.generate import generate
+from configs import memorization_tiny
+from experiments import memorization as study_lib
+
+
+@pytest.fixture(scope="module")
+def study():
+    return memorization_tiny.get_config()
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    config = get_config(
+        "tiny",
+        vocab_size=1024,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=8,
+        mlp_hidden=64,
+        max_seq_len=128,
+    )
+    return create_model(config, seed=1)
+
+
+def test_the_two_runs_differ_only_in_the_goldfish_settings(study):
+    configs = study_lib.run_configs(study)
+    assert list(configs) == ["standard", "goldfish_k4"]
+    standard, goldfish = (copy.deepcopy(c.to_dict()) for c in configs.values())
+    assert standard["data"]["pipeline"]["goldfish"]["k"] == 0
+    assert goldfish["data"]["pipeline"]["goldfish"] == {"k": 4, "h": 13, "hash": "apertus"}
+    del standard["data"]["pipeline"]["goldfish"], goldfish["data"]["pipeline"]["goldfish"]
+    assert standard == goldfish
+    other = copy.deepcopy(study)
+    other.goldfish.hash = "canonical"
+    assert list(study_lib.run_configs(other)) == ["standard", "goldfish_k4_canonical"]
+
+
+def test_scores_of_a_memorized_and_an_unrelated_probe(tiny_model, tokenizer):
+    # Probe 0 is the model's own greedy continuation of a sonnet's start: it is "memorized" by construction.
+    from apertus_jax.eval.tasks import load_sonnets
+
+    sonnets = load_sonnets()
+    start = tokenizer.encode_document(sonnets[0])[:16]
+    continuation = generate(tiny_model, [start], max_new_tokens=40)[0]
+    memorized = np.concatenate([start, continuation])
+    unrelated = tokenizer.encode_document(sonnets[1])[:56]
+    study = ml_collections.ConfigDict(
+        dict(prefix_lengths=(8, 16), offsets=(0,), suffix_len=24, top_p=0.9, seed=0)
+    )
+    records = study_lib.score_probes(
+        tiny_model, tokenizer, [(4, memorized), (0, unrelated)], study, lambda: None
+    )
+    assert len(records) == 2 * 2 * 2  # probes x prefix lengths x decodings
+    greedy16 = [r for r in records if r["decoding"] == "greedy" and r["prefix_len"] == 16]
+    assert greedy16[0]["rouge_l"] == 1.0 and greedy16[0]["exact_match_length"] == 24
+    assert greedy16[1]["rouge_l"] < 0.3
+    table = study_lib.mean_table(records, "greedy", "rouge_l")
+    assert set(table) == {0, 4} and table[4][16] == 1.0
+    with pytest.raises(ValueError, match="shorter than offset"):
+        study_lib.score_probes(tiny_model, tokenizer, [(1, memorized[:30])], study, lambda: None)
+
+
+def test_mean_table_averages_over_probes_and_offsets():
+    records = [
+        {"decoding": "greedy", "repetitions": 8, "prefix_len": 16, "rouge_l": 1.0},
+        {"decoding": "greedy", "repetitions": 8, "prefix_len": 16, "rouge_l": 0.5},
+        {"decoding": "nucleus", "repetitions": 8, "prefix_len": 16, "rouge_l": 0.0},
+        {"decoding": "greedy", "repetitions": 0, "prefix_len": 16, "rouge_l": 0.25},
+    ]
+    assert study_lib.mean_table(records, "greedy", "rouge_l") == {0: {16: 0.25}, 8: {16: 0.75}}
+
+
+def test_heatmap_is_written(tmp_path):
+    path = str(tmp_path / "heatmap.png")
+    study_lib.plot_heatmap({0: {8: 0.1, 16: 0.2}, 64: {8: 0.9, 16: 1.0}}, "test", path)
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from apertus_jax.train.inputs import demo_tokenizer
+
+    return demo_tokenizer(1024)

@@ -1,0 +1,73 @@
+"""Fixtures of the post-training tests: the 4,096-id demo BPE, the tiny chat and preference sets."""
+
+import os
+
+import pytest
+
+import apertus_jax.posttrain
+
+ASSETS = os.path.join(os.path.dirname(apertus_jax.posttrain.__file__), "assets")
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from apertus_jax.train.inputs import demo_tokenizer
+
+    return demo_tokenizer(4096)
+
+
+@pytest.fixture(scope="session")
+def chat_path():
+    return os.path.join(ASSETS, "chat_tiny.jsonl")
+
+
+@pytest.fixture(scope="session")
+def preference_path():
+    return os.path.join(ASSETS, "qrpo_tiny.jsonl")
+
+
+@pytest.fixture()
+def write_jsonl(tmp_path):
+    """lines (str or JSON-able) -> path of a JSONL file holding them."""
+    import json
+
+    def write(lines, name="data.jsonl"):
+        path = tmp_path / name
+        path.write_text(
+            "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+        )
+        return str(path)
+
+    return write
+
+
+SMALL_MODEL = dict(
+    vocab_size=4096, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64, max_seq_len=128
+)
+
+
+@pytest.fixture(scope="session")
+def small_model():
+    """A 2-layer Apertus over the demo BPE: (apply_fn, params as a plain dict)."""
+    from flax import nnx
+
+    from apertus_jax.models.presets import get_config
+    from apertus_jax.models.transformer import Apertus
+
+    graphdef, params = nnx.split(Apertus(get_config("tiny", **SMALL_MODEL), rngs=nnx.Rngs(0)), nnx.Param)
+
+    def apply_fn(p, tokens, positions, segment_ids):
+        return nnx.merge(graphdef, p)(tokens, positions, segment_ids)
+
+    return apply_fn, params.to_pure_dict()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compilation_cache(tmp_path_factory):
+    """A persistent XLA cache for this session's in-process runs and CLI subprocesses."""
+    import jax
+
+    path = str(tmp_path_factory.mktemp("xla_cache"))
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    return path

@@ -1,0 +1,57 @@
+"""experiments.sft and experiments.qrpo as CLIs: bad input ends with one line naming the JSONL line, exit 2,
+nothing written."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = """
+from configs import {base}
+
+
+def get_config():
+    config = {base}.get_config()
+    config.unlock()
+    config.data.pipeline.components["{kind}"]["paths"] = ["{path}"]
+    config.checkpoint.init_from = "{init_from}"
+    return config
+"""
+
+
+@pytest.mark.parametrize(
+    "job, base, kind, line",
+    [
+        ("sft", "sft_tiny", "chat", {"messages": [{"role": "robot", "content": "Hallo"}]}),
+        ("qrpo", "qrpo_tiny", "preference", {"prompt": "", "completions": [], "reference_rewards": [1]}),
+    ],
+)
+def test_bad_jsonl_line_is_one_line_and_nothing_is_written(
+    job, base, kind, line, tmp_path, compilation_cache
+):
+    data = tmp_path / "data.jsonl"
+    good = {
+        "messages": [{"role": "user", "content": "Hallo"}, {"role": "assistant", "content": "Guten Tag."}]
+    }
+    data.write_text(json.dumps(good) + "\n" + json.dumps(line) + "\n")
+    config = tmp_path / "config.py"
+    config.write_text(CONFIG.format(base=base, kind=kind, path=data, init_from=tmp_path / "pretrained"))
+    workdir = tmp_path / "workdir"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": compilation_cache}
+    env.pop("XLA_FLAGS", None)  # one CPU device: the tiny configs' 4-row batches
+    result = subprocess.run(
+        [sys.executable, "-m", f"experiments.{job}", f"--config={config}", f"--workdir={workdir}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and f"{data}:" in errors[0], result.stderr[-2000:]
+    assert (f"{data}:2:" if job == "sft" else f"{data}:1:") in errors[0]
+    assert not workdir.exists()
