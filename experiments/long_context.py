@@ -12,7 +12,6 @@ WORKDIR/metrics.jsonl joins the stages' records. Every stage config is validated
 a bad config or path ends with one line on stderr and exit status 2; SIGTERM stops after a checkpoint (exit 0).
 """
 
-import importlib.util
 import os
 import sys
 
@@ -21,22 +20,6 @@ from absl import app, flags, logging
 _CONFIG = flags.DEFINE_string("config", None, "A long-context config file (STAGES and get_config(stage)).")
 _INIT_FROM = flags.DEFINE_string("init_from", None, "The pretraining workdir the first stage starts from.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Root of the stage workdirs.")
-
-
-def load_stages(path: str) -> list:
-    """[(stage name, run config), ...] of the long-context config file `path`.
-
-    Raises:
-      ValueError: the file is missing, or has no `STAGES` / `get_config`.
-    """
-    if not os.path.isfile(path):
-        raise ValueError(f"--config={path} is not a file")
-    spec = importlib.util.spec_from_file_location("long_context_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not hasattr(module, "STAGES") or not hasattr(module, "get_config"):
-        raise ValueError(f"--config={path} must define STAGES and get_config(stage)")
-    return [(stage.name, module.get_config(stage.name)) for stage in module.STAGES]
 
 
 def main(argv) -> None:
@@ -53,7 +36,7 @@ def main(argv) -> None:
     from apertus_jax.train import config as config_lib
     from apertus_jax.train import distributed
     from apertus_jax.train.checkpoint import WorkdirLockedError
-    from apertus_jax.train.context_stages import run_stages
+    from apertus_jax.train.context_stages import load_stages, run_stages
 
     try:
         for name, value in (

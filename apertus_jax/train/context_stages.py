@@ -13,6 +13,7 @@ records, each tagged with its stage.
 """
 
 import dataclasses
+import importlib.util
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -101,6 +102,23 @@ def stage_config(
     warmup_steps = -(-warmup_tokens // batch_tokens)
     config.optim.alpha_warmup_steps = config.optim.b3_warmup_steps = warmup_steps
     return config
+
+
+def load_stages(path: str) -> list[tuple[str, ml_collections.ConfigDict]]:
+    """[(stage name, run config), ...] of the long-context config file `path`: a Python file with `STAGES`
+    (ContextStage objects) and `get_config(stage name)`, e.g. `configs/apertus_8b_long_context.py`.
+
+    Raises:
+      ValueError: the file is missing, or has no `STAGES` / `get_config`.
+    """
+    if not os.path.isfile(path):
+        raise ValueError(f"--config={path} is not a file")
+    spec = importlib.util.spec_from_file_location("long_context_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, "STAGES") or not hasattr(module, "get_config"):
+        raise ValueError(f"--config={path} must define STAGES and get_config(stage)")
+    return [(stage.name, module.get_config(stage.name)) for stage in module.STAGES]
 
 
 def stage_finished(workdir: str, steps: int) -> bool:

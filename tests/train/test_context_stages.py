@@ -11,10 +11,15 @@ import pytest
 
 from apertus_jax.optim.config import from_section, make_lr_schedule
 from apertus_jax.train import config as config_lib
-from apertus_jax.train.context_stages import ContextStage, merge_metrics, run_stages, stage_config
+from apertus_jax.train.context_stages import (
+    ContextStage,
+    load_stages,
+    merge_metrics,
+    run_stages,
+    stage_config,
+)
 from apertus_jax.train.loop import train
 from configs import tiny_long_context
-from experiments.long_context import load_stages
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "tiny_long_context.py")
