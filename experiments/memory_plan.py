@@ -2,6 +2,7 @@
 
     python -m experiments.memory_plan --config=configs/apertus_8b.py
     python -m experiments.memory_plan --config=configs/apertus_70b.py --meshes=1x256x1,1x64x4 --rows_per_device=1
+    python -m experiments.memory_plan --config=configs/apertus_8b_long_context.py:64k --meshes=1x16x1x4
 
 Nothing is allocated: the run is assembled by `apertus_jax.train.assemble.Run`, the same code the training
 loop uses, and THE train step the loop would run for the config's largest batch (same shardings, donation and
@@ -43,7 +44,9 @@ from apertus_jax.train.assemble import Run  # noqa: E402
 from experiments import cli  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/apertus_8b.py", "Run config to plan.")
-_MESHES = flags.DEFINE_list("meshes", [], "Meshes as DATAxFSDPxTENSOR (default: two per model size).")
+_MESHES = flags.DEFINE_list(
+    "meshes", [], "Meshes as DATAxFSDPxTENSOR or DATAxFSDPxTENSORxCONTEXT (default: two per model size)."
+)
 _ROWS = flags.DEFINE_integer(
     "rows_per_device",
     0,
@@ -66,11 +69,12 @@ def shard_bytes(tree) -> int:
     )
 
 
-def plan_run(config, mesh_shape: tuple[int, int, int], rows_per_device: int = 0) -> Run:
+def plan_run(config, mesh_shape: tuple[int, ...], rows_per_device: int = 0) -> Run:
     """The run of `config` on a `mesh_shape` mesh of the first virtual devices, as the loop assembles it;
     XLA einsum attention (the CPU compiler has no flash kernel: an upper bound); nothing allocated.
 
     Args:
+      mesh_shape: (data, fsdp, tensor) or (data, fsdp, tensor, context).
       rows_per_device: > 0 sets `train.microbatch_size` to data x fsdp x rows_per_device.
 
     Raises:
@@ -83,20 +87,20 @@ def plan_run(config, mesh_shape: tuple[int, int, int], rows_per_device: int = 0)
         )
     config = copy.deepcopy(config)
     with config.unlocked():
-        config.mesh.data, config.mesh.fsdp, config.mesh.tensor = mesh_shape
+        config.mesh.data, config.mesh.fsdp, config.mesh.tensor, config.mesh.context = (*mesh_shape, 1)[:4]
         config.model.attention_impl = "xla"
         if rows_per_device:
             config.train.microbatch_size = mesh_shape[0] * mesh_shape[1] * rows_per_device
     return Run(config, devices=jax.devices()[:devices])
 
 
-def state_spec(config, mesh_shape: tuple[int, int, int]):
+def state_spec(config, mesh_shape: tuple[int, ...]):
     """(train-state spec, optax transformation, mesh) of `config` on `mesh_shape`; nothing allocated."""
     run = plan_run(config, mesh_shape)
     return run.spec, run.tx, run.mesh
 
 
-def plan_one(config, mesh_shape: tuple[int, int, int], rows_per_device: int = 0) -> dict:
+def plan_one(config, mesh_shape: tuple[int, ...], rows_per_device: int = 0) -> dict:
     """Compiles the loop's train step for the config's largest batch on `mesh_shape`; returns per-device
     bytes (module docstring), the batch rows, the microbatch rows (`rows`) and the microbatch count."""
     run = plan_run(config, mesh_shape, rows_per_device)
@@ -125,15 +129,17 @@ def plan_one(config, mesh_shape: tuple[int, int, int], rows_per_device: int = 0)
     }
 
 
-def parse_mesh(text: str) -> tuple[int, int, int]:
-    """ "1x64x1" -> (1, 64, 1) (data, fsdp, tensor).
+def parse_mesh(text: str) -> tuple[int, ...]:
+    """ "1x64x1" -> (1, 64, 1) (data, fsdp, tensor); "1x16x1x4" -> (1, 16, 1, 4) (..., context).
 
     Raises:
-      ValueError: not three positive integers joined by "x".
+      ValueError: not three or four positive integers joined by "x".
     """
     parts = text.split("x")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise ValueError(f"mesh {text!r}: use DATAxFSDPxTENSOR with positive sizes, e.g. 1x64x1")
+    if len(parts) not in (3, 4) or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(
+            f"mesh {text!r}: use DATAxFSDPxTENSOR or DATAxFSDPxTENSORxCONTEXT with positive sizes, e.g. 1x64x1"
+        )
     return tuple(int(p) for p in parts)
 
 
@@ -142,7 +148,9 @@ def main(argv) -> None:
     config = _CONFIG.value
     meshes = _MESHES.value or DEFAULT_MESHES.get(config.model.d_model)
     if not meshes:
-        raise app.UsageError("no default meshes for this model size; pass --meshes=DATAxFSDPxTENSOR,...")
+        raise app.UsageError(
+            "no default meshes for this model size; pass --meshes=DATAxFSDPxTENSOR[xCONTEXT],..."
+        )
     try:
         shapes = [parse_mesh(m) for m in meshes]
     except ValueError as error:
@@ -155,7 +163,7 @@ def main(argv) -> None:
         "XLA einsum attention; GB = 1e9 bytes per device"
     )
     header = [
-        "mesh (data x fsdp x tensor)",
+        "mesh (data x fsdp x tensor [x context])",
         "params",
         "optimizer",
         "activations+temps",

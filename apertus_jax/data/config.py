@@ -21,6 +21,10 @@ A plain dict (or `ml_collections.ConfigDict`)::
                                             #   document score), "sequential" (file order)
           "take": None,                     # N: a fixed subset of N documents (chosen with split_seed,
                                             #   the same in every stage and epoch)
+          "length_buckets": None,           # {"edges": [4096, 16384], "token_shares": [0.4, 0.3, 0.3]}:
+                                            #   documents of < 4096, 4096-16383 and >= 16384 tokens give
+                                            #   40/30/30% of the component's tokens (long documents
+                                            #   upsampled; data.mixture.bucketed_component_dataset)
           "text_field": "text", "id_field": "id", "score_field": None,   # raw kinds
           "split": "train", "sources": None,                             # demo kind
           "task": None, "feature": "targets",   # seqio kind (and "split"): see data.seqio_import
@@ -72,6 +76,7 @@ _COMPONENT_DEFAULTS = {
     "epochs": None,
     "order": "shuffle",
     "take": None,
+    "length_buckets": None,
     "text_field": "text",
     "id_field": "id",
     "score_field": None,
@@ -100,6 +105,28 @@ def _positive_int(where: str, value: Any, allow_none: bool = True) -> None:
         raise ValueError(
             f"{where} must be a positive integer{' or None' if allow_none else ''}, got {value!r}"
         )
+
+
+def _length_buckets(where: str, buckets: Any) -> dict[str, list]:
+    """{"edges": strictly increasing positive ints, "token_shares": len(edges) + 1 shares >= 0, normalized}."""
+    if hasattr(buckets, "to_dict"):
+        buckets = buckets.to_dict()
+    if not isinstance(buckets, dict) or set(buckets) != {"edges", "token_shares"}:
+        raise ValueError(f"{where} must be {{'edges': [...], 'token_shares': [...]}}, got {buckets!r}")
+    edges, shares = list(buckets["edges"]), [float(s) for s in buckets["token_shares"]]
+    for edge in edges:
+        _positive_int(f"{where}['edges']", edge, False)
+    if not edges or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"{where}['edges'] = {edges} must be one or more strictly increasing token counts")
+    if len(shares) != len(edges) + 1:
+        raise ValueError(
+            f"{where}['token_shares'] needs {len(edges) + 1} shares (one per bucket), got {shares}"
+        )
+    for share in shares:
+        check_number(f"{where}['token_shares']", share, low=0)
+    if sum(shares) <= 0:
+        raise ValueError(f"{where}['token_shares'] must have at least one share > 0")
+    return {"edges": edges, "token_shares": [share / sum(shares) for share in shares]}
 
 
 def normalize_data_config(data_config: Any) -> dict[str, Any]:
@@ -148,6 +175,14 @@ def normalize_data_config(data_config: Any) -> dict[str, Any]:
             raise ValueError(f"{where}: order 'sorted' needs a 'score_field' for raw documents")
         _positive_int(f"{where}['epochs']", component["epochs"])
         _positive_int(f"{where}['take']", component["take"])
+        if component["length_buckets"] is None:
+            # Absent rather than None: the pipeline fingerprint (of the normalized config) of a run without
+            # buckets stays that of earlier versions, so their checkpoints still resume.
+            del component["length_buckets"]
+        else:
+            component["length_buckets"] = _length_buckets(
+                f"{where}['length_buckets']", component["length_buckets"]
+            )
         check_number(f"{where}['weight']", component["weight"], low=0, low_open=True)
         components[name] = component
 

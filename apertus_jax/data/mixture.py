@@ -13,6 +13,12 @@ Components are loaded by `apertus_jax.data.components`; the packer reads the doc
 (`Component.documents[index]`), outside the Grain graph.
 A stage mixes its components with `MapDataset.mix` in document proportions `weight / mean tokens per
 document`, i.e. token shares as configured.
+
+Length buckets (`length_buckets`, e.g. to upsample long documents for context extension, Apertus report
+section 3.4): a component's host documents are grouped by token length, each group is a stream of its own
+(steps 4-6 per group), and the groups are mixed by the same rule, `share / mean tokens per document`, so each
+bucket gives its configured share of the component's tokens; a bucket with a larger share than its natural
+one repeats its documents more often.
 """
 
 from __future__ import annotations
@@ -101,3 +107,56 @@ def mix_components(
         return datasets[0]
     proportions = [w / m for w, m in zip(token_weights, mean_tokens)]
     return grain.MapDataset.mix(list(datasets), proportions)
+
+
+def length_bucket_of(lengths: np.ndarray, edges: Sequence[int]) -> np.ndarray:
+    """Bucket index of each length: 0 below `edges[0]`, b for `edges[b-1] <= length < edges[b]`, len(edges)
+    at or above the last edge."""
+    return np.searchsorted(np.asarray(edges), lengths, side="right")
+
+
+def bucketed_component_dataset(
+    component: Component,
+    component_index: int,
+    spec: dict[str, Any],
+    *,
+    seed: int,
+    split_seed: int,
+    process_index: int,
+    process_count: int,
+) -> tuple[grain.MapDataset, float, list[int]]:
+    """This host's stream of a component with `spec["length_buckets"]` (module docstring): returns (stream,
+    mean tokens per drawn document, host documents per bucket). The mean is `1 / sum(share_b / mean_b)`
+    over the buckets, what the stage mixture needs to give the component its token share.
+
+    Reads every host document once for its length.
+
+    Raises:
+      ValueError: a bucket with a share > 0 holds no document of this host.
+    """
+    indices = np.asarray(
+        host_documents(
+            component, spec, split_seed=split_seed, process_index=process_index, process_count=process_count
+        )
+    )
+    lengths = np.fromiter((len(component.documents[int(i)]) for i in indices), np.int64, len(indices))
+    buckets = length_bucket_of(lengths, spec["length_buckets"]["edges"])
+    shares = spec["length_buckets"]["token_shares"]
+    counts = [int(np.sum(buckets == b)) for b in range(len(shares))]
+    datasets, weights, means = [], [], []
+    for b, share in enumerate(shares):
+        if share == 0:
+            continue
+        if counts[b] == 0:
+            raise ValueError(
+                f"component {component.name!r}: length bucket {b} (edges {spec['length_buckets']['edges']}) "
+                f"has token share {share} but no document on this host; change the edges or shares"
+            )
+        dataset = grain.MapDataset.source(_Tagged(indices[buckets == b], component_index))
+        if spec["order"] == "shuffle":
+            dataset = dataset.shuffle(seed=derive_seed(seed, "length_bucket", b))
+        datasets.append(dataset.repeat(spec["epochs"]))
+        weights.append(share)
+        means.append(float(np.mean(lengths[buckets == b])))
+    mean_tokens = 1.0 / sum(w / m for w, m in zip(weights, means))
+    return mix_components(datasets, weights, means), mean_tokens, counts

@@ -26,8 +26,10 @@ which of them have been seen (`injection_exposures()`).
 
 State (`get_state()` / `set_state()`, JSON-serializable, saved in Orbax checkpoints with
 `grain.checkpoint.CheckpointSave(it)` / restored with `grain.checkpoint.CheckpointRestore(it)`): the step,
-rows produced, the stage, the packer's position `(document, offset)`, per-component document counts and
-per-component target tokens over all stages (`tokens_consumed()`, what the run's provenance records).
+rows produced, the stage, the packer's position `(document, offset)`, per-component document counts,
+per-component target tokens over all stages (`tokens_consumed()`, what the run's provenance records) and, for
+components with `length_buckets`, their edges, token shares and host documents per bucket (informational; the
+fingerprint already covers the configuration).
 A restored iterator yields bitwise the batches an uninterrupted one would, across stage and epoch
 boundaries, mid-document and after batch-size changes. The state carries a fingerprint of the data
 config, seq_len, seed, tokenizer and process layout; restoring into a different pipeline raises.
@@ -184,10 +186,12 @@ class TrainIterator(grain.DatasetIterator):
             )
         self.step, self.rows, self.stage = 0, 0, 0
         self._tokens_before_stage = [0] * len(self.components)  # target tokens of finished stages
+        self.length_buckets: dict[str, dict] = {}  # of the current stage's bucketed components
         self._packer = self._stage_packer(0)
 
     def _stage_packer(self, stage_index: int) -> PackedRows:
         stage = self.config["stages"][stage_index]
+        self.length_buckets = {}
         stage_seed = (
             stage["seed"] if stage["seed"] is not None else mixture.derive_seed(self.seed, stage_index)
         )
@@ -195,19 +199,24 @@ class TrainIterator(grain.DatasetIterator):
         for name, weight in stage["weights"].items():
             index = self.component_names.index(name)
             component = self.components[index]
-            datasets.append(
-                mixture.component_dataset(
-                    component,
-                    index,
-                    self.config["components"][name],
-                    seed=mixture.derive_seed(stage_seed, name),
-                    split_seed=self.config["split_seed"],
-                    process_index=self.process_index,
-                    process_count=self.process_count,
-                )
+            spec = self.config["components"][name]
+            host = dict(
+                seed=mixture.derive_seed(stage_seed, name),
+                split_seed=self.config["split_seed"],
+                process_index=self.process_index,
+                process_count=self.process_count,
             )
+            if spec.get("length_buckets") is None:
+                datasets.append(mixture.component_dataset(component, index, spec, **host))
+                lengths.append(component.mean_tokens)
+            else:
+                dataset, mean_tokens, counts = mixture.bucketed_component_dataset(
+                    component, index, spec, **host
+                )
+                datasets.append(dataset)
+                lengths.append(mean_tokens)
+                self.length_buckets[name] = {**spec["length_buckets"], "host_documents": counts}
             weights.append(weight)
-            lengths.append(component.mean_tokens)
         stream = mixture.mix_components(datasets, weights, lengths)
         if stage_index == 0 and self._injected:
             stream = injection.InjectedStream(stream, self._schedule)
@@ -275,6 +284,7 @@ class TrainIterator(grain.DatasetIterator):
             "packer": self._packer.get_state(),
             "tokens_before_stage": list(self._tokens_before_stage),
             "stage0_documents": self._stage0_documents,
+            "length_buckets": self.length_buckets,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -333,6 +343,7 @@ class TrainIterator(grain.DatasetIterator):
             "rows": self.rows,
             "tokens": self.rows * self.seq_len,
             "components": per_component,
+            "length_buckets": self.length_buckets,
         }
 
 

@@ -11,10 +11,20 @@ Kernels behind `ModelConfig.attention_impl` (all take q `[B, T, N, H]`, k/v `[B,
   "jax_nn" -- `jax.nn.dot_product_attention(..., implementation="xla")` with the boolean mask.
   "cudnn"  -- the same call with `implementation="cudnn"` (GPU, bf16/fp16 inputs).
   "splash" -- the TPU Pallas splash kernel with `SegmentIds` and a causal mask (TPU backend only).
+
+Context parallelism (a mesh "context" axis > 1, `partitioning.LOGICAL_AXIS_RULES["length"]`): q, k and v are
+computed on each device's slice of the sequence; before the kernel, k, v and the key-side segment ids are
+all-gathered over "context" (one all-gather per layer; its backward a reduce-scatter), while queries, the
+mask rows and the output stay split by query position. The causal rule compares global indices, so the result
+is the unsharded one; positions (RoPE) and Goldfish come with the batch and are untouched. The gathered K/V
+of one layer are `2 * T * K * H` values per row, small next to the `T / context * T` scores of the "xla" and
+"jax_nn" kernels (docs/long_context.md has the memory plan). The "splash" kernel runs per batch and head
+shard but whole along the sequence (replicated over "context"): exact, without the memory saving.
 """
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 
@@ -45,6 +55,49 @@ def xla_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask_Bx1xTxS, scale: float) -
     probs = jax.nn.softmax(scores, axis=-1).astype(v_BxSxKxH.dtype)
     out = jnp.einsum("bkgts,bskh->btkgh", probs, v_BxSxKxH)
     return out.reshape(b, t, n, h)
+
+
+def blocked_xla_attention(
+    q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: float, block: int, shards: int
+) -> jax.Array:
+    """`xla_attention` with the mask rule of `attention_mask`, one block of `block` query positions per
+    sequence shard at a time (`jax.lax.map`, each block under `jax.checkpoint`): scores `[B, K, G, shards,
+    block, S]` instead of `[B, K, G, T, S]`. `shards` is the "context" size; queries stay split over it.
+
+    Raises:
+      ValueError: `T` is not a multiple of `shards * block`.
+    """
+    b, t, n, h = q_BxTxNxH.shape
+    kv = k_BxSxKxH.shape[2]
+    if t % (shards * block):
+        raise ValueError(
+            f"attention_query_block={block}: the {t // shards} query positions per device are not a multiple "
+            "of the block; choose a block that divides them"
+        )
+    m = t // (shards * block)
+
+    def blocks(x):  # [B, T, ...] -> [m, B, shards, block, ...]: block i of every shard
+        return jnp.moveaxis(x.reshape(x.shape[0], shards, m, block, *x.shape[2:]), 2, 0)
+
+    q_blocks = constrain(blocks(q_BxTxNxH), (None, "batch", "length", None, "heads", "head_dim"))
+    seg_blocks = constrain(blocks(segment_ids_BxT), (None, "batch", "length", None))
+    index_blocks = constrain(blocks(jnp.arange(t, dtype=jnp.int32)[None]), (None, None, "length", None))
+    key_index_S = jnp.arange(t, dtype=jnp.int32)
+
+    @jax.checkpoint
+    def one_block(args):
+        q_BxCxQxNxH, seg_BxCxQ, index_1xCxQ = args
+        q_r = q_BxCxQxNxH.reshape(b, shards, block, kv, n // kv, h)
+        scores = jnp.einsum("bcqkgh,bskh->bkgcqs", q_r, k_BxSxKxH, preferred_element_type=jnp.float32)
+        causal = index_1xCxQ[..., None] >= key_index_S
+        same = seg_BxCxQ[..., None] == segment_ids_BxT[:, None, None, :]
+        scores = jnp.where((causal & same)[:, None, None], scores * scale, MASK_VALUE)
+        probs = jax.nn.softmax(scores, axis=-1).astype(v_BxSxKxH.dtype)
+        out = jnp.einsum("bkgcqs,bskh->bcqkgh", probs, v_BxSxKxH)
+        return out.reshape(b, shards, block, n, h)
+
+    out_blocks = jax.lax.map(one_block, (q_blocks, seg_blocks, index_blocks))
+    return jnp.moveaxis(out_blocks, 0, 2).reshape(b, t, n, h)
 
 
 def jax_nn_attention(
@@ -116,17 +169,40 @@ def splash_attention(
     return sharded(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT)
 
 
-def dot_product_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, impl: str) -> jax.Array:
+def _context_shards(length: int) -> int:
+    """How many ways the "length" rule splits a sequence of `length` under the current mesh (1 without)."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+        return 1
+    axes = logical_to_spec(("length",), (length,), dict(mesh.shape))[0]
+    axes = () if axes is None else (axes,) if isinstance(axes, str) else axes
+    return int(np.prod([dict(mesh.shape)[a] for a in axes]))
+
+
+def dot_product_attention(
+    q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, impl: str, query_block: int = 0
+) -> jax.Array:
     """Dispatch to kernel `impl` with the packed-document mask; padding rows of the output are zero.
 
     Shapes: q `[B, T, N, H]`, k/v `[B, T, K, H]`, segment_ids `[B, T]` int -> `[B, T, N, H]` in `q.dtype`.
-    Scale `H ** -0.5`.
+    Scale `H ** -0.5`. Under a mesh with a "context" axis, k/v are all-gathered along T (module docstring).
+    `query_block` > 0 (with "xla"): `blocked_xla_attention` once a device holds more query positions.
     """
     scale = q_BxTxNxH.shape[-1] ** -0.5
     if impl == "splash":
         out = splash_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale)
     else:
-        mask = attention_mask(segment_ids_BxT)
+        # Keys and values whole along the sequence (an all-gather over "context"; a no-op without one),
+        # mask rows split like the queries.
+        k_BxSxKxH = constrain(k_BxSxKxH, ("batch", None, "kv_heads", "head_dim"))
+        v_BxSxKxH = constrain(v_BxSxKxH, ("batch", None, "kv_heads", "head_dim"))
+        shards = _context_shards(q_BxTxNxH.shape[1])
+        if impl == "xla" and query_block and q_BxTxNxH.shape[1] > shards * query_block:
+            out = blocked_xla_attention(
+                q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale, query_block, shards
+            )
+            return jnp.where((segment_ids_BxT != 0)[:, :, None, None], out, jnp.zeros_like(out))
+        mask = constrain(attention_mask(segment_ids_BxT), ("batch", None, "length", None))
         if impl == "xla":
             out = xla_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask, scale)
         else:
@@ -160,7 +236,9 @@ class Attention(nnx.Module):
     def __call__(self, x_BxTxD: jax.Array, positions_BxT: jax.Array, segment_ids_BxT: jax.Array) -> jax.Array:
         """x `[B, T, d_model]` (compute dtype), positions/segment_ids `[B, T]` int -> `[B, T, d_model]`."""
         q, k, v = self.project(x_BxTxD, positions_BxT)
-        return self.output(dot_product_attention(q, k, v, segment_ids_BxT, self.config.attention_impl))
+        cfg = self.config
+        out = dot_product_attention(q, k, v, segment_ids_BxT, cfg.attention_impl, cfg.attention_query_block)
+        return self.output(out)
 
     def project(self, x_BxTxD: jax.Array, positions_BxT: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         """q `[B, T, N, H]`, k and v `[B, T, K, H]` in compute dtype: projections, QK-norm, RoPE on q and k.

@@ -31,6 +31,10 @@ class ModelConfig:
         x^2 branch and the trainer has no loss scaling); parameters are stored in `param_dtype` (float32).
       attention_impl: "xla" (einsum, CPU default), "jax_nn" (`jax.nn.dot_product_attention`, XLA backend),
         "cudnn" (same call with implementation="cudnn", GPU only), "splash" (TPU Pallas kernel).
+      attention_query_block: with "xla" attention, queries in blocks of this many positions per device
+        (one block's `[heads, block, T]` scores at a time, each block recomputed in the backward pass) once
+        a device holds more than one block of the sequence; 0 = all queries at once. For long rows
+        (docs/long_context.md), where the whole score matrix does not fit.
       scan_layers: stack the layer parameters on a leading "layers" axis and run them with `jax.lax.scan`.
       remat_policy: "none" (keep all activations), "full" (recompute everything in the backward pass),
         "dots_saveable", "dots_with_no_batch_dims_saveable" (`jax.checkpoint_policies` of those names).
@@ -64,6 +68,7 @@ class ModelConfig:
     dtype: str = "float32"
     param_dtype: str = "float32"
     attention_impl: str = "xla"
+    attention_query_block: int = 0
     scan_layers: bool = False
     remat_policy: str = "none"
     init_std: float = 0.02
@@ -91,6 +96,7 @@ class ModelConfig:
         ):
             check_number(f"ModelConfig.{name}", getattr(self, name), low=0, low_open=True)
         check_number("ModelConfig.rope_factor", self.rope_factor, low=1)
+        check_number("ModelConfig.attention_query_block", self.attention_query_block, low=0, integer=True)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"ModelConfig.n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} (GQA)"

@@ -1,9 +1,15 @@
 """Logical axis names -> mesh axes: the one rule table, parameter shardings and activation constraints.
 
 Parameters carry `logical_axes` metadata (one name or None per dimension; see `layers.normal_param`).
-`LOGICAL_AXIS_RULES` maps each name to an ordered tuple of mesh axes of the 3-D mesh ("data", "fsdp",
-"tensor"), MaxText style: batch over data and fsdp, embed over fsdp (ZeRO-3 style weight sharding), heads /
-kv_heads / mlp / vocab over tensor, everything else replicated.
+`LOGICAL_AXIS_RULES` maps each name to an ordered tuple of mesh axes of the 4-D mesh ("data", "fsdp",
+"tensor", "context"), MaxText style: batch over data and fsdp, embed over fsdp (ZeRO-3 style weight sharding),
+heads / kv_heads / mlp / vocab over tensor, the sequence ("length") of activations over context (context
+parallelism; parameters have no "length" dimension), everything else replicated. Weights are split over
+context as well as fsdp ("embed"): the devices of a context group would otherwise each hold the same
+parameter and optimizer shards (ZeRO-3 over the context group; in activations "length" takes the context axis
+first, so "embed" stays as it was there). The context axis is the last
+(innermost) mesh axis: its per-layer K/V all-gather is the largest collective of a long-context step, so its
+devices are the nearest neighbours. With `context = 1` (the default) the mesh has no context axis (`make_mesh`), as before.
 
 Fallback (documented rule): a mesh axis is dropped for a dimension when it is absent from the mesh, has
 size 1, is already used by an earlier dimension of the same array, or does not divide the dimension (e.g.
@@ -21,12 +27,12 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from apertus_jax.checks import check_number
 
-MESH_AXES = ("data", "fsdp", "tensor")
+MESH_AXES = ("data", "fsdp", "tensor", "context")
 
 LOGICAL_AXIS_RULES: dict[str, tuple[str, ...]] = {
     "batch": ("data", "fsdp"),
-    "length": (),
-    "embed": ("fsdp",),
+    "length": ("context",),
+    "embed": ("fsdp", "context"),
     "heads": ("tensor",),
     "kv_heads": ("tensor",),
     "head_dim": (),
@@ -38,7 +44,8 @@ LOGICAL_AXIS_RULES: dict[str, tuple[str, ...]] = {
 
 @dataclasses.dataclass(frozen=True)
 class MeshConfig:
-    """The `mesh` section of a run: sizes of the ("data", "fsdp", "tensor") axes; one may be -1 (fill).
+    """The `mesh` section of a run: sizes of the ("data", "fsdp", "tensor", "context") axes; one may be -1
+    (fill). `context` splits the sequence of every activation (context parallelism, docs/long_context.md).
 
     Raises:
       ValueError: in `__post_init__`, a size that is not an integer >= 1 or -1, or more than one -1.
@@ -47,6 +54,7 @@ class MeshConfig:
     data: int = -1
     fsdp: int = 1
     tensor: int = 1
+    context: int = 1
 
     def __post_init__(self):
         sizes = [getattr(self, name) for name in MESH_AXES]
@@ -57,8 +65,8 @@ class MeshConfig:
         if sizes.count(-1) > 1:
             raise ValueError(f"mesh ({named}): sizes must be >= 1, with at most one -1 (fill)")
 
-    def resolve(self, num_devices: int) -> tuple[int, int, int]:
-        """(data, fsdp, tensor) with the -1 filled so that the sizes multiply to `num_devices`.
+    def resolve(self, num_devices: int) -> tuple[int, int, int, int]:
+        """(data, fsdp, tensor, context) with the -1 filled so that the sizes multiply to `num_devices`.
 
         Raises:
           ValueError: the fixed sizes do not divide, or do not multiply to, the device count.
@@ -81,8 +89,11 @@ class MeshConfig:
         return tuple(sizes)
 
 
-def make_mesh(data: int = 1, fsdp: int = -1, tensor: int = 1, devices: Sequence | None = None) -> Mesh:
-    """A ("data", "fsdp", "tensor") mesh with Auto axis types over `devices` (default: all devices).
+def make_mesh(
+    data: int = 1, fsdp: int = -1, tensor: int = 1, devices: Sequence | None = None, context: int = 1
+) -> Mesh:
+    """A ("data", "fsdp", "tensor", "context") mesh with Auto axis types over `devices` (default: all); with
+    `context = 1` the mesh has only the ("data", "fsdp", "tensor") axes.
 
     One of the sizes may be -1 (takes the remaining devices).
 
@@ -90,8 +101,13 @@ def make_mesh(data: int = 1, fsdp: int = -1, tensor: int = 1, devices: Sequence 
       ValueError: bad sizes, or sizes that do not multiply to the device count (`MeshConfig`).
     """
     devices = list(jax.devices() if devices is None else devices)
-    sizes = MeshConfig(data, fsdp, tensor).resolve(len(devices))
-    return Mesh(np.asarray(devices).reshape(sizes), MESH_AXES, axis_types=(AxisType.Auto,) * 3)
+    sizes = MeshConfig(data, fsdp, tensor, context).resolve(len(devices))
+    # Without context parallelism the mesh keeps its three axes (the "length" rule then falls back to
+    # replication, as for any absent axis), so default meshes are unchanged.
+    axes = MESH_AXES if sizes[3] > 1 else MESH_AXES[:3]
+    return Mesh(
+        np.asarray(devices).reshape(sizes[: len(axes)]), axes, axis_types=(AxisType.Auto,) * len(axes)
+    )
 
 
 def logical_to_spec(

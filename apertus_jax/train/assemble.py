@@ -72,7 +72,8 @@ class Run:
             self.tx = skip_spikes(
                 self.tx, train.spike_factor, train.spike_warmup_steps, train.spike_ema_decay
             )
-        self.mesh = partitioning.make_mesh(*self.sections.mesh_shape, devices=devices)
+        data, fsdp, tensor, context = self.sections.mesh_shape
+        self.mesh = partitioning.make_mesh(data, fsdp, tensor, devices, context)
         self._steps: dict[int, TrainStep] = {}
 
     @functools.cached_property

@@ -185,7 +185,7 @@ class RunSections:
     data: data_config.DataConfig
     train: TrainConfig
     optim: optim_config.OptimConfig
-    mesh_shape: tuple[int, int, int]
+    mesh_shape: tuple[int, int, int, int]  # (data, fsdp, tensor, context)
     checkpoint: CheckpointConfig
     faults: FaultsConfig
     metrics: MetricsConfig
@@ -239,6 +239,12 @@ def _check_batches(run: RunSections, num_processes: int) -> None:
     """Every batch of the plan splits into rows, over the batch-sharded devices, data shards and microbatches."""
     seq_len, micro = run.data.seq_len, run.train.microbatch_size
     batch_ways = run.mesh_shape[0] * run.mesh_shape[1]
+    context = run.mesh_shape[3]
+    if seq_len % context:
+        raise ValueError(
+            f"data.seq_len={seq_len} does not split over mesh.context={context} devices; "
+            "choose a context size that divides the sequence length"
+        )
     if run.data.num_shards % num_processes:
         raise ValueError(
             f"data.num_shards={run.data.num_shards} must be 0 (one per process) or a multiple "
@@ -271,7 +277,7 @@ def _check_batches(run: RunSections, num_processes: int) -> None:
 def validate(
     config: ml_collections.ConfigDict, num_devices: int, num_processes: int = 1
 ) -> tuple[int, int, int]:
-    """`sections(...)` for its checks; returns the resolved (data, fsdp, tensor) mesh shape.
+    """`sections(...)` for its checks; returns the resolved (data, fsdp, tensor, context) mesh shape.
 
     Raises:
       ValueError: one line naming the offending field and what to do.

@@ -201,6 +201,8 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
             {
                 "step": progress.step,
                 "tokens": progress.tokens,
+                "seq_len": length,
+                "rope_theta": run.model_config.rope_theta,
                 "loss": float(step_metrics["loss"]),
                 "z_loss": float(step_metrics["z_loss"]),
                 "lr": lr,

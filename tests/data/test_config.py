@@ -102,3 +102,32 @@ def test_invalid_configs_name_the_key(change, message):
     change(config)
     with pytest.raises(ValueError, match=message):
         normalize_data_config(config)
+
+
+@pytest.mark.parametrize(
+    ("buckets", "message"),
+    [
+        ({"edges": [10, 5], "token_shares": [1, 1, 1]}, "strictly increasing"),
+        ({"edges": [10], "token_shares": [1, 1, 1]}, "needs 2 shares"),
+        ({"edges": [10], "token_shares": [0, 0]}, "at least one share > 0"),
+        ({"edges": [10], "token_shares": [-1, 2]}, "token_shares"),
+        ({"edges": [10]}, "must be"),
+    ],
+)
+def test_length_buckets_are_validated(buckets, message):
+    config = {"components": {"c": {"kind": "demo", "length_buckets": buckets}}}
+    with pytest.raises(ValueError, match=message):
+        normalize_data_config(config)
+
+
+def test_length_buckets_are_normalized_and_absent_when_unset():
+    config = {"components": {"c": {"kind": "demo", "length_buckets": {"edges": [8], "token_shares": [1, 3]}}}}
+    assert normalize_data_config(config)["components"]["c"]["length_buckets"] == {
+        "edges": [8],
+        "token_shares": [0.25, 0.75],
+    }
+    # Unset: no key, so the pipeline fingerprints of existing runs (and their checkpoints) are unchanged.
+    assert (
+        "length_buckets"
+        not in normalize_data_config({"components": {"c": {"kind": "demo"}}})["components"]["c"]
+    )

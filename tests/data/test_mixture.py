@@ -90,3 +90,54 @@ def test_mix_follows_token_shares():
 def test_derive_seed_is_stable():
     assert mixture.derive_seed(3, "web") == mixture.derive_seed(3, "web") != mixture.derive_seed(3, "code")
     assert 0 <= mixture.derive_seed(0, 1) < 2**32
+
+
+@pytest.fixture(scope="module")
+def demo_mixed_lengths():
+    """The demo corpus's German prose (short documents) and UDHR (long ones) as one component, demo BPE."""
+    from apertus_jax.data import components
+    from apertus_jax.train.inputs import demo_tokenizer
+
+    def load(length_buckets):
+        config = {"kind": "demo", "sources": ["udhr", "german_prose"], "length_buckets": length_buckets}
+        spec = normalize_data_config({"components": {"demo": config}})["components"]["demo"]
+        return components.load_component("demo", spec, demo_tokenizer(1024)), spec
+
+    return load
+
+
+def _bucket_token_shares(component, dataset, edges, draws):
+    tokens = np.zeros(len(edges) + 1)
+    for position in range(draws):
+        _, index = dataset[position]
+        length = len(component.documents[index])
+        tokens[mixture.length_bucket_of(np.array([length]), edges)[0]] += length
+    return tokens / tokens.sum()
+
+
+@pytest.mark.parametrize("shares", [[0.2, 0.2, 0.6], [0.1, 0.6, 0.3]])
+def test_length_buckets_give_their_configured_token_shares(demo_mixed_lengths, shares):
+    edges = [100, 3000]
+    component, spec = demo_mixed_lengths({"edges": edges, "token_shares": shares})
+    lengths = np.array([len(d) for d in component.documents])
+    natural = (
+        np.bincount(mixture.length_bucket_of(lengths, edges), weights=lengths, minlength=3) / lengths.sum()
+    )
+    assert np.abs(natural - shares).max() > 0.1  # the buckets really reweight (natural ~[0.12, 0.15, 0.73])
+    dataset, mean_tokens, counts = mixture.bucketed_component_dataset(
+        component, 0, spec, seed=3, split_seed=0, process_index=0, process_count=1
+    )
+    assert sum(counts) == len(component.documents) and min(counts) > 100
+    measured = _bucket_token_shares(component, dataset, edges, draws=30_000)
+    np.testing.assert_allclose(measured, shares, atol=0.02)
+    # The mean tokens per drawn document that the stage mixture divides the component's weight by.
+    drawn = [len(component.documents[dataset[p][1]]) for p in range(30_000)]
+    assert mean_tokens == pytest.approx(np.mean(drawn), rel=0.05)
+
+
+def test_a_bucket_without_documents_is_refused(demo_mixed_lengths):
+    component, spec = demo_mixed_lengths({"edges": [100, 10**6], "token_shares": [0.5, 0.3, 0.2]})
+    with pytest.raises(ValueError, match="length bucket 2 .* has token share 0.2 but no document"):
+        mixture.bucketed_component_dataset(
+            component, 0, spec, seed=0, split_seed=0, process_index=0, process_count=1
+        )

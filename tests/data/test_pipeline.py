@@ -262,6 +262,35 @@ def test_tokenizer_without_pad_token_keeps_eod_targets(german_jsonl, tmp_path):
     assert eod_targets > 0
 
 
+def test_length_buckets_are_recorded_in_the_state_and_resume_bitwise(tekken, german_jsonl):
+    """A component upsampling its longer documents (>= 60 tokens: 70% of its tokens) beside a plain one."""
+    config = {
+        "components": {
+            "bucketed": {
+                "kind": "jsonl",
+                "paths": [str(german_jsonl)],
+                "length_buckets": {"edges": [60], "token_shares": [0.3, 0.7]},
+            },
+            "plain": {"kind": "jsonl", "paths": [str(german_jsonl)], "take": 50},
+        }
+    }
+    first = build_train_pipeline(config, tekken, SEQ_LEN, 4)
+    before = take(first, 5)
+    state = json.loads(json.dumps(first.get_state()))
+    recorded = state["length_buckets"]["bucketed"]
+    assert recorded["edges"] == [60] and recorded["token_shares"] == [0.3, 0.7]
+    assert sum(recorded["host_documents"]) == 200 and min(recorded["host_documents"]) > 0
+    assert (
+        set(state["length_buckets"]) == {"bucketed"}
+        and first.stats()["length_buckets"]["bucketed"] == recorded
+    )
+    after = take(first, 5)
+    resumed = build_train_pipeline(config, tekken, SEQ_LEN, 4)
+    resumed.set_state(state)
+    assert_same_batches(take(resumed, 5), after)
+    assert len(before) == 5
+
+
 def test_mixed_goldfish_drops_the_same_targets_of_a_document_in_every_epoch(tekken, german_jsonl, tmp_path):
     """A ~200-token document repeated over 40 epochs at seq_len 1024, mixed with shuffled German prose:
     it lands at many row offsets, is cut by row boundaries and follows different neighbours, yet the

@@ -53,11 +53,18 @@ def saved(tmp_path_factory, demo_iterator):
     return directory, host_state, next_batch, float(metrics["loss"])
 
 
-@pytest.mark.parametrize("mesh_shape", [(1, 2, 4), (1, 8, 1), (1, 1, 1)], ids=["2x4", "8x1", "1device"])
+@pytest.mark.parametrize(
+    "mesh_shape",
+    [(1, 2, 4), (1, 8, 1), (1, 1, 1), (1, 2, 1, 4), (1, 1, 1, 8)],
+    ids=["2x4", "8x1", "1device", "fsdp2xcontext4", "context8"],
+)
 def test_restore_onto_another_mesh(saved, mesh_shape, demo_iterator):
+    """Saved on fsdp 4 x tensor 2; restored onto other fsdp/tensor splits and onto context-parallel meshes
+    (data, fsdp, tensor, context)."""
     directory, host_state, next_batch, next_loss = saved
     devices = jax.devices()[: int(np.prod(mesh_shape))]
-    mesh = make_mesh(*mesh_shape, devices=devices)
+    data, fsdp, tensor, context = (*mesh_shape, 1)[:4]
+    mesh = make_mesh(data, fsdp, tensor, devices, context)
     spec = make_train_state_spec(
         MODEL, TX, mesh, seed=1
     )  # another seed: everything must come from the checkpoint

@@ -2,6 +2,7 @@
 
 import importlib
 
+import numpy as np
 import pytest
 
 from apertus_jax.train import config as config_lib
@@ -14,6 +15,9 @@ CONFIGS = [
     ("apertus_70b", 1024),
     ("ablation_1p5b", 64),
     ("boldt_350m", 8),
+    ("tiny_long_context", 1),
+    ("apertus_8b_long_context", 64),
+    ("apertus_70b_long_context", 256),
 ]
 
 
@@ -21,7 +25,7 @@ CONFIGS = [
 def test_config_validates(name, devices):
     config = importlib.import_module(f"configs.{name}").get_config()
     mesh_shape = config_lib.validate(config, devices, 1)
-    assert len(mesh_shape) == 3 and mesh_shape[0] * mesh_shape[1] * mesh_shape[2] == devices
+    assert len(mesh_shape) == 4 and int(np.prod(mesh_shape)) == devices  # (data, fsdp, tensor, context)
     with pytest.raises(Exception):
         config.train.not_a_field = 1  # locked: a typo in an override cannot silently add a field
 

@@ -61,3 +61,21 @@ def test_mesh_argument_errors():
             memory_plan.parse_mesh(bad)
     with pytest.raises(ValueError, match="needs 16 devices, 8 exist"):
         memory_plan.state_spec(tiny_demo.get_config(), (1, 16, 1))
+
+
+def test_context_axis_splits_activations_and_parameters():
+    """1,024-token rows of the tiny demo model, where a row's activations outweigh the weights' gradients."""
+    assert memory_plan.parse_mesh("1x16x1x4") == (1, 16, 1, 4)
+    config = tiny_demo.get_config()
+    with config.unlocked():
+        config.data.seq_len = config.model.max_seq_len = 1024
+        config.train.batch_plan = ((0, 2 * 1024),)
+    plain, split = (
+        memory_plan.plan_one(config, shape, rows_per_device=1) for shape in ((1, 2, 1), (1, 2, 1, 4))
+    )
+    # Weights split over fsdp x context (8 ways) instead of fsdp (2 ways); q/k norm scales replicated.
+    assert 0.25 * plain["params"] <= split["params"] < 0.26 * plain["params"]
+    assert 0 <= split["opt_state"] - 3 * split["params"] < 1024
+    assert split["rows"] == plain["rows"] == 2
+    # Each device keeps a quarter of every row's activations (the K/V of a layer are gathered whole).
+    assert split["activations"] < 0.6 * plain["activations"]

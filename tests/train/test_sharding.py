@@ -33,3 +33,86 @@ def test_global_batch_holds_the_local_rows_on_one_process(text_batch):
     holders = {s.device.id for s in tokens.addressable_shards if s.index[0] == slice(0, 2)}
     assert holders == first_cell
     assert jax.process_count() == 1
+
+
+def test_context_axis_splits_the_length_dimension(text_batch):
+    mesh = partitioning.make_mesh(data=1, fsdp=2, tensor=1, context=4)
+    sharding = batch_sharding(mesh)
+    assert tuple(sharding.spec) == (BATCH_AXES, "context")
+    assert sharding.shard_shape((8, 64)) == (4, 16)
+    batch = make_global_batch(text_batch(8, 64), mesh)
+    np.testing.assert_array_equal(np.asarray(batch["tokens"]), text_batch(8, 64)["tokens"])
+
+
+def _logits_and_grads(model_config, params, batch, mesh):
+    """(logits, grads of the mean token loss) of the whole model, jitted under `mesh` with the run's
+    parameter and batch shardings (None: one device, no mesh)."""
+    from apertus_jax.train.loss import cross_entropy_sum
+    from apertus_jax.train.train_state import make_param_spec
+
+    spec = make_param_spec(model_config, mesh or partitioning.make_mesh(1, 1, 1, jax.devices()[:1]), seed=0)
+
+    def fn(p, b):
+        def loss(p):
+            logits = spec.apply_fn(p, b["tokens"], b["positions"], b["segment_ids"])
+            total, count = cross_entropy_sum(logits, b["targets"], b["loss_mask"])
+            return total / count, logits
+
+        (_, logits), grads = jax.value_and_grad(loss, has_aux=True)(p)
+        return logits, grads
+
+    if mesh is None:
+        return jax.jit(fn)(params, batch)
+    with jax.set_mesh(mesh):
+        params = jax.device_put(params, spec.shardings)
+        batch = make_global_batch(batch, mesh)
+        return jax.jit(fn)(params, batch)
+
+
+@pytest.fixture(scope="module")
+def packed_rows_and_model():
+    """4 packed rows of 64 tokens of German prose from the demo corpus (documents of ~40 tokens, so rows
+    hold several and documents cross the context-shard boundaries) and a tiny
+    4-head GQA model over the 1,024-id demo BPE."""
+    from apertus_jax.data.pipeline import build_train_pipeline
+    from apertus_jax.models.presets import get_config
+    from apertus_jax.train.inputs import demo_tokenizer
+    from apertus_jax.train.train_state import make_param_spec
+
+    prose = {"components": {"demo": {"kind": "demo", "sources": ["german_prose"], "take": 300}}}
+    batch = next(build_train_pipeline(prose, demo_tokenizer(1024), seq_len=64, batch_size=4))
+    model_config = get_config(
+        "tiny", vocab_size=1024, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, mlp_hidden=64
+    )
+    params = make_param_spec(model_config, partitioning.make_mesh(1, 1, 1, jax.devices()[:1]), 0).create()
+    return batch, model_config, params, _logits_and_grads(model_config, params, batch, mesh=None)
+
+
+@pytest.mark.parametrize(
+    ("data", "fsdp", "tensor", "context"),
+    [(1, 2, 2, 2), (1, 1, 2, 4), (1, 1, 1, 8)],
+    ids=["fsdp2xtensor2xcontext2", "tensor2xcontext4", "context8"],
+)
+def test_context_parallel_logits_and_gradients_equal_one_device(
+    data, fsdp, tensor, context, packed_rows_and_model
+):
+    batch, model_config, params, (logits_ref, grads_ref) = packed_rows_and_model
+    shard = 64 // context
+    segments = batch["segment_ids"]
+    boundaries = np.arange(shard, 64, shard)
+    # Real packing: at every shard boundary some row continues one document, and several documents share rows.
+    crossing = segments[:, boundaries - 1] == segments[:, boundaries]
+    assert crossing.any(axis=0).all() and (segments.max(axis=1) > 1).any()
+    assert (batch["positions"][:, boundaries][crossing] > 0).all()
+
+    mesh = partitioning.make_mesh(
+        data, fsdp, tensor, jax.devices()[: data * fsdp * tensor * context], context
+    )
+    logits, grads = _logits_and_grads(model_config, params, batch, mesh)
+    assert logits.sharding.spec[1] == "context"  # the sequence stays split up to the logits
+    assert logits.sharding.shard_shape(logits.shape)[1] == shard
+    np.testing.assert_allclose(np.asarray(logits), np.asarray(logits_ref), atol=1e-5, rtol=0)
+    flat_ref, flat = jax.tree.leaves(grads_ref), jax.tree.leaves(grads)
+    assert len(flat) == len(flat_ref) > 10
+    for g, g_ref in zip(flat, flat_ref):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), atol=1e-5, rtol=0)

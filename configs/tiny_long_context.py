@@ -1,0 +1,72 @@
+"""Tiny CPU context extension (docs/long_context.md): a short-row pretraining run, then two stages at 2x and
+4x its length with a larger RoPE theta each, the tokens per batch kept (16 -> 8 -> 4 rows of 32 -> 64 -> 128
+tokens), the LR warmed up again at each stage and then constant.
+
+    python -m experiments.pretrain --config=configs/tiny_long_context.py:pretrain --workdir=/tmp/lc/pretrain
+    python -m experiments.long_context --config=configs/tiny_long_context.py \\
+        --init_from=/tmp/lc/pretrain --workdir=/tmp/lc/stages
+
+The mesh puts every device on the context axis (`mesh.context = -1`): on one CPU device it is a plain run,
+with 8 virtual devices (XLA_FLAGS=--xla_force_host_platform_device_count=8) each row is split 8 ways.
+"""
+
+from apertus_jax.models.presets import model_section
+from apertus_jax.train.config import base_config
+from apertus_jax.train.context_stages import ContextStage, stage_config
+
+PRETRAIN_SEQ_LEN = 32
+BATCH_TOKENS = 16 * PRETRAIN_SEQ_LEN
+STAGES = (
+    ContextStage("2x", seq_len=64, rope_theta=40_000.0, tokens=6 * BATCH_TOKENS, context=-1),
+    ContextStage("4x", seq_len=128, rope_theta=160_000.0, tokens=6 * BATCH_TOKENS, context=-1),
+)
+
+
+def _base():
+    config = base_config()
+    config.model = model_section(
+        "tiny",
+        vocab_size=1024,
+        d_model=32,
+        n_heads=2,
+        n_kv_heads=1,
+        head_dim=16,
+        mlp_hidden=64,
+        max_seq_len=PRETRAIN_SEQ_LEN,
+        rope_theta=10_000.0,
+    )
+    config.data.demo_tokenizer_vocab = 1024
+    config.data.pipeline.components.demo.sources = ["udhr"]  # long documents (~3,000 tokens each)
+    config.data.seq_len = PRETRAIN_SEQ_LEN
+    config.train.batch_plan = ((0, BATCH_TOKENS),)
+    config.optim.clip_norm = 1.0
+    config.mesh.data, config.mesh.fsdp, config.mesh.tensor, config.mesh.context = 1, 1, 1, -1
+    config.checkpoint.every_steps = 2
+    config.checkpoint.keep = 50
+    return config
+
+
+def pretrain_config():
+    """The short-row run the stages start from: 8 steps of 16 x 32 tokens, WSD with a short cooldown."""
+    config = _base()
+    config.train.steps = 8
+    config.optim.peak_lr = 1e-2
+    config.optim.warmup_tokens = 2 * BATCH_TOKENS
+    config.optim.decay_tokens = 2 * BATCH_TOKENS
+    config.optim.total_tokens = 8 * BATCH_TOKENS
+    return config
+
+
+def get_config(stage: str = "2x"):
+    """Stage `stage` ("2x" | "4x"), or "pretrain" for the run the stages start from."""
+    if stage == "pretrain":
+        config = pretrain_config()
+    else:
+        by_name = {s.name: s for s in STAGES}
+        if stage not in by_name:
+            raise ValueError(f"unknown stage {stage!r}; use pretrain or one of {sorted(by_name)}")
+        config = stage_config(
+            _base(), by_name[stage], batch_tokens=BATCH_TOKENS, peak_lr=1e-3, warmup_tokens=2 * BATCH_TOKENS
+        )
+    config.lock()
+    return config
