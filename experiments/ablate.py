@@ -41,11 +41,19 @@ from absl import flags, logging
 
 from experiments import cli
 
-_CONFIG = flags.DEFINE_string("config", None, "Ablation file (configs/ablations/NAME.py).")
-_VARIANTS = flags.DEFINE_list("variants", None, "Run only these variants (default: all).")
-_SEEDS = flags.DEFINE_list("seeds", None, "Run only these seeds (default: the ablation's).")
-_WORKDIR = flags.DEFINE_string("workdir", None, "Parent folder of the runs (default workdir/ablations/NAME).")
-_SET = flags.DEFINE_multi_string("set", [], "KEY=VALUE override of the base config (repeatable).")
+
+def _define_flags() -> None:
+    """The command line's flags, defined when the job runs (not on import: tests and notebooks import this
+    module beside other jobs that define --config and --workdir too)."""
+    global _CONFIG, _VARIANTS, _SEEDS, _WORKDIR, _SET
+    _CONFIG = flags.DEFINE_string("config", None, "Ablation file (configs/ablations/NAME.py).")
+    _VARIANTS = flags.DEFINE_list("variants", None, "Run only these variants (default: all).")
+    _SEEDS = flags.DEFINE_list("seeds", None, "Run only these seeds (default: the ablation's).")
+    _WORKDIR = flags.DEFINE_string(
+        "workdir", None, "Parent folder of the runs (default workdir/ablations/NAME)."
+    )
+    _SET = flags.DEFINE_multi_string("set", [], "KEY=VALUE override of the base config (repeatable).")
+
 
 DONE_FILE = "ablation_done.json"
 
@@ -243,4 +251,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+    _define_flags()
     cli.run_absl(main)
