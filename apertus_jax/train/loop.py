@@ -169,7 +169,7 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
             metrics.write_scalars({"step": progress.step, "tokens": progress.tokens, **record})
             progress.evaluated_step = progress.step
 
-    last_time = time.time()
+    last_time = last_settle = time.time()
 
     def save():
         nonlocal saved_step
@@ -184,6 +184,7 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
 
     def settle(pending) -> bool:
         """Reads a dispatched step's metrics, counts and logs it; True when the run must roll back."""
+        nonlocal last_settle
         step_metrics, local_batch, rows, length, seconds = pending
         step_metrics = jax.device_get(step_metrics)
         lr = float(run.lr_schedule(progress.updates))
@@ -196,7 +197,12 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
         progress.spike_skipped_steps += spike
         roll_back = counter.record(finite)
         progress.skipped_steps = counter.skipped_total
-        tokens_per_s = rows * length / max(seconds, 1e-9)
+        now = time.time()
+        # The longer of the two intervals: between the step calls' returns (right when the backend runs a step
+        # inside the call, or when a settle is forced right after the previous one) and between the settles
+        # (right when calls only queue work, as for the first steps after compilation).
+        tokens_per_s = rows * length / max(seconds, now - last_settle, 1e-9)
+        last_settle = now
         metrics.write(
             {
                 "step": progress.step,
@@ -232,7 +238,7 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
             and run.sections.eval.due(progress.step, total_steps)
         ):
             evaluate()  # resumed at an eval step whose eval did not finish
-            last_time = time.time()
+            last_time = last_settle = time.time()
         while progress.step + (pending is not None) < total_steps:
             if preemption.should_stop(progress.step + (pending is not None)):
                 if pending is not None and settle(pending):
@@ -276,7 +282,9 @@ def _run(run: Run, workdir, data_iter, checkpointer, state, progress) -> str:
                     continue
                 if eval_due:
                     evaluate()
-                    last_time = time.time()  # the eval is not counted in the next step's tokens/s
+                    last_time = last_settle = (
+                        time.time()
+                    )  # the eval is not counted in the next step's tokens/s
                 if not save_due:
                     continue
                 save()
