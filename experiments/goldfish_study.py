@@ -14,12 +14,9 @@ against the true continuation (ROUGE-L, LCCS, exact match, TTR; `apertus_jax.eva
 Each run is assembled by the trainer's `apertus_jax.train.assemble.Run` (state, AdamW with a WSD schedule
 in tokens, THE jitted train step), its batches by the pipeline's `rows_to_batch` (EoD/padding and Goldfish
 masks), and scored with KV-cache generation. Writes
-`goldfish_study.json` and `goldfish_study.png` into `--out`. Default settings: 500 steps per run, 322 s
-measured on 2 CPU cores shared with other jobs.
-
-Result with the defaults (docs/figures/goldfish_study.png): standard loss memorizes all 100 sonnets (mean
-ROUGE-L 1.000, 100/100 exact 64-token suffixes), Goldfish k = 4 none (ROUGE-L 0.339, 0 exact; LCCS 6.3
-tokens vs 64), close to the 0.24-0.25 of the 54 unseen sonnets.
+`goldfish_study.json` and `goldfish_study.png` into `--out`. Default settings: 500 steps per run (both runs
+about 100 s on 2 CPU cores). The measured result with the defaults is in the README (Evaluation) and
+docs/figures/goldfish_study.png.
 """
 
 import json
