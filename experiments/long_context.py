@@ -15,7 +15,9 @@ a bad config or path ends with one line on stderr and exit status 2; SIGTERM sto
 import os
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
+
+from experiments import cli
 
 _CONFIG = flags.DEFINE_string("config", None, "A long-context config file (STAGES and get_config(stage)).")
 _INIT_FROM = flags.DEFINE_string("init_from", None, "The pretraining workdir the first stage starts from.")
@@ -61,4 +63,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_absl(main)

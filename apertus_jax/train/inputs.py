@@ -76,7 +76,10 @@ class ShardedIterator(grain.DatasetIterator):
         return {"shards": [shard.get_state() for shard in self.shards]}
 
     def tokens_consumed(self) -> dict[str, int]:
-        """Target tokens per data component over this process's shards (see `TrainIterator.tokens_consumed`)."""
+        """Target tokens per data component over this process's shards (see `TrainIterator.tokens_consumed`);
+        {} for pipelines without per-component accounting (post-training chat and preference rows)."""
+        if not hasattr(self.shards[0], "tokens_consumed"):
+            return {}
         totals = dict.fromkeys(self.shards[0].component_names, 0)
         for shard in self.shards:
             for name, tokens in zip(shard.component_names, shard.tokens_consumed()):

@@ -79,7 +79,7 @@ def toy(tmp_path_factory, tokenizer, small_model):
 
 
 def _sgd_step(apply_fn, loss_fn, lr):
-    return jax.jit(make_train_step(apply_fn, optax.sgd(lr), 1, loss_fn)), optax.sgd(lr).init
+    return jax.jit(make_train_step(apply_fn, optax.sgd(lr), 1, loss_fn=loss_fn)), optax.sgd(lr).init
 
 
 @pytest.fixture(scope="module")

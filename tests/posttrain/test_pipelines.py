@@ -35,8 +35,9 @@ def _small(config, steps, init_from=""):
 
 
 def _losses(workdir):
+    """The training steps' records of metrics.jsonl (in-loop evaluation records have no "loss")."""
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
+        return [record for record in map(json.loads, f) if "loss" in record]
 
 
 def _run_with_sigterm(make_config, workdir, after_step, monkeypatch, before=None):
