@@ -18,14 +18,11 @@ Bad input: the `records` rules, and a row longer than `data.seq_len` positions, 
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
-import grain
 import numpy as np
 
-from apertus_jax.posttrain import chat, records, rows
+from apertus_jax.posttrain import chat, epochs, records, rows
 from apertus_jax.posttrain.objectives import SLOTS, quantile_reward
-from apertus_jax.posttrain.sft_data import inputs_fingerprint, rows_per_step
 from apertus_jax.tokenizers.base import Tokenizer
 
 STATE_VERSION = 1
@@ -102,7 +99,7 @@ def training_rows(examples: list[dict], mode: str, seq_len: int) -> tuple[list[t
     return groups, skipped
 
 
-class PreferencePipeline(grain.DatasetIterator):
+class PreferencePipeline(epochs.EpochIterator):
     """Batches of QRPO or DPO rows (see the module docstring).
 
     Args:
@@ -114,6 +111,11 @@ class PreferencePipeline(grain.DatasetIterator):
     Raises:
       ValueError: bad input (see the module docstring); a shard without rows.
     """
+
+    STATE_MISMATCH = (
+        "preference data iterator state was saved with other records, tokenizer, objective, seq_len, "
+        "seed or data shards; resume with the same settings"
+    )
 
     def __init__(
         self,
@@ -128,7 +130,7 @@ class PreferencePipeline(grain.DatasetIterator):
         seed,
         make_reference: Callable,
     ):
-        super().__init__()
+        super().__init__(seed)
         self.examples = completion_examples(paths, tokenizer)
         groups, self.skipped = training_rows(self.examples, mode, seq_len)
         if self.skipped:
@@ -138,12 +140,11 @@ class PreferencePipeline(grain.DatasetIterator):
         self.groups = groups[process_index::process_count]
         if not self.groups:
             raise ValueError(f"{len(groups)} {mode} rows do not fill {process_count} data shards")
-        self.tokenizer, self.seq_len, self.seed, self.batch_size = tokenizer, seq_len, seed, batch_size
+        self.tokenizer, self.seq_len, self.batch_size = tokenizer, seq_len, batch_size
         self.process_count, self.reference = process_count, make_reference(self.examples)
-        self.fingerprint = inputs_fingerprint(
+        self.fingerprint = epochs.inputs_fingerprint(
             paths, tokenizer, mode, seq_len, seed, process_index, process_count
         )
-        self.step, self.epoch, self.position = 0, 0, 0
 
     def row(self, group: tuple[int, ...]) -> dict[str, np.ndarray]:
         """The trainer row of a group of example indices, with its `quantile_reward` [2]."""
@@ -158,35 +159,11 @@ class PreferencePipeline(grain.DatasetIterator):
 
     def __next__(self) -> dict[str, np.ndarray]:
         groups = []
-        for _ in range(rows_per_step(self.batch_size, self.seq_len, self.step) // self.process_count):
-            order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.groups))
-            groups.append(self.groups[order[self.position]])
-            self.position += 1
-            if self.position == len(order):
-                self.epoch, self.position = self.epoch + 1, 0
+        n = len(self.groups)
+        for _ in range(epochs.rows_per_step(self.batch_size, self.seq_len, self.step) // self.process_count):
+            groups.append(self.groups[self.order(n)[self.position]])
+            self.advance(n)
         batch = rows.stack_rows([self.row(g) for g in groups])
         batch["ref_logprobs"] = self.reference(batch, groups)
         self.step += 1
         return batch
-
-    def get_state(self) -> dict[str, Any]:
-        return {
-            "version": STATE_VERSION,
-            "fingerprint": self.fingerprint,
-            "step": self.step,
-            "epoch": self.epoch,
-            "position": self.position,
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Continues from `get_state()`.
-
-        Raises:
-          ValueError: a state of another version or of other inputs, mode, seed or shard layout.
-        """
-        if state.get("version") != STATE_VERSION or state.get("fingerprint") != self.fingerprint:
-            raise ValueError(
-                "preference data iterator state was saved with other records, tokenizer, objective, seq_len, "
-                "seed or data shards; resume with the same settings"
-            )
-        self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])

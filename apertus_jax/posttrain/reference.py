@@ -16,8 +16,8 @@ import jax
 import numpy as np
 
 from apertus_jax.posttrain import rows
+from apertus_jax.posttrain.epochs import inputs_fingerprint
 from apertus_jax.posttrain.objectives import SLOTS, slot_logprobs
-from apertus_jax.posttrain.sft_data import inputs_fingerprint
 from apertus_jax.tokenizers.base import Tokenizer
 
 

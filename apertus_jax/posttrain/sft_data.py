@@ -8,20 +8,16 @@ stream repeats epoch after epoch. Shard p of P takes conversations p, p + P, ...
 Bad input fails before anything is trained, with one line `PATH:LINE: problem`: the `records` rules, and a
 conversation longer than a row (`data.seq_len + 1` ids).
 
-State (`get_state` / `set_state`, JSON): step, epoch and the next conversation of the epoch's order, plus a
-fingerprint of the inputs, so a restored iterator yields bitwise the batches an uninterrupted one would.
+State (`get_state` / `set_state`, JSON; `epochs.EpochIterator`): step, epoch and the next conversation of the
+epoch's order, plus a fingerprint of the inputs, so a restored iterator yields bitwise the batches an uninterrupted one would.
 """
 
-import hashlib
-import json
 from collections.abc import Sequence
-from typing import Any
 
-import grain
 import numpy as np
 
-from apertus_jax.posttrain import chat, records, rows
-from apertus_jax.tokenizers.base import Tokenizer, file_sha256
+from apertus_jax.posttrain import chat, epochs, records, rows
+from apertus_jax.tokenizers.base import Tokenizer
 
 STATE_VERSION = 1
 
@@ -50,20 +46,7 @@ def load_conversations(
     return conversations
 
 
-def rows_per_step(batch_size: Any, seq_len: int, step: int) -> int:
-    """Global rows of step `step`: an int, or a `BatchSizePlan` (tokens per batch / seq_len)."""
-    if hasattr(batch_size, "batch_tokens_at_step"):
-        return batch_size.batch_tokens_at_step(step) // seq_len
-    return int(batch_size)
-
-
-def inputs_fingerprint(paths: Sequence[str], tokenizer: Tokenizer, *settings) -> str:
-    """sha256 prefix of the files' contents, the tokenizer and `settings` (JSON-serializable)."""
-    payload = json.dumps([[file_sha256(p) for p in paths], tokenizer.checksum, *settings], sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-class ChatPipeline(grain.DatasetIterator):
+class ChatPipeline(epochs.EpochIterator):
     """Batches of packed conversations: dict of int32 `[B / process_count, T]` trainer arrays.
 
     Args:
@@ -75,8 +58,13 @@ class ChatPipeline(grain.DatasetIterator):
       ValueError: bad input (see the module docstring); a shard without conversations.
     """
 
+    STATE_MISMATCH = (
+        "chat data iterator state was saved with other conversations, tokenizer, seq_len, seed or "
+        "data shards; resume with the same settings"
+    )
+
     def __init__(self, paths, tokenizer, *, seq_len, batch_size, process_index, process_count, seed):
-        super().__init__()
+        super().__init__(seed)
         conversations = load_conversations(paths, tokenizer, seq_len)
         self.conversations = conversations[process_index::process_count]
         if not self.conversations:
@@ -84,51 +72,26 @@ class ChatPipeline(grain.DatasetIterator):
                 f"{len(conversations)} conversations do not fill {process_count} data shards; "
                 "add conversations or lower data.num_shards"
             )
-        self.tokenizer, self.seq_len, self.seed, self.batch_size = tokenizer, seq_len, seed, batch_size
+        self.tokenizer, self.seq_len, self.batch_size = tokenizer, seq_len, batch_size
         self.process_count = process_count
-        self.fingerprint = inputs_fingerprint(paths, tokenizer, seq_len, seed, process_index, process_count)
-        self.step, self.epoch, self.position = 0, 0, 0
-
-    def _order(self) -> np.ndarray:
-        return np.random.default_rng([self.seed, self.epoch]).permutation(len(self.conversations))
+        self.fingerprint = epochs.inputs_fingerprint(
+            paths, tokenizer, seq_len, seed, process_index, process_count
+        )
 
     def _next_row(self) -> dict[str, np.ndarray]:
-        order, taken, used = self._order(), [], 0
-        while self.position < len(order):
+        n = len(self.conversations)
+        order, taken, used, epoch = self.order(n), [], 0, self.epoch
+        while self.epoch == epoch:
             ids, trained = self.conversations[order[self.position]]
             if used + rows.positions_needed(ids) > self.seq_len:
                 break
             taken.append((ids, trained))
             used += rows.positions_needed(ids)
-            self.position += 1
-        if self.position == len(order):
-            self.epoch, self.position = self.epoch + 1, 0
+            self.advance(n)
         return rows.pack_row(taken, self.seq_len, self.tokenizer.pad_id)
 
     def __next__(self) -> dict[str, np.ndarray]:
-        global_rows = rows_per_step(self.batch_size, self.seq_len, self.step)
+        global_rows = epochs.rows_per_step(self.batch_size, self.seq_len, self.step)
         batch = rows.stack_rows([self._next_row() for _ in range(global_rows // self.process_count)])
         self.step += 1
         return batch
-
-    def get_state(self) -> dict[str, Any]:
-        return {
-            "version": STATE_VERSION,
-            "fingerprint": self.fingerprint,
-            "step": self.step,
-            "epoch": self.epoch,
-            "position": self.position,
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Continues from `get_state()`.
-
-        Raises:
-          ValueError: a state of another version or of other inputs, seed or shard layout.
-        """
-        if state.get("version") != STATE_VERSION or state.get("fingerprint") != self.fingerprint:
-            raise ValueError(
-                "chat data iterator state was saved with other conversations, tokenizer, seq_len, seed or "
-                "data shards; resume with the same settings"
-            )
-        self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])
