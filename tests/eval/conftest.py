@@ -1,7 +1,9 @@
-"""Fixtures of the evaluation tests: a tiny random model, its log-prob function, the 1,024-id demo BPE, and for
-the lm-eval tests a tiny exported HF checkpoint with its tokenizer and a local German exams task."""
+"""Fixtures of the evaluation tests: a tiny random model, its log-prob function, the 1,024-id demo BPE, a
+trainer workdir of a tiny model, and for the lm-eval tests a tiny exported HF checkpoint with its tokenizer
+and a local German exams task."""
 
 import json
+import os
 import pathlib
 
 import jax
@@ -52,6 +54,46 @@ def tokenizer():
     from apertus_jax.train.inputs import demo_tokenizer
 
     return demo_tokenizer(1024)
+
+
+def write_tiny_workdir(workdir: str, step: int, init_std: float | None = None) -> dict:
+    """Writes a workdir as the trainer does (config.json + an Orbax checkpoint at `step`, the trainer's own
+    assembly and checkpointer) of a tiny model with the 1,024-id demo BPE; returns its parameters."""
+    from apertus_jax.models.presets import model_section
+    from apertus_jax.train import config as config_lib
+    from apertus_jax.train.assemble import Run
+    from apertus_jax.train.checkpoint import Checkpointer, param_shapes
+
+    config = config_lib.base_config()
+    config.model = model_section(
+        "tiny",
+        vocab_size=1024,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=8,
+        mlp_hidden=64,
+        max_seq_len=64,
+    )
+    if init_std is not None:
+        config.model.init_std = init_std
+    config.data.demo_tokenizer_vocab = 1024
+    config.data.seq_len = 64
+    config.train.batch_plan = ((0, 8 * 64),)
+    config.seed, config.mesh.data = 5, 1
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+        json.dump(config.to_dict(), f)
+    run = Run(config, devices=jax.devices()[:1])
+    state = run.spec.init()
+    checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=2, async_save=False)
+    checkpointer.save(
+        step,
+        state,
+        run.data_iterator(),
+        {"progress": {"step": step}, "param_shapes": param_shapes(state["params"])},
+    )
+    checkpointer.close()
+    return jax.device_get(state["params"])
 
 
 @pytest.fixture(scope="session")

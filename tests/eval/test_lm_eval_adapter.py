@@ -6,7 +6,6 @@ BPE of the demo corpus beside it; `exams_task_dir`, the committed first 20 Germa
 local JSON Lines task (no hub access).
 """
 
-import json
 import os
 import pathlib
 
@@ -28,6 +27,8 @@ from lm_eval.tasks import TaskManager  # noqa: E402
 from apertus_jax.data import demo_corpus  # noqa: E402
 from apertus_jax.eval.lm_eval_adapter import ApertusJaxLM, cut_at_stop  # noqa: E402
 from apertus_jax.eval.tasks import parse_exams_qa_lines  # noqa: E402
+
+from .conftest import write_tiny_workdir  # noqa: E402
 
 EXAMS_EXTRACT = pathlib.Path(__file__).parent / "assets" / "german_exams_qa_first20.jsonl"
 TOLERANCE = 1e-4
@@ -155,44 +156,9 @@ def test_registered_under_its_name():
 
 @pytest.fixture(scope="module")
 def demo_workdir(tmp_path_factory):
-    """A trainer workdir (config.json + Orbax checkpoint at step 3) of a tiny model with the 1,024-id demo
-    BPE, written with the trainer's own checkpointer."""
-    import os
-
-    import jax
-
-    from apertus_jax.models.presets import model_section
-    from apertus_jax.train import config as config_lib
-    from apertus_jax.train.assemble import Run
-    from apertus_jax.train.checkpoint import Checkpointer, param_shapes
-
+    """A trainer workdir (checkpoint at step 3) of a tiny model with the 1,024-id demo BPE."""
     workdir = str(tmp_path_factory.mktemp("run"))
-    config = config_lib.base_config()
-    config.model = model_section(
-        "tiny",
-        vocab_size=1024,
-        d_model=32,
-        n_heads=4,
-        n_kv_heads=2,
-        head_dim=8,
-        mlp_hidden=64,
-        max_seq_len=64,
-    )
-    config.model.init_std = 0.5  # scores far apart, so the accuracies are not decided by float rounding
-    config.data.demo_tokenizer_vocab = 1024
-    config.data.seq_len = 64
-    config.train.batch_plan = ((0, 8 * 64),)
-    config.seed, config.mesh.data = 5, 1
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-        json.dump(config.to_dict(), f)
-    run = Run(config, devices=jax.devices()[:1])
-    state = run.spec.init()
-    checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=2, async_save=False)
-    data_iter = run.data_iterator()
-    checkpointer.save(
-        3, state, data_iter, {"progress": {"step": 3}, "param_shapes": param_shapes(state["params"])}
-    )
-    checkpointer.close()
+    write_tiny_workdir(workdir, 3, init_std=0.5)  # scores far apart: accuracies not decided by rounding
     return workdir
 
 

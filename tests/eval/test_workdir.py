@@ -10,52 +10,16 @@ import pytest
 from flax import nnx
 
 from apertus_jax.eval.workdir import load_workdir
-from apertus_jax.models.partitioning import make_mesh
-from apertus_jax.models.presets import model_section
-from apertus_jax.optim import BatchSizePlan
-from apertus_jax.optim import config as optim_config
-from apertus_jax.optim.config import make_lr_schedule, make_tx
-from apertus_jax.train import config as config_lib
-from apertus_jax.train import inputs
-from apertus_jax.train.checkpoint import Checkpointer, param_shapes
-from apertus_jax.train.train_state import make_train_state_spec
 from experiments.evaluate import run
+
+from .conftest import write_tiny_workdir
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """A workdir as the trainer writes it (config.json + an Orbax checkpoint at step 7) of a tiny model."""
     workdir = str(tmp_path_factory.mktemp("run"))
-    config = config_lib.base_config()
-    config.model = model_section(
-        "tiny",
-        vocab_size=1024,
-        d_model=32,
-        n_heads=4,
-        n_kv_heads=2,
-        head_dim=8,
-        mlp_hidden=64,
-        max_seq_len=64,
-    )
-    config.data.demo_tokenizer_vocab = 1024
-    config.data.seq_len = 64
-    config.train.batch_plan = ((0, 8 * 64),)
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-        json.dump(config.to_dict(), f)
-    plan = BatchSizePlan(config.train.batch_plan)
-    optim = optim_config.from_section(config.optim)
-    tx = make_tx(optim, make_lr_schedule(optim, plan))
-    spec = make_train_state_spec(
-        config_lib.model_config(config), tx, make_mesh(1, 1, 1, jax.devices()[:1]), seed=5
-    )
-    state = spec.init()
-    checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=2, async_save=False)
-    data_iter = inputs.make_train_iterator(config, inputs.load_run_tokenizer(config.data), plan)
-    checkpointer.save(
-        7, state, data_iter, {"progress": {"step": 7}, "param_shapes": param_shapes(state["params"])}
-    )
-    checkpointer.close()
-    return workdir, jax.device_get(state["params"])
+    return workdir, write_tiny_workdir(workdir, 7)
 
 
 def test_restores_the_saved_parameters(workdir):
