@@ -9,26 +9,18 @@ Sized for 64 devices (microbatches of one row per batch-sharded device; `experim
         --config.checkpoint.init_from=LONG_CONTEXT_ROOT/8k --workdir=LONG_CONTEXT_ROOT/16k   # one stage
 """
 
-from apertus_jax.train.context_stages import ContextStage
-from configs.long_context_recipe import STAGE_TOKENS, long_context_stage
+from configs.long_context_recipe import apertus_stages, long_context_stage
 
 BATCH_TOKENS = 2048 * 4096  # 8,388,608: the pretraining batch after its doubling
 DEVICES = 64
-STAGES = (
-    ContextStage("8k", seq_len=8192, rope_theta=1e6, tokens=STAGE_TOKENS, context=1),
-    ContextStage("16k", seq_len=16384, rope_theta=2e6, tokens=STAGE_TOKENS, context=2),
-    ContextStage("32k", seq_len=32768, rope_theta=4e6, tokens=STAGE_TOKENS, context=4),
-    ContextStage("64k", seq_len=65536, rope_theta=12e6, tokens=STAGE_TOKENS, context=4),
-)
+STAGES = apertus_stages(final_rope_theta=12e6, contexts=(1, 2, 4, 4))
 
 
 def get_config(stage: str = "8k"):
-    by_name = {s.name: s for s in STAGES}
-    if stage not in by_name:
-        raise ValueError(f"unknown stage {stage!r}; use one of {list(by_name)}")
     return long_context_stage(
         "apertus-8b",
-        by_name[stage],
+        STAGES,
+        stage,
         batch_tokens=BATCH_TOKENS,
         peak_lr=1.1e-5,
         tensor=1,

@@ -45,9 +45,20 @@ def long_context_pipeline(root: str = "/data/apertus") -> dict:
     )
 
 
+def apertus_stages(final_rope_theta: float, contexts: tuple[int, int, int, int]) -> tuple[ContextStage, ...]:
+    """The report's four stages, 8k / 16k / 32k / 64k tokens with RoPE theta 1M / 2M / 4M / `final_rope_theta`,
+    each of `STAGE_TOKENS`, with `contexts[i]`-way context parallelism."""
+    lengths, thetas = (8192, 16384, 32768, 65536), (1e6, 2e6, 4e6, final_rope_theta)
+    return tuple(
+        ContextStage(f"{length // 1024}k", seq_len=length, rope_theta=theta, tokens=STAGE_TOKENS, context=c)
+        for length, theta, c in zip(lengths, thetas, contexts)
+    )
+
+
 def long_context_stage(
     preset: str,
-    stage: ContextStage,
+    stages: tuple[ContextStage, ...],
+    name: str,
     *,
     batch_tokens: int,
     peak_lr: float,
@@ -55,8 +66,16 @@ def long_context_stage(
     devices: int,
     every_steps: int,
 ):
-    """Stage `stage` of model preset `preset` as a locked run config. Microbatches hold one row per
-    batch-sharded device on `devices` devices (`devices / (tensor * context)` rows)."""
+    """Stage `name` of `stages` for model preset `preset` as a locked run config. Microbatches hold one row per
+    batch-sharded device on `devices` devices (`devices / (tensor * context)` rows).
+
+    Raises:
+      ValueError: `name` is not one of the stages.
+    """
+    by_name = {s.name: s for s in stages}
+    if name not in by_name:
+        raise ValueError(f"unknown stage {name!r}; use one of {list(by_name)}")
+    stage = by_name[name]
     base = apertus_recipe(preset, stage_bounds=(1, 2, 3, 4), tensor=tensor, every_steps=every_steps)
     base.data.pipeline = long_context_pipeline()
     # Used where attention runs as XLA einsums (the memory plan on CPU devices); cuDNN never builds the

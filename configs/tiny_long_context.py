@@ -10,9 +10,8 @@ The mesh puts every device on the context axis (`mesh.context = -1`): on one CPU
 with 8 virtual devices (XLA_FLAGS=--xla_force_host_platform_device_count=8) each row is split 8 ways.
 """
 
-from apertus_jax.models.presets import model_section
-from apertus_jax.train.config import base_config
 from apertus_jax.train.context_stages import ContextStage, stage_config
+from configs.tiny_udhr import tiny_udhr_config
 
 PRETRAIN_SEQ_LEN = 32
 BATCH_TOKENS = 16 * PRETRAIN_SEQ_LEN
@@ -23,21 +22,7 @@ STAGES = (
 
 
 def _base():
-    config = base_config()
-    config.model = model_section(
-        "tiny",
-        vocab_size=1024,
-        d_model=32,
-        n_heads=2,
-        n_kv_heads=1,
-        head_dim=16,
-        mlp_hidden=64,
-        max_seq_len=PRETRAIN_SEQ_LEN,
-        rope_theta=10_000.0,
-    )
-    config.data.demo_tokenizer_vocab = 1024
-    config.data.pipeline.components.demo.sources = ["udhr"]  # long documents (~3,000 tokens each)
-    config.data.seq_len = PRETRAIN_SEQ_LEN
+    config = tiny_udhr_config(seq_len=PRETRAIN_SEQ_LEN, rope_theta=10_000.0)
     config.train.batch_plan = ((0, BATCH_TOKENS),)
     config.optim.clip_norm = 1.0
     config.mesh.data, config.mesh.fsdp, config.mesh.tensor, config.mesh.context = 1, 1, 1, -1

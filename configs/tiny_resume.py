@@ -2,25 +2,11 @@
 step 7) and a curriculum stage change (new data seed at 2,560 tokens, i.e. from step 9): the exact-resume
 tests kill it around both boundaries."""
 
-from apertus_jax.models.presets import model_section
-from apertus_jax.train.config import base_config
+from configs.tiny_udhr import tiny_udhr_config
 
 
 def get_config():
-    config = base_config()
-    config.model = model_section(
-        "tiny",
-        vocab_size=1024,
-        d_model=32,
-        n_heads=2,
-        n_kv_heads=1,
-        head_dim=16,
-        mlp_hidden=64,
-        max_seq_len=64,
-    )
-    config.data.demo_tokenizer_vocab = 1024
-    config.data.pipeline.components.demo.sources = ["udhr"]
-    config.data.seq_len = 64
+    config = tiny_udhr_config(seq_len=64)
     config.data.num_shards = 2  # the same batches on 1 or 2 processes (multi-process test)
     config.data.pipeline.stages = [
         dict(name="stage1", until_tokens=6 * 256 + 2 * 512, weights=dict(demo=1.0), seed=0),

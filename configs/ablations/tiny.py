@@ -6,25 +6,11 @@ A 2-layer width-32 model on the UDHR part of the demo corpus, 8 steps of 4 x 64 
 4 steps (no multiple choice: nothing to download). Seconds per run on a CPU.
 """
 
-from apertus_jax.models.presets import model_section
-from apertus_jax.train.config import base_config
+from configs.tiny_udhr import tiny_udhr_config
 
 
 def get_ablation():
-    config = base_config()
-    config.model = model_section(
-        "tiny",
-        vocab_size=1024,
-        d_model=32,
-        n_heads=2,
-        n_kv_heads=1,
-        head_dim=16,
-        mlp_hidden=64,
-        max_seq_len=64,
-    )
-    config.data.demo_tokenizer_vocab = 1024
-    config.data.pipeline.components.demo.sources = ["udhr"]
-    config.data.seq_len = 64
+    config = tiny_udhr_config(seq_len=64)
     config.train.steps = 8
     config.train.batch_plan = ((0, 4 * 64),)
     config.optim.peak_lr = 1e-2
