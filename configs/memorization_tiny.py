@@ -3,13 +3,12 @@
     python -m experiments.memorization --config=configs/memorization_tiny.py --out=workdir/memorization
 
 `run` is an ordinary run config (the standard-loss run; the Goldfish run differs only in
-`data.pipeline.goldfish`): a tiny Apertus on the demo corpus's German prose, with 14 of Shakespeare's
-sonnets injected 1, 2, 4, 8, 16, 32 or 64 times (2 per count, 4 more never seen) and 12 canaries injected
-1, 4, 16 or 64 times (2 per count, 4 never seen), spread over the whole run. 36 minutes on 2 shared CPU
-cores with the resume check; at 300 steps the standard run memorizes the 64-times canaries (exposure 6.7
-bits vs 1.9 unseen) but not yet the sonnets (docs/memorization.md): raise STEPS for that. For a pod run, point `run` at
-a real recipe (e.g. `configs/apertus_8b.py`) and add the same two components with more probes, longer
-prefixes and suffixes.
+`data.pipeline.goldfish`): a small Apertus (d_model 256, 4 layers, 4,096-id demo BPE) on the demo corpus's
+German prose, 400 steps of 16 x 128 tokens, with 16 of Shakespeare's sonnets injected 1, 2, 4, ..., 128
+times (2 per count, 4 more never seen) and 12 canaries injected 1, 4, 16 or 64 times (2 per count, 4 never
+seen), spread over the run. The measured result and its run time are in docs/memorization.md. For a pod run,
+point `run` at a real recipe (e.g. `configs/apertus_8b.py`) and add the same two components with more
+probes, longer prefixes and suffixes.
 """
 
 import ml_collections
@@ -17,12 +16,15 @@ import ml_collections
 from apertus_jax.models.presets import model_section
 from apertus_jax.train.config import base_config
 
-STEPS, ROWS, SEQ_LEN = 300, 16, 128
+STEPS, ROWS, SEQ_LEN = 400, 16, 128
+# The injected documents take ~19% of the tokens; spreading their occurrences over the first 72% of the
+# mixture lets every planned occurrence come before the last step.
+SPREAD = 0.72
 
 
 def run_config() -> ml_collections.ConfigDict:
     config = base_config()
-    config.model = model_section("tiny", vocab_size=4096, d_model=128, n_layers=2, max_seq_len=SEQ_LEN)
+    config.model = model_section("tiny", vocab_size=4096, d_model=256, n_layers=4, max_seq_len=SEQ_LEN)
     config.data.tokenizer = "demo"
     config.data.demo_tokenizer_vocab = 4096
     config.data.seq_len = SEQ_LEN
@@ -32,10 +34,10 @@ def run_config() -> ml_collections.ConfigDict:
         probes=dict(
             kind="probes",
             source="sonnets",
-            repetitions=[1, 2, 4, 8, 16, 32, 64],
+            repetitions=[1, 2, 4, 8, 16, 32, 64, 128],
             per_bucket=2,
             unseen=4,
-            spread_tokens=int(0.85 * tokens),  # the probes add ~12% of the tokens themselves
+            spread_tokens=int(SPREAD * tokens),
             seed=0,
         ),
         canaries=dict(
@@ -43,7 +45,7 @@ def run_config() -> ml_collections.ConfigDict:
             repetitions=[1, 4, 16, 64],
             per_bucket=2,
             unseen=4,
-            spread_tokens=int(0.85 * tokens),
+            spread_tokens=int(SPREAD * tokens),
             seed=0,
         ),
     )

@@ -1,6 +1,11 @@
-"""experiments.memorization: the two runs differ only in the loss; scores, tables and heatmaps on a tiny model."""
+"""experiments.memorization: the two runs differ only in the loss; scores, tables and heatmaps on a tiny model;
+the whole command on a few steps (training, preemption and resume, scoring, outputs)."""
 
 import copy
+import json
+import os
+import subprocess
+import sys
 
 import ml_collections
 import numpy as np
@@ -85,6 +90,58 @@ def test_heatmap_is_written(tmp_path):
     study_lib.plot_heatmap({0: {8: 0.1, 16: 0.2}, 64: {8: 0.9, 16: 1.0}}, "test", path)
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_the_command_trains_preempts_resumes_and_scores(tmp_path):
+    # 24 steps with a checkpoint every 6: the resume-check run is stopped by SIGTERM after its first save.
+    overrides = {
+        "run.train.steps": 24,
+        "run.checkpoint.every_steps": 6,
+        "run.optim.total_tokens": 24 * 16 * 128,
+        "run.optim.decay_tokens": 4 * 16 * 128,
+        "run.optim.warmup_tokens": 2 * 16 * 128,
+        "run.data.pipeline.components.probes.spread_tokens": 16 * 16 * 128,
+        "run.data.pipeline.components.canaries.spread_tokens": 16 * 16 * 128,
+        "prefix_lengths": "(8,)",
+        "offsets": "(0,)",
+        "suffix_len": 8,
+        "num_candidates": 7,
+    }
+    out = tmp_path / "study"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.memorization",
+            "--config=configs/memorization_tiny.py",
+            f"--out={out}",
+            *(f"--config.{key}={value}" for key, value in overrides.items()),
+        ],
+        cwd=ROOT,
+        env={**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((out / "memorization.json").read_text())
+    check = report["resume_check"]
+    assert check["identical"] and check["metrics_steps_contiguous"]
+    assert 6 <= check["preempted_at_step"] < 24
+    seen = check["uninterrupted"]["probes"]
+    assert sum(seen) > 0 and seen == check["resumed"]["probes"]
+    for name in ("standard", "goldfish_k4"):
+        run = report["runs"][name]
+        assert run["step"] == 24
+        assert len(run["records"]) == 20 * 1 * 1 * 2  # probes x prefix lengths x offsets x decodings
+        assert {c["repetitions"] for c in run["canaries"]} == {0, 1, 4, 16, 64}
+        assert all(0.0 <= c["exposure"] <= 3.0 for c in run["canaries"])  # log2(8) = 3 bits at most
+        for decoding in ("greedy", "nucleus"):
+            assert (out / f"heatmap_{name}_{decoding}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "Resume check" in (out / "memorization.md").read_text()
 
 
 @pytest.fixture(scope="module")
