@@ -91,13 +91,19 @@ def _dense_cpu_bwd(preferred_element_type, residuals, g):
     # XLA:CPU lowers the weight gradient x^T @ g by writing g transposed: for the MLP it recomputes the whole
     # elementwise backward of the activation (xIELU / SwiGLU) a second time in a cache-hostile column order,
     # for the lm_head it copies the [tokens, vocab] logit gradient. A materialized x^T (the barrier keeps XLA
-    # from folding the transpose back into the dot) avoids both. Same products and sums: identical
-    # gradients, a ~30% faster bench-18m train step on CPU (BENCHMARKS.md).
+    # from folding the transpose back into the dot) avoids both: a ~30% faster bench-18m train step on CPU.
+    # Where the input is the wider operand (the MLP's down projection: [N, mlp_hidden] in, [N, d_model] out)
+    # transposing g and the small [out, in] product moves under half the bytes of transposing x: the MLP's
+    # backward takes ~25% less CPU time (BENCHMARKS.md). Same products; float32 sums in another order.
     del preferred_element_type
     x, w = residuals
-    x_DxN = jax.lax.optimization_barrier(jnp.transpose(x.reshape(-1, x.shape[-1])))
     dx = jnp.einsum("...f,df->...d", g, w).astype(x.dtype)
-    return dx, (x_DxN @ g.reshape(-1, g.shape[-1])).astype(w.dtype)
+    x_NxD, g_NxF = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
+    if x_NxD.shape[1] <= g_NxF.shape[1]:
+        x_DxN = jax.lax.optimization_barrier(x_NxD.T)
+        return dx, (x_DxN @ g_NxF).astype(w.dtype)
+    g_FxN = jax.lax.optimization_barrier(g_NxF.T)
+    return dx, jnp.transpose(g_FxN @ x_NxD).astype(w.dtype)
 
 
 _dense_cpu.defvjp(_dense_cpu_fwd, _dense_cpu_bwd)

@@ -102,7 +102,8 @@ def loss_grads_and_sums(
     With `hidden_fn` the lm_head and loss run fused, chunk by chunk (`fused_cross_entropy_sum`); otherwise
     through `apply_fn`'s logits. `loss_fn(logits, microbatch) -> (loss_sum, sums)` replaces the objective
     (post-training): its "count" is the normalizer (examples or pairs) and its other sums are returned too.
-    Microbatches run sequentially under `lax.scan`, so activation memory is that of one microbatch.
+    Microbatches run sequentially under `lax.scan`, so activation memory is that of one microbatch; one
+    microbatch is differentiated directly.
     """
     sums_fn = _sums(apply_fn, hidden_fn, z_loss_weight, chunk_tokens, loss_fn)
     grad_fn = jax.grad(sums_fn, has_aux=True)
@@ -112,13 +113,19 @@ def loss_grads_and_sums(
         mb_grads, mb_sums = grad_fn(params, mb)
         return (jax.tree.map(jnp.add, grad_sum, mb_grads), jax.tree.map(jnp.add, sums, mb_sums)), None
 
+    denom_of = lambda sums: jnp.maximum(sums["count"], 1.0)
+    if num_microbatches == 1:
+        # No accumulator: a zero-filled gradient tree plus one add is two passes over every parameter.
+        grads, sums = grad_fn(params, batch)
+        grads = jax.tree.map(lambda g: g.astype(jnp.float32), grads)
+        sums = jax.tree.map(lambda s: s.astype(jnp.float32), sums)
+        return jax.tree.map(lambda g: g / denom_of(sums), grads), sums
     microbatches = split_microbatches(batch, num_microbatches)
     zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
     _, sums_shape = jax.eval_shape(sums_fn, params, jax.tree.map(lambda x: x[0], microbatches))
     init = (zeros, jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), sums_shape))
     (grad_sum, sums), _ = jax.lax.scan(accumulate, init, microbatches)
-    denom = jnp.maximum(sums["count"], 1.0)
-    return jax.tree.map(lambda g: g / denom, grad_sum), sums
+    return jax.tree.map(lambda g: g / denom_of(sums), grad_sum), sums
 
 
 def loss_and_grads(apply_fn: ApplyFn, params, batch: Batch, num_microbatches: int, **kwargs):

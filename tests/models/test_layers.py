@@ -5,7 +5,7 @@ import pytest
 from flax import nnx
 
 from apertus_jax.models.config import ModelConfig
-from apertus_jax.models.layers import MLP, XIELU, XIELU_BETA, RMSNorm, rms_norm
+from apertus_jax.models.layers import MLP, XIELU, XIELU_BETA, RMSNorm, dense, rms_norm
 
 
 def test_xielu_known_values_at_init():
@@ -67,3 +67,26 @@ def test_init_std():
     )
     up = np.asarray(MLP(cfg, rngs=nnx.Rngs(0)).up[...])
     assert up.dtype == np.float32 and abs(up.std() - 0.02) < 5e-4 and abs(up.mean()) < 5e-4
+
+
+@pytest.mark.parametrize("d_in, d_out", [(16, 48), (48, 16), (32, 32)])
+def test_dense_gradients_equal_the_plain_einsum(d_in, d_out):
+    # On CPU `dense` has its own VJP (a materialized transpose of the narrower operand); the gradients must
+    # be those of the plain einsum, for wide inputs (an MLP's down projection) and narrow ones alike.
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(2, 24, d_in)), jnp.float32)
+    w = jnp.asarray(rng.normal(size=(d_in, d_out)), jnp.float32)
+    cotangent = jnp.asarray(rng.normal(size=(2, 24, d_out)), jnp.float32)
+
+    def vjp(f):
+        out, pullback = jax.vjp(f, x, w)
+        return (out, *pullback(cotangent))
+
+    ours = vjp(dense)
+    plain = vjp(lambda x, w: jnp.einsum("...d,df->...f", x, w))
+    x64, w64, c64 = (np.asarray(a, np.float64) for a in (x, w, cotangent))
+    reference = (x64 @ w64, c64 @ w64.T, np.einsum("btd,btf->df", x64, c64))
+    for a, b, ref in zip(ours, plain, reference):
+        assert a.shape == ref.shape and a.dtype == jnp.float32
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(a, ref, rtol=1e-4, atol=1e-4)
