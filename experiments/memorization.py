@@ -53,6 +53,43 @@ def run_configs(study) -> dict:
     return {"standard": standard, name: goldfish}
 
 
+def check_study(study) -> None:
+    """Everything the study needs, checked before anything is trained or written.
+
+    Raises:
+      ValueError: one line naming the setting: prefix/suffix/offset/candidate ranges, a missing probe or
+        canary component, an invalid component spec, or probes shorter than offset + prefix + suffix.
+    """
+    from apertus_jax.data import injection
+    from apertus_jax.data.config import normalize_data_config
+    from apertus_jax.train.inputs import load_run_tokenizer
+
+    if min(study.prefix_lengths) < 1 or study.suffix_len < 1 or min(study.offsets) < 0:
+        raise ValueError(
+            f"prefix_lengths={tuple(study.prefix_lengths)} and suffix_len={study.suffix_len} must be >= 1 "
+            f"and offsets={tuple(study.offsets)} >= 0"
+        )
+    if study.num_candidates < 1:
+        raise ValueError(f"num_candidates={study.num_candidates} must be >= 1 (random secrets per canary)")
+    if not 0 < study.top_p <= 1:
+        raise ValueError(f"top_p={study.top_p} must be in (0, 1]")
+    components = normalize_data_config(study.run.data.pipeline)["components"]
+    kinds = [c["kind"] for c in components.values()]
+    if "probes" not in kinds or "canaries" not in kinds:
+        raise ValueError("run.data.pipeline.components needs a 'probes' and a 'canaries' component")
+    need = max(study.offsets) + max(study.prefix_lengths) + study.suffix_len
+    tokenizer = load_run_tokenizer(study.run.data)
+    for name, spec in components.items():
+        if spec["kind"] != "probes":
+            continue
+        shortest = min(len(tokenizer.encode_document(t)) - 1 for t in injection.select(spec).texts)
+        if shortest < need:
+            raise ValueError(
+                f"component {name!r}: its shortest probe has {shortest} tokens, fewer than max(offsets) + "
+                f"max(prefix_lengths) + suffix_len = {need}; lower offsets, prefix_lengths or suffix_len"
+            )
+
+
 def _preempt_after_first_checkpoint(workdir: str, stop: threading.Event) -> None:
     """Sends this process SIGTERM once the run in `workdir` wrote its first probe manifest (a checkpoint)."""
     path = os.path.join(workdir, "probes.json")
@@ -92,6 +129,23 @@ def train_runs(study, out: str, log=print) -> dict:
         outcome = train(config, workdir)
         log(f"[standard_resumed] training {outcome}")
     return workdirs
+
+
+def unseen_occurrences(manifest: dict) -> str | None:
+    """A one-line summary of the injected documents that saw fewer occurrences than planned, or None."""
+    short = [
+        (name, d["repetitions"], d["exposures"])
+        for name, component in manifest["components"].items()
+        for d in component["documents"]
+        if d["exposures"] < d["repetitions"]
+    ]
+    if not short:
+        return None
+    listed = ", ".join(f"{name} {seen}/{planned}" for name, planned, seen in short[:6])
+    return (
+        f"{len(short)} injected documents saw fewer occurrences than planned ({listed}"
+        f"{', ...' if len(short) > 6 else ''}): train longer or lower spread_tokens"
+    )
 
 
 def probe_tokens(manifest: dict, tokenizer) -> list[tuple[int, np.ndarray]]:
@@ -186,7 +240,7 @@ def plot_heatmap(table: dict, title: str, path: str) -> None:
     repetitions = sorted(table)
     prefixes = sorted(next(iter(table.values())))
     values = np.array([[table[r][p] for p in prefixes] for r in repetitions])
-    fig, ax = plt.subplots(figsize=(1.3 * len(prefixes) + 2, 0.55 * len(repetitions) + 1.6))
+    fig, ax = plt.subplots(figsize=(max(1.3 * len(prefixes) + 2, 7.0), 0.55 * len(repetitions) + 1.6))
     image = ax.imshow(values, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
     for i in range(len(repetitions)):
         for j in range(len(prefixes)):
@@ -241,6 +295,8 @@ def markdown(report: dict) -> str:
         "",
     ]
     for name, run in report["runs"].items():
+        if run.get("unseen_occurrences"):
+            lines += [f"**Warning ({name}):** {run['unseen_occurrences']}; rows are PLANNED counts.", ""]
         for decoding in DECODINGS:
             table = run["means"][decoding]
             prefixes = sorted(next(iter(table["rouge_l"].values())), key=int)
@@ -293,13 +349,7 @@ def main(argv) -> None:
     start = time.time()
     try:
         configs = run_configs(study)
-        if min(study.prefix_lengths) < 1 or study.suffix_len < 1 or min(study.offsets) < 0:
-            raise ValueError("prefix_lengths and suffix_len must be >= 1 and offsets >= 0")
-        components = dict(study.run.data.pipeline.components)
-        if not any(c["kind"] == "probes" for c in components.values()) or not any(
-            c["kind"] == "canaries" for c in components.values()
-        ):
-            raise ValueError("run.data.pipeline.components needs a 'probes' and a 'canaries' component")
+        check_study(study)
         os.makedirs(out, exist_ok=True)
         workdirs = train_runs(study, out, log=lambda line: print(line, flush=True))
     except (ValueError, OSError, WorkdirLockedError) as error:
@@ -322,6 +372,12 @@ def main(argv) -> None:
         trained = load_workdir(workdirs[name])
         with open(os.path.join(workdirs[name], "probes.json")) as f:
             manifest = json.load(f)
+        short = unseen_occurrences(manifest)
+        if short:
+            print(
+                f"warning: [{name}] {short}; the tables and heatmaps label rows by the PLANNED counts",
+                flush=True,
+            )
         records = score_probes(
             trained.model, trained.tokenizer, probe_tokens(manifest, trained.tokenizer), study, progress
         )
@@ -335,6 +391,7 @@ def main(argv) -> None:
                 for decoding in DECODINGS
             },
             "canaries": canary_scores(trained.model, trained.tokenizer, manifest, study),
+            "unseen_occurrences": short,
         }
         for decoding in DECODINGS:
             plot_heatmap(

@@ -92,6 +92,39 @@ def test_heatmap_is_written(tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(suffix_len=0), "suffix_len=0 must be >= 1"),
+        (dict(num_candidates=0), "num_candidates=0 must be >= 1"),
+        (dict(top_p=1.5), "top_p=1.5 must be in"),
+        (dict(suffix_len=5000), "shortest probe has"),
+    ],
+)
+def test_bad_study_settings_are_refused_before_training(study, change, message):
+    bad = copy.deepcopy(study)
+    for key, value in change.items():
+        bad[key] = value
+    with pytest.raises(ValueError, match=message):
+        study_lib.check_study(bad)
+    study_lib.check_study(study)  # the shipped config passes
+
+
+def test_unseen_occurrences_name_the_short_documents():
+    manifest = {
+        "components": {
+            "probes": {
+                "documents": [{"repetitions": 4, "exposures": 4}, {"repetitions": 128, "exposures": 37}]
+            },
+            "canaries": {"documents": [{"repetitions": 0, "exposures": 0}]},
+        }
+    }
+    line = study_lib.unseen_occurrences(manifest)
+    assert line.startswith("1 injected documents saw fewer occurrences than planned (probes 37/128)")
+    manifest["components"]["probes"]["documents"][1]["exposures"] = 128
+    assert study_lib.unseen_occurrences(manifest) is None
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -141,7 +174,10 @@ def test_the_command_trains_preempts_resumes_and_scores(tmp_path):
         assert all(0.0 <= c["exposure"] <= 3.0 for c in run["canaries"])  # log2(8) = 3 bits at most
         for decoding in ("greedy", "nucleus"):
             assert (out / f"heatmap_{name}_{decoding}.png").read_bytes()[:4] == b"\x89PNG"
-    assert "Resume check" in (out / "memorization.md").read_text()
+    summary = (out / "memorization.md").read_text()
+    assert "Resume check" in summary
+    # 24 steps do not reach every planned occurrence: said on stdout and in the summary.
+    assert "saw fewer occurrences than planned" in proc.stdout and "**Warning (standard):**" in summary
 
 
 @pytest.fixture(scope="module")
