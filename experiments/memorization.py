@@ -77,17 +77,23 @@ def check_study(study) -> None:
     kinds = [c["kind"] for c in components.values()]
     if "probes" not in kinds or "canaries" not in kinds:
         raise ValueError("run.data.pipeline.components needs a 'probes' and a 'canaries' component")
-    need = max(study.offsets) + max(study.prefix_lengths) + study.suffix_len
     tokenizer = load_run_tokenizer(study.run.data)
     for name, spec in components.items():
-        if spec["kind"] != "probes":
-            continue
-        shortest = min(len(tokenizer.encode_document(t)) - 1 for t in injection.select(spec).texts)
-        if shortest < need:
-            raise ValueError(
-                f"component {name!r}: its shortest probe has {shortest} tokens, fewer than max(offsets) + "
-                f"max(prefix_lengths) + suffix_len = {need}; lower offsets, prefix_lengths or suffix_len"
-            )
+        if spec["kind"] == "probes":
+            lengths = [len(tokenizer.encode_document(t)) - 1 for t in injection.select(spec).texts]
+            check_probe_lengths(lengths, study, f"component {name!r}")
+
+
+def check_probe_lengths(lengths, study, where: str) -> None:
+    """Raises ValueError unless every probe (`lengths`: tokens with BoD, without EoD) holds the longest
+    prompt and its suffix: max(offsets) + max(prefix_lengths) + suffix_len tokens."""
+    need = max(study.offsets) + max(study.prefix_lengths) + study.suffix_len
+    if min(lengths) < need:
+        raise ValueError(
+            f"{where}: its shortest probe has {min(lengths)} tokens, shorter than offset + prefix + suffix = "
+            f"max(offsets) + max(prefix_lengths) + suffix_len = {need}; lower offsets, prefix_lengths or "
+            "suffix_len"
+        )
 
 
 def _preempt_after_first_checkpoint(workdir: str, stop: threading.Event) -> None:
@@ -159,13 +165,7 @@ def score_probes(model, tokenizer, probes, study, progress) -> list[dict]:
     from apertus_jax.eval.memorization import exact_match_length, lccs_length, rouge_l, type_token_ratio
     from apertus_jax.models.generate import generate
 
-    need = max(study.offsets) + max(study.prefix_lengths) + study.suffix_len
-    short = [len(tokens) for _, tokens in probes if len(tokens) < need]
-    if short:
-        raise ValueError(
-            f"probes of {min(short)} tokens are shorter than offset + prefix + suffix = {need}; "
-            "lower offsets, prefix_lengths or suffix_len"
-        )
+    check_probe_lengths([len(tokens) for _, tokens in probes], study, "probes")
     records = []
     for offset in study.offsets:
         for prefix_len in study.prefix_lengths:

@@ -113,19 +113,17 @@ def loss_grads_and_sums(
         mb_grads, mb_sums = grad_fn(params, mb)
         return (jax.tree.map(jnp.add, grad_sum, mb_grads), jax.tree.map(jnp.add, sums, mb_sums)), None
 
-    denom_of = lambda sums: jnp.maximum(sums["count"], 1.0)
     if num_microbatches == 1:
         # No accumulator: a zero-filled gradient tree plus one add is two passes over every parameter.
-        grads, sums = grad_fn(params, batch)
-        grads = jax.tree.map(lambda g: g.astype(jnp.float32), grads)
-        sums = jax.tree.map(lambda s: s.astype(jnp.float32), sums)
-        return jax.tree.map(lambda g: g / denom_of(sums), grads), sums
-    microbatches = split_microbatches(batch, num_microbatches)
-    zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
-    _, sums_shape = jax.eval_shape(sums_fn, params, jax.tree.map(lambda x: x[0], microbatches))
-    init = (zeros, jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), sums_shape))
-    (grad_sum, sums), _ = jax.lax.scan(accumulate, init, microbatches)
-    return jax.tree.map(lambda g: g / denom_of(sums), grad_sum), sums
+        grad_sum, sums = jax.tree.map(lambda x: x.astype(jnp.float32), grad_fn(params, batch))
+    else:
+        microbatches = split_microbatches(batch, num_microbatches)
+        zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
+        _, sums_shape = jax.eval_shape(sums_fn, params, jax.tree.map(lambda x: x[0], microbatches))
+        init = (zeros, jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), sums_shape))
+        (grad_sum, sums), _ = jax.lax.scan(accumulate, init, microbatches)
+    denom = jnp.maximum(sums["count"], 1.0)
+    return jax.tree.map(lambda g: g / denom, grad_sum), sums
 
 
 def loss_and_grads(apply_fn: ApplyFn, params, batch: Batch, num_microbatches: int, **kwargs):
