@@ -1,6 +1,6 @@
 """Ours vs MaxText and HF transformers on bench-18m, alternating in one invocation, with ratios.
 
-    python -m benchmarks.compare [--rounds 2 --steps 15 --peers_cache DIR]
+    python -m benchmarks.compare [--rounds 2 --steps 15 --peers_cache DIR --env KEY=VALUE ...]
 
 Each round runs, one after another and each in a fresh process: ours on bench-18m-apertus, the transformers
 `ApertusForCausalLM` peer, ours on bench-18m-llama, the MaxText `llama2` peer (`python -m benchmarks.peers
@@ -34,8 +34,10 @@ RUNNERS = (
 RATIOS = (("ours-apertus", "transformers"), ("ours-llama", "maxtext"))
 
 
-def run_ours(preset: str, steps: int, peak_gflops: float, extra_args: list[str]) -> float:
-    """tokens/s of `python -m benchmarks.train_step` in a fresh process.
+def run_ours(
+    preset: str, steps: int, peak_gflops: float, extra_args: list[str], env: dict[str, str] | None = None
+) -> float:
+    """tokens/s of `python -m benchmarks.train_step` in a fresh process (`env` added to its environment).
 
     Raises:
       RuntimeError: the subprocess failed (its stderr tail is in the message).
@@ -50,26 +52,62 @@ def run_ours(preset: str, steps: int, peak_gflops: float, extra_args: list[str])
         "--json",
         *extra_args,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, cwd=REPO_ROOT, env={**os.environ, **(env or {})}
+    )
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])["tokens_per_s"]
 
 
-def run_peer(peer: str, steps: int, cache: str) -> float:
-    """tokens/s printed by `python -m benchmarks.peers PEER` ("PEER tokens_per_s=N ...") in a fresh process.
+def run_peer(
+    peer: str,
+    steps: int,
+    cache: str,
+    extra_args: tuple[str, ...] | list[str] = (),
+    env: dict[str, str] | None = None,
+) -> float:
+    """tokens/s printed by `python -m benchmarks.peers PEER` ("PEER tokens_per_s=N ...") in a fresh process,
+    with `extra_args` appended to its command line and `env` added to its environment.
 
     Raises:
       RuntimeError: the peer failed or printed no throughput.
     """
-    cmd = [sys.executable, "-m", "benchmarks.peers", peer, f"--steps={steps}", f"--cache={cache}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.peers",
+        peer,
+        f"--steps={steps}",
+        f"--cache={cache}",
+        *extra_args,
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, cwd=REPO_ROOT, env={**os.environ, **(env or {})}
+    )
     match = re.search(r"tokens_per_s=([0-9.]+)", proc.stdout)
     if proc.returncode or not match:
         raise RuntimeError(
             f"{' '.join(cmd)} failed (rc {proc.returncode}): {proc.stdout[-500:]} {proc.stderr[-1500:]}"
         )
     return float(match.group(1))
+
+
+def parse_env(assignments: list[str]) -> dict[str, str]:
+    """`["KEY=VALUE", ...]` -> dict; the environment every runner of an invocation gets (ours and the peers).
+
+    Raises:
+      ValueError: an item without "=" or with an empty key.
+    """
+    env = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(
+                f"--env {item!r} is not KEY=VALUE (e.g. --env GLIBC_TUNABLES=glibc.malloc.hugetlb=1)"
+            )
+        env[key] = value
+    return env
 
 
 def format_table(results: dict[str, list[float]], peak_gflops: float) -> str:
@@ -103,19 +141,29 @@ def main(argv=None) -> None:
     parser.add_argument("--peers_cache", default=peers_run.default_cache(), help="the peers' venvs")
     parser.add_argument("--only", default="", help="comma-separated runner names (default: all four)")
     parser.add_argument("--ours_args", default="", help="extra arguments for benchmarks.train_step")
+    parser.add_argument(
+        "--env", action="append", default=[], help="KEY=VALUE for every runner's environment (repeatable)"
+    )
     args = parser.parse_args(argv)
+    try:
+        env = parse_env(args.env)
+    except ValueError as err:
+        parser.error(str(err))
     selected = set(args.only.split(",")) if args.only else {name for name, _ in RUNNERS}
     peak_gflops = peak.matmul_gflops("float32")
-    print(f"float32 matmul peak: {peak_gflops:.1f} GFLOP/s", flush=True)
+    print(
+        f"float32 matmul peak: {peak_gflops:.1f} GFLOP/s; runner environment: {env or 'as inherited'}",
+        flush=True,
+    )
     results: dict[str, list[float]] = {}
     for round_index in range(args.rounds):
         for name, spec in RUNNERS:
             if name not in selected:
                 continue
             if name.startswith("ours"):
-                value = run_ours(spec, args.steps, peak_gflops, args.ours_args.split())
+                value = run_ours(spec, args.steps, peak_gflops, args.ours_args.split(), env)
             else:
-                value = run_peer(spec, args.steps, args.peers_cache)
+                value = run_peer(spec, args.steps, args.peers_cache, env=env)
             results.setdefault(name, []).append(value)
             print(f"round {round_index + 1} {name}: {value:.0f} tokens/s", flush=True)
     print(format_table(results, peak_gflops))

@@ -1,7 +1,7 @@
 """Steady-state train-step throughput (tokens/s) and MFU of a model preset, with the trainer's real step.
 
     python -m benchmarks.train_step --config=bench-18m-apertus [--steps 15 --warmup 3 --batch 4 --seq 256
-        --dtype float32 --optimizer adamw --peak_gflops 0 --json]
+        --dtype float32 --optimizer adamw --peak_gflops 0 --vocab_size 0 --json]
 
 The step is exactly what the training loop runs: `apertus_jax.train.assemble.Run.train_step` (parameters +
 optimizer state sharded by the model's logical-axis rules over the local devices, loss, gradient, global-norm
@@ -152,8 +152,14 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--peak_gflops", type=float, default=0.0, help="0: measure the float32 matmul peak now"
     )
+    parser.add_argument(
+        "--vocab_size", type=int, default=0, help="0: the preset's; else this vocabulary (same body)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of text")
     args = parser.parse_args(argv)
+    if args.vocab_size < 0:
+        parser.error(f"--vocab_size={args.vocab_size} must be >= 0 (0 keeps the preset's vocabulary)")
+    overrides = {"vocab_size": args.vocab_size} if args.vocab_size else {}
     try:
         result = measure(
             args.config,
@@ -164,6 +170,7 @@ def main(argv=None) -> None:
             args.dtype,
             args.optimizer,
             args.peak_gflops,
+            **overrides,
         )
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err

@@ -167,9 +167,10 @@ def transformers_usable(python: str) -> bool:
     return subprocess.run([python, "-c", check], capture_output=True).returncode == 0
 
 
-def run_transformers(cache: str, steps: int, warmup: int) -> str:
+def run_transformers(cache: str, steps: int, warmup: int, vocab: int = BENCH_18M["vocab"]) -> str:
     """Runs `transformers_step.py` with this interpreter if it has torch + transformers (the `hf` extra),
-    else in a cached venv; returns its `transformers tokens_per_s=N (median of K steps)` line.
+    else in a cached venv; returns its `transformers tokens_per_s=N (median of K steps)` line. `vocab`
+    replaces bench-18m's vocabulary (the body is unchanged).
 
     Raises:
       RuntimeError: the install or the run failed, or it printed no throughput.
@@ -180,7 +181,7 @@ def run_transformers(cache: str, steps: int, warmup: int) -> str:
     s = BENCH_18M
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "transformers_step.py")
     shape = dict(
-        vocab=s["vocab"],
+        vocab=vocab,
         d_model=s["d_model"],
         layers=s["layers"],
         heads=s["heads"],

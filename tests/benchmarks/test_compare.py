@@ -39,3 +39,17 @@ def test_peer_runners_are_peers_of_benchmarks_peers():
 def test_run_peer_reports_a_failing_peer(tmp_path):
     with pytest.raises(RuntimeError, match=r"benchmarks\.peers nosuchpeer .*failed \(rc 2\)"):
         compare.run_peer("nosuchpeer", steps=1, cache=str(tmp_path))
+
+
+def test_parse_env_gives_every_runner_the_same_assignments():
+    env = compare.parse_env(["GLIBC_TUNABLES=glibc.malloc.hugetlb=1", "EMPTY="])
+    assert env == {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1", "EMPTY": ""}
+    for bad in ("NOEQUALS", "=value"):
+        with pytest.raises(ValueError, match="is not KEY=VALUE"):
+            compare.parse_env([bad])
+
+
+def test_run_ours_passes_the_environment(tmp_path):
+    # An unparseable XLA flag in the runner's environment must reach it and fail it.
+    with pytest.raises(RuntimeError, match="benchmarks.train_step"):
+        compare.run_ours("bench-18m-apertus", 1, 1.0, [], env={"XLA_FLAGS": "--no_such_flag_anywhere"})
