@@ -11,13 +11,16 @@ token ids are random because the step's cost does not depend on their values.
 
 Throughput is the median over `--steps` timed steps after `--warmup` untimed ones (the first compiles).
 `cpu_ms` (process CPU time per step, all threads) is printed too: on a shared, oversubscribed machine it
-tracks the work done by the step far more stably than the wall time does.
+tracks the work done by the step far more stably than the wall time does. `sys_ms` is its kernel part and
+`minor_faults` the page faults per step: XLA:CPU's temporaries are faulted in afresh at every step with 4 KiB
+pages unless the C library backs them with huge pages (BENCHMARKS.md, "Page faults").
 MFU = tokens/s x training FLOPs per token (`apertus_jax.models.flops`, docs/recipe.md section 10) / peak, where the
 peak is the float32 matmul peak measured now by `benchmarks.peak` (or `--peak_gflops`).
 """
 
 import argparse
 import json
+import resource
 import statistics
 import time
 
@@ -102,17 +105,21 @@ def measure(
     )
     params, opt_state = state["params"], state["opt_state"]
     compile_start = time.perf_counter()
-    times, cpu_times = [], []
+    times, cpu_times, sys_times, faults = [], [], [], []
     for i in range(warmup + steps):
         start, cpu_start = time.perf_counter(), time.process_time()
+        usage_start = resource.getrusage(resource.RUSAGE_SELF)
         params, opt_state, metrics = step(params, opt_state, device_batch)
         jax.block_until_ready((params, opt_state, metrics))
         elapsed = time.perf_counter() - start
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         if i == 0:
             compile_s = time.perf_counter() - compile_start
         if i >= warmup:
             times.append(elapsed)
             cpu_times.append(time.process_time() - cpu_start)
+            sys_times.append(usage.ru_stime - usage_start.ru_stime)
+            faults.append(usage.ru_minflt - usage_start.ru_minflt)
     step_s = statistics.median(times)
     tokens_per_s = batch * seq / step_s
     flops_per_token = flops.train_flops_per_token(model_config, seq)
@@ -128,6 +135,8 @@ def measure(
         "step_ms": 1e3 * step_s,
         "step_ms_min": 1e3 * min(times),
         "cpu_ms": 1e3 * statistics.median(cpu_times),
+        "sys_ms": 1e3 * statistics.median(sys_times),
+        "minor_faults": statistics.median(faults),
         "steps": steps,
         "first_step_s": compile_s,
         "train_flops_per_token": flops_per_token,
@@ -180,7 +189,8 @@ def main(argv=None) -> None:
     print(
         f"ours {result['config']} {result['dtype']} {result['optimizer']} B={args.batch} T={args.seq}: "
         f"tokens_per_s={result['tokens_per_s']:.0f} step_ms={result['step_ms']:.1f} "
-        f"(median of {args.steps}) cpu_ms={result['cpu_ms']:.1f} achieved={result['achieved_gflops']:.1f} GFLOP/s "
+        f"(median of {args.steps}) cpu_ms={result['cpu_ms']:.1f} sys_ms={result['sys_ms']:.1f} "
+        f"minor_faults={result['minor_faults']:.0f} achieved={result['achieved_gflops']:.1f} GFLOP/s "
         f"peak={result['peak_gflops']:.1f} GFLOP/s mfu={100 * result['mfu']:.1f}% "
         f"first_step={result['first_step_s']:.1f}s loss={result['loss']:.3f}"
     )
