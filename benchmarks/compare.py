@@ -145,6 +145,11 @@ def main(argv=None) -> None:
         "--env", action="append", default=[], help="KEY=VALUE for every runner's environment (repeatable)"
     )
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.steps < 1:
+        parser.error(f"--rounds={args.rounds} and --steps={args.steps} must both be >= 1")
+    unknown = set(args.only.split(",")) - {name for name, _ in RUNNERS} if args.only else set()
+    if unknown:
+        parser.error(f"--only: unknown runner(s) {sorted(unknown)}; choose from {[n for n, _ in RUNNERS]}")
     try:
         env = parse_env(args.env)
     except ValueError as err:

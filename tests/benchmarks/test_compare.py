@@ -53,3 +53,13 @@ def test_run_ours_passes_the_environment(tmp_path):
     # An unparseable XLA flag in the runner's environment must reach it and fail it.
     with pytest.raises(RuntimeError, match="benchmarks.train_step"):
         compare.run_ours("bench-18m-apertus", 1, 1.0, [], env={"XLA_FLAGS": "--no_such_flag_anywhere"})
+
+
+@pytest.mark.parametrize(
+    "args", (["--rounds=0"], ["--steps=0"], ["--only=ours-apertus,nosuch"], ["--env==x"])
+)
+def test_usage_errors_exit_2_before_anything_runs(args, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        compare.main(args)
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err
