@@ -12,8 +12,9 @@ token ids are random because the step's cost does not depend on their values.
 Throughput is the median over `--steps` timed steps after `--warmup` untimed ones (the first compiles).
 `cpu_ms` (process CPU time per step, all threads) is printed too: on a shared, oversubscribed machine it
 tracks the work done by the step far more stably than the wall time does. `sys_ms` is its kernel part and
-`minor_faults` the page faults per step: XLA:CPU's temporaries are faulted in afresh at every step with 4 KiB
-pages unless the C library backs them with huge pages (BENCHMARKS.md, "Page faults").
+`minor_faults` the page faults per step, `temp_mib` the compiled step's temporaries
+(`memory_analysis().temp_size_in_bytes`): XLA:CPU faults them in afresh at every step, 4 KiB at a time,
+unless the C library backs them with huge pages (BENCHMARKS.md, "Page faults").
 MFU = tokens/s x training FLOPs per token (`apertus_jax.models.flops`, docs/recipe.md section 10) / peak, where the
 peak is the float32 matmul peak measured now by `benchmarks.peak` (or `--peak_gflops`).
 """
@@ -28,7 +29,7 @@ import jax
 import numpy as np
 
 from apertus_jax.models import flops
-from apertus_jax.models.presets import model_section
+from apertus_jax.models.presets import PRESET_NAMES, model_section
 from apertus_jax.train.assemble import Run, step_config
 from apertus_jax.train.sharding import batch_sharding
 from benchmarks import peak
@@ -120,6 +121,8 @@ def measure(
             cpu_times.append(time.process_time() - cpu_start)
             sys_times.append(usage.ru_stime - usage_start.ru_stime)
             faults.append(usage.ru_minflt - usage_start.ru_minflt)
+    # After the timed steps, so that the first step's time still includes the one compilation the loop sees.
+    temp_bytes = step.lower(params, opt_state, device_batch).compile().memory_analysis().temp_size_in_bytes
     step_s = statistics.median(times)
     tokens_per_s = batch * seq / step_s
     flops_per_token = flops.train_flops_per_token(model_config, seq)
@@ -137,6 +140,7 @@ def measure(
         "cpu_ms": 1e3 * statistics.median(cpu_times),
         "sys_ms": 1e3 * statistics.median(sys_times),
         "minor_faults": statistics.median(faults),
+        "temp_mib": temp_bytes / 2**20,
         "steps": steps,
         "first_step_s": compile_s,
         "train_flops_per_token": flops_per_token,
@@ -168,6 +172,12 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.vocab_size < 0:
         parser.error(f"--vocab_size={args.vocab_size} must be >= 0 (0 keeps the preset's vocabulary)")
+    if args.steps < 1 or args.warmup < 1:
+        parser.error(
+            f"--steps={args.steps} and --warmup={args.warmup} must both be >= 1 (the first step compiles)"
+        )
+    if args.config not in PRESET_NAMES:
+        parser.error(f"--config={args.config!r} is not a model preset; choose from {', '.join(PRESET_NAMES)}")
     overrides = {"vocab_size": args.vocab_size} if args.vocab_size else {}
     try:
         result = measure(
@@ -190,7 +200,7 @@ def main(argv=None) -> None:
         f"ours {result['config']} {result['dtype']} {result['optimizer']} B={args.batch} T={args.seq}: "
         f"tokens_per_s={result['tokens_per_s']:.0f} step_ms={result['step_ms']:.1f} "
         f"(median of {args.steps}) cpu_ms={result['cpu_ms']:.1f} sys_ms={result['sys_ms']:.1f} "
-        f"minor_faults={result['minor_faults']:.0f} achieved={result['achieved_gflops']:.1f} GFLOP/s "
+        f"minor_faults/step={result['minor_faults']:.0f} temporaries={result['temp_mib']:.0f}MiB achieved={result['achieved_gflops']:.1f} GFLOP/s "
         f"peak={result['peak_gflops']:.1f} GFLOP/s mfu={100 * result['mfu']:.1f}% "
         f"first_step={result['first_step_s']:.1f}s loss={result['loss']:.3f}"
     )

@@ -21,8 +21,11 @@ def main(argv=None) -> None:
     if args.steps < 1 or args.maxtext_warmup < 1 or args.transformers_warmup < 1:
         print("error: --steps, --maxtext_warmup and --transformers_warmup must be >= 1", file=sys.stderr)
         sys.exit(2)
-    if args.vocab < 1 or (args.vocab != run.BENCH_18M["vocab"] and args.peer != "transformers"):
-        print("error: --vocab must be >= 1 and is only for the transformers peer", file=sys.stderr)
+    if args.vocab < 1:
+        print(f"error: --vocab={args.vocab} must be >= 1", file=sys.stderr)
+        sys.exit(2)
+    if args.vocab != run.BENCH_18M["vocab"] and args.peer != "transformers":
+        print(f"error: --vocab is for the transformers peer only, not {args.peer!r}", file=sys.stderr)
         sys.exit(2)
     peers = run.PEERS if args.peer == "all" else (args.peer,)
     try:

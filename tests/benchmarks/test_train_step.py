@@ -14,10 +14,20 @@ def test_vocab_override_measures_the_same_body_at_that_vocabulary():
     small = get_config("bench-18m-apertus", vocab_size=512)
     assert result["train_flops_per_token"] == flops.train_flops_per_token(small, 32)
     assert result["train_flops_per_token"] < flops.train_flops_per_token(get_config("bench-18m-apertus"), 32)
+    assert result["temp_mib"] > 0 and result["minor_faults"] >= 0
 
 
-def test_negative_vocab_exits_2(capsys):
+@pytest.mark.parametrize(
+    "args, message",
+    (
+        (["--vocab_size=-1"], "--vocab_size=-1 must be >= 0"),
+        (["--steps=0"], "--steps=0 and --warmup=3 must both be >= 1"),
+        (["--warmup=0"], "--steps=15 and --warmup=0 must both be >= 1"),
+        (["--config=nope"], "--config='nope' is not a model preset"),
+    ),
+)
+def test_usage_errors_exit_2(args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        train_step.main(["--vocab_size=-1"])
+        train_step.main(args)
     assert exit_info.value.code == 2
-    assert "--vocab_size=-1 must be >= 0" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
