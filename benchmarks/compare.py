@@ -147,14 +147,16 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.steps < 1:
         parser.error(f"--rounds={args.rounds} and --steps={args.steps} must both be >= 1")
-    unknown = set(args.only.split(",")) - {name for name, _ in RUNNERS} if args.only else set()
-    if unknown:
-        parser.error(f"--only: unknown runner(s) {sorted(unknown)}; choose from {[n for n, _ in RUNNERS]}")
+    names = {name for name, _ in RUNNERS}
+    selected = set(args.only.split(",")) if args.only else names
+    if selected - names:
+        parser.error(
+            f"--only: unknown runner(s) {sorted(selected - names)}; choose from {[n for n, _ in RUNNERS]}"
+        )
     try:
         env = parse_env(args.env)
     except ValueError as err:
         parser.error(str(err))
-    selected = set(args.only.split(",")) if args.only else {name for name, _ in RUNNERS}
     peak_gflops = peak.matmul_gflops("float32")
     print(
         f"float32 matmul peak: {peak_gflops:.1f} GFLOP/s; runner environment: {env or 'as inherited'}",
