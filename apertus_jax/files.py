@@ -1,0 +1,67 @@
+"""Atomic file writes: a reader sees the old file or the whole new one, never a part.
+
+Every file the package writes for later reading (configs, manifests, metrics rewrites, plots, caches,
+checkpointed records) goes through `atomic_path`: the content is written to a temporary file in the target's
+own directory (same file system, so the final `os.replace` is atomic on POSIX) and renamed over the target only
+when the writer finished without an exception; on an exception the temporary file is removed and the target is
+untouched. Files get the permissions a plain `open()` would give (0666 minus the umask), not the 0600 of
+`tempfile`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[str]:
+    """Yields a temporary path to write; on success it replaces `path` (parent directories are created).
+
+    The temporary name keeps the target's extension (matplotlib and others pick the format from it).
+
+    Raises:
+      OSError: the directory cannot be created or written (nothing is left behind).
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    base, extension = os.path.splitext(os.path.basename(path))
+    handle, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".tmp{extension}", dir=directory)
+    os.close(handle)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Writes `data` to `path` atomically."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Writes `text` (UTF-8) to `path` atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def write_json(path: str | os.PathLike, obj: Any, **dump_kwargs) -> None:
+    """Writes `json.dumps(obj, **dump_kwargs)` to `path` atomically (`dump_kwargs` as for `json.dump`)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, **dump_kwargs)

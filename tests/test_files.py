@@ -1,0 +1,41 @@
+"""apertus_jax.files: atomic writes leave the old file or the whole new one, with umask permissions."""
+
+import json
+import os
+import stat
+
+import pytest
+
+from apertus_jax import files
+
+
+def test_write_json_text_and_bytes_replace_the_target(tmp_path):
+    path = tmp_path / "sub" / "record.json"
+    files.write_json(path, {"a": 1}, indent=1)
+    assert json.loads(path.read_text()) == {"a": 1}
+    files.write_text(path, "new")
+    assert path.read_text() == "new"
+    files.write_bytes(tmp_path / "b.bin", b"\x00\x01")
+    assert (tmp_path / "b.bin").read_bytes() == b"\x00\x01"
+    assert sorted(os.listdir(tmp_path / "sub")) == ["record.json"]  # no temporary file left
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "record.json"
+    path.write_text("old")
+    with pytest.raises(TypeError):
+        files.write_json(path, {"not serializable": object()})
+    assert path.read_text() == "old"
+    assert os.listdir(tmp_path) == ["record.json"]
+
+
+def test_atomic_path_keeps_the_extension_and_gives_umask_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with files.atomic_path(tmp_path / "plot.png") as tmp:
+            assert tmp.endswith(".png") and os.path.dirname(tmp) == str(tmp_path)
+            with open(tmp, "wb") as f:
+                f.write(b"png")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "plot.png").st_mode) == 0o644
