@@ -32,12 +32,13 @@ setup(
     packages=find_packages(include=["apertus_jax*", "experiments*", "configs*", "benchmarks*"]),
     package_data={"apertus_jax": ["data/assets/*", "data/assets/**/*", "prep/assets/*"]},
     include_package_data=True,
-    entry_points={"console_scripts": ["apertus-lm-eval=apertus_jax.eval.lm_eval_cli:main"]},
+    entry_points={"console_scripts": ["apertus-lm-eval=apertus_jax.jobs.lm_eval_cli:main"]},
     install_requires=CORE,
     extras_require={
         # nbclient/nbformat/ipykernel: tests/test_notebooks.py executes notebooks/ headless.
         "dev": [
             "pytest>=8",
+            "pytest-xdist==3.8.0",
             "hypothesis>=6.100",
             "ruff==0.17.6",
             "fast-robotstxt==1.1.0",
@@ -48,7 +49,7 @@ setup(
         # Torch-based parity tests against transformers' ApertusForCausalLM (CPU torch from disk/PyPI).
         # (accelerate: lm-eval's `--model hf`, the reference of the lm-eval adapter tests.)
         "hf": ["torch==2.13.0", "transformers>=5.0", "accelerate==1.15.0"],
-        # EleutherAI lm-evaluation-harness on our checkpoints (apertus_jax.eval.lm_eval_adapter, docs/lm_eval.md).
+        # EleutherAI lm-evaluation-harness on our checkpoints (apertus_jax.jobs.lm_eval, docs/lm_eval.md).
         "eval": ["lm-eval==0.4.13", "pyyaml>=6.0"],
         # Optional Weights & Biases metrics (--config.metrics.wandb_project=...).
         "wandb": ["wandb==0.31.0"],

@@ -11,6 +11,7 @@ untouched. Files get the permissions a plain `open()` would give (0666 minus the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -65,3 +66,12 @@ def write_json(path: str | os.PathLike, obj: Any, **dump_kwargs) -> None:
     """Writes `json.dumps(obj, **dump_kwargs)` to `path` atomically (`dump_kwargs` as for `json.dump`)."""
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump(obj, f, **dump_kwargs)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -13,15 +13,22 @@ Exit status 1 with one line naming the failed check; 0 prints "PASS ...". `--dry
 `jax_nn` implementation at seq 256.
 """
 
-import argparse
 import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
 
 from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.models.attention import dot_product_attention
+from experiments import cli
+
+_IMPL = flags.DEFINE_enum(
+    "impl", "cudnn", ["cudnn", "jax_nn", "splash"], "the fused kernel checked against XLA"
+)
+_SEQ = flags.DEFINE_integer("seq", 2048, "tokens per row")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "jax_nn at seq 256 (any backend)")
 
 
 def packed_segment_ids(rows: int, seq: int) -> np.ndarray:
@@ -80,13 +87,9 @@ def check(impl: str, seq: int, heads: int = 8, kv_heads: int = 2, head_dim: int 
     return f"PASS {impl} vs xla: seq {seq}, {rows} rows, up to {n_docs} documents per row, bf16 on {jax.devices()[0].device_kind}"
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--impl", default="cudnn", choices=("cudnn", "jax_nn", "splash"))
-    parser.add_argument("--seq", type=int, default=2048)
-    parser.add_argument("--dry_run", action="store_true", help="jax_nn at seq 256 (any backend)")
-    args = parser.parse_args(argv)
-    impl, seq = ("jax_nn", 256) if args.dry_run else (args.impl, args.seq)
+def main(argv) -> None:
+    del argv
+    impl, seq = ("jax_nn", 256) if _DRY_RUN.value else (_IMPL.value, _SEQ.value)
     try:
         print(check(impl, seq))
     except AssertionError as err:
@@ -95,4 +98,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

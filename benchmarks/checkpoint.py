@@ -14,7 +14,6 @@ Restores read files the save just wrote, so they are mostly served from the OS p
 on a cold read.
 """
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -22,9 +21,18 @@ import time
 
 import grain
 import jax
+from absl import flags
 
 from apertus_jax.train.checkpoint import Checkpointer, param_shapes
-from benchmarks.train_step import build
+from benchmarks.step import build
+from experiments import cli
+
+_CONFIG = flags.DEFINE_string("config", "bench-18m-apertus", "model preset (apertus_jax.models.presets)")
+_OPTIMIZER = flags.DEFINE_enum(
+    "optimizer", "ademamix", ["ademamix", "adamw"], "optimizer (its state is saved)"
+)
+_DIR = flags.DEFINE_string("dir", None, "parent directory of the temporary checkpoints")
+_REPEATS = flags.DEFINE_integer("repeats", 3, "repetitions; medians are reported")
 
 
 def state_bytes(state) -> int:
@@ -96,16 +104,11 @@ def _copy(state):
     return jax.tree.map(lambda x: x.copy(), (state["params"], state["opt_state"]))
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="bench-18m-apertus")
-    parser.add_argument("--optimizer", default="ademamix", choices=("ademamix", "adamw"))
-    parser.add_argument("--dir", default=None, help="parent directory of the temporary checkpoints")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args(argv)
-    r = measure(args.config, args.optimizer, args.dir, args.repeats)
+def main(argv) -> None:
+    del argv
+    r = measure(_CONFIG.value, _OPTIMIZER.value, _DIR.value, _REPEATS.value)
     print(
-        f"checkpoint {r['config']} {r['optimizer']} state={r['state_gb']:.3f} GB (median of {args.repeats}): "
+        f"checkpoint {r['config']} {r['optimizer']} state={r['state_gb']:.3f} GB (median of {_REPEATS.value}): "
         f"sync save {r['sync_save']:.2f}s = {r['sync_save_gb_s']:.2f} GB/s; async save blocks "
         f"{1e3 * r['async_block']:.0f} ms, committed after {r['async_total']:.2f}s = "
         f"{r['async_total_gb_s']:.2f} GB/s; train step {1e3 * r['step_alone']:.0f} ms alone vs "
@@ -115,4 +118,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -13,7 +13,6 @@ because zero products share one table entry; docs/recipe.md section 3).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import platform
@@ -21,11 +20,21 @@ import tempfile
 import time
 
 import numpy as np
+from absl import flags
 
 from apertus_jax.data import goldfish, shards
+from apertus_jax.data.config import parse_pipeline
 from apertus_jax.data.demo_corpus import load_demo_documents
-from apertus_jax.data.pipeline import build_train_pipeline
+from apertus_jax.data.pipeline import TrainIterator
 from apertus_jax.tokenizers import load_tokenizer
+from experiments import cli
+
+_SEQ_LEN = flags.DEFINE_integer("seq_len", 4096, "tokens per row")
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", 8, "rows per batch")
+_BATCHES = flags.DEFINE_integer("batches", 60, "batches timed per vectorized pipeline")
+_REFERENCE_BATCHES = flags.DEFINE_integer(
+    "reference_batches", 3, "batches timed with the per-window reference"
+)
 
 
 def reference_goldfish(labels: np.ndarray, k: int, h: int) -> np.ndarray:
@@ -55,13 +64,8 @@ def timed(function, *args) -> tuple[float, float, object]:
     return time.perf_counter() - wall, time.process_time() - cpu, result
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seq_len", type=int, default=4096)
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--batches", type=int, default=60)
-    parser.add_argument("--reference_batches", type=int, default=3)
-    args = parser.parse_args(argv)
+def main(argv) -> None:
+    del argv
     tokenizer = load_tokenizer("tekken")
     goldfish.goldfish_table()  # load (and checksum) the table outside the timings
 
@@ -74,7 +78,15 @@ def main(argv: list[str] | None = None) -> None:
                 "components": {"demo": {"kind": "arrayrecord", "paths": [shard_set]}},
                 "goldfish": {"k": k, "h": 50, "hash": hash_name},
             }
-            return build_train_pipeline(config, tokenizer, args.seq_len, args.batch_size)
+            return TrainIterator(
+                parse_pipeline(config),
+                tokenizer,
+                seq_len=_SEQ_LEN.value,
+                batch_size=_BATCH_SIZE.value,
+                process_index=0,
+                process_count=1,
+                seed=0,
+            )
 
         def run(iterator, count, reference=False):
             batches = []
@@ -86,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
                 batches.append(batch)
             return batches
 
-        tokens_per_batch = args.seq_len * args.batch_size
+        tokens_per_batch = _SEQ_LEN.value * _BATCH_SIZE.value
         rows = []
         results = {}
         for name, k, hash_name, count, reference in [
@@ -94,16 +106,16 @@ def main(argv: list[str] | None = None) -> None:
                 "shards -> packing -> masks -> Goldfish apertus (vectorized)",
                 50,
                 "apertus",
-                args.batches,
+                _BATCHES.value,
                 False,
             ),
-            ("shards -> packing -> masks -> Goldfish mixed (vectorized)", 50, "mixed", args.batches, False),
-            ("shards -> packing -> masks, no Goldfish", 0, "apertus", args.batches, False),
+            ("shards -> packing -> masks -> Goldfish mixed (vectorized)", 50, "mixed", _BATCHES.value, False),
+            ("shards -> packing -> masks, no Goldfish", 0, "apertus", _BATCHES.value, False),
             (
                 "shards -> packing -> masks -> Goldfish apertus (per-window reference)",
                 0,
                 "apertus",
-                args.reference_batches,
+                _REFERENCE_BATCHES.value,
                 True,
             ),
         ]:
@@ -121,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         def drop_rate(hash_name):
             return goldfish.goldfish_drop_mask(labels, 50, 50, hash_name)[:, 49:].mean()
 
-        rates = {hash_name: drop_rate(hash_name) for hash_name in goldfish.HASHES}
+        rates = {hash_name: drop_rate(hash_name) for hash_name in goldfish.TOKEN_HASHES}
         zero_products = (goldfish._window_products(labels.astype(np.int64), 50) == 0).mean()
 
     reference_speed = rows[3][3]
@@ -131,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         f"demo corpus as ArrayRecord shards: {manifest['documents']:,} documents, {manifest['tokens']:,} "
-        f"tokens; seq_len {args.seq_len}, batch {args.batch_size} rows, single thread\n"
+        f"tokens; seq_len {_SEQ_LEN.value}, batch {_BATCH_SIZE.value} rows, single thread\n"
     )
     print("| pipeline | tokens | tokens/s (wall) | tokens/s per core (CPU time) | vs reference |")
     print("| --- | ---: | ---: | ---: | ---: |")
@@ -148,4 +160,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -11,7 +11,6 @@ the mean over `--bare_steps` steps (block_until_ready after each) of the two bar
 overhead in percent; the loop passes when it is <= 5%.
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -19,19 +18,25 @@ import tempfile
 import time
 
 import jax
+from absl import flags
 
+from apertus_jax.jobs.config import base_config, parse
 from apertus_jax.models.presets import model_section
 from apertus_jax.train import loop
 from apertus_jax.train.assemble import Run
-from apertus_jax.train.config import base_config
 from apertus_jax.train.sharding import batch_sharding
-from benchmarks.train_step import synthetic_batch
+from benchmarks.step import synthetic_batch
+from experiments import cli
+
+_STEPS = flags.DEFINE_integer("steps", 120, "loop steps (>= 101: the run includes the step-100 checkpoint)")
+_BARE_STEPS = flags.DEFINE_integer("bare_steps", 30, "timed steps of each bare run")
+_WORKDIR = flags.DEFINE_string("workdir", "", "the loop's run directory (default: a fresh temporary one)")
 
 ROWS, SEQ = 4, 256
 
 
 def loop_config(steps: int):
-    """bench-18m-apertus on the demo corpus through the full trainer config (AdEMAMix, WSD, Goldfish)."""
+    """bench-18m-apertus on the demo corpus through the full trainer config (AdEMAMix, WSD, Goldfish), typed."""
     config = base_config()
     config.model = model_section("bench-18m-apertus", max_seq_len=SEQ)
     config.data.demo_tokenizer_vocab = 1024
@@ -43,7 +48,7 @@ def loop_config(steps: int):
     config.optim.total_tokens = steps * ROWS * SEQ
     config.optim.clip_norm = 1.0
     config.checkpoint.every_steps = 100
-    return config
+    return parse(config).run
 
 
 def bare_step_seconds(config, steps: int) -> float:
@@ -66,27 +71,25 @@ def bare_step_seconds(config, steps: int) -> float:
 
 def loop_step_seconds(config, workdir: str) -> float:
     """Mean per-step interval of the loop after step 10 (from metrics.jsonl)."""
-    assert loop.train(config, workdir) == "done"
+    assert loop.train(Run(config), workdir) == "done"
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
         records = [json.loads(line) for line in f]
     return statistics.mean(ROWS * SEQ / r["tokens_per_s"] for r in records[10:])
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=120)
-    parser.add_argument("--bare_steps", type=int, default=30)
-    parser.add_argument("--workdir", default="", help="default: a fresh temporary directory")
-    args = parser.parse_args(argv)
-    if args.steps < 101:
-        raise SystemExit("error: --steps must be >= 101 so that the run includes the step-100 checkpoint")
-    config = loop_config(args.steps)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="loop_overhead_")
-    bare_before = bare_step_seconds(config, args.bare_steps)
+def main(argv) -> None:
+    del argv
+    if _STEPS.value < 101:
+        raise ValueError(
+            f"--steps={_STEPS.value} must be >= 101 so that the run includes the step-100 checkpoint"
+        )
+    config = loop_config(_STEPS.value)
+    workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="loop_overhead_")
+    bare_before = bare_step_seconds(config, _BARE_STEPS.value)
     print(f"bare step (before): {1e3 * bare_before:.1f} ms", flush=True)
     looped = loop_step_seconds(config, workdir)
-    print(f"loop step: {1e3 * looped:.1f} ms ({args.steps} steps, workdir {workdir})", flush=True)
-    bare_after = bare_step_seconds(config, args.bare_steps)
+    print(f"loop step: {1e3 * looped:.1f} ms ({_STEPS.value} steps, workdir {workdir})", flush=True)
+    bare_after = bare_step_seconds(config, _BARE_STEPS.value)
     bare = (bare_before + bare_after) / 2
     overhead = looped / bare - 1
     print(
@@ -96,4 +99,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -13,15 +13,24 @@ Every op event of the XLA CPU threads is attributed to one part of the model by 
 Shares are of the summed thread time (all cores), which a busy machine inflates less than wall time.
 """
 
-import argparse
 import collections
 import glob
 import re
 import tempfile
 
 import jax
+from absl import flags
 
-from benchmarks.train_step import build
+from benchmarks.step import build
+from experiments import cli
+
+_CONFIG = flags.DEFINE_string("config", "bench-18m-apertus", "model preset (apertus_jax.models.presets)")
+_STEPS = flags.DEFINE_integer("steps", 3, "traced steps")
+_TOP = flags.DEFINE_integer("top", 15, "ops listed")
+_BATCH = flags.DEFINE_integer("batch", 4, "rows per step")
+_SEQ = flags.DEFINE_integer("seq", 256, "tokens per row")
+_DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "compute dtype")
+_OPTIMIZER = flags.DEFINE_enum("optimizer", "adamw", ["adamw", "ademamix"], "optimizer")
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\S+) ")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
@@ -100,25 +109,19 @@ def profile(
     return dict(per_part), [(op, parts[op], ms) for op, ms in per_op.most_common()]
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="bench-18m-apertus")
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--top", type=int, default=15)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=256)
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    parser.add_argument("--optimizer", default="adamw", choices=("adamw", "ademamix"))
-    args = parser.parse_args(argv)
-    per_part, per_op = profile(args.config, args.steps, args.batch, args.seq, args.dtype, args.optimizer)
+def main(argv) -> None:
+    del argv
+    per_part, per_op = profile(
+        _CONFIG.value, _STEPS.value, _BATCH.value, _SEQ.value, _DTYPE.value, _OPTIMIZER.value
+    )
     total = sum(per_part.values())
-    print(f"{args.config} {args.dtype} {args.optimizer}: {total:.0f} ms of XLA thread time per step")
+    print(f"{_CONFIG.value} {_DTYPE.value} {_OPTIMIZER.value}: {total:.0f} ms of XLA thread time per step")
     for part, ms in sorted(per_part.items(), key=lambda kv: -kv[1]):
         print(f"  {part:<14} {ms:8.1f} ms  {100 * ms / total:5.1f}%")
-    print(f"top {args.top} ops:")
-    for op, part, ms in per_op[: args.top]:
+    print(f"top {_TOP.value} ops:")
+    for op, part, ms in per_op[: _TOP.value]:
         print(f"  {op:<40} {part:<14} {ms:8.1f} ms  {100 * ms / total:5.1f}%")
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

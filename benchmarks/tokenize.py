@@ -14,7 +14,6 @@ encode + write, reading excluded), tokens/s per worker from that timer, wall tim
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -23,7 +22,17 @@ import shutil
 import tempfile
 import time
 
+import tokenizers
+from absl import flags
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
 from apertus_jax.data.demo_corpus import load_demo_documents
+from experiments import cli
+
+_COPIES = flags.DEFINE_integer("copies", 2, "copies of the demo corpus's train split in the input")
+_TASKS = flags.DEFINE_integer("tasks", 4, "executor tasks of both runners")
+_VOCAB = flags.DEFINE_integer("vocab", 32000, "vocabulary of the BPE trained on the input")
+_ROUNDS = flags.DEFINE_integer("rounds", 2, "alternating rounds; the table shows the best")
 
 # One thread per worker in both runners (HF tokenizers' encode_batch would otherwise use every core in every
 # worker), so tokens/s per worker is one core's rate and 2 workers on 2 cores show the scaling.
@@ -46,9 +55,6 @@ def write_inputs(root: str, copies: int) -> int:
 
 
 def train_tokenizer(path: str, vocab: int) -> None:
-    import tokenizers
-    from tokenizers import decoders, models, pre_tokenizers, trainers
-
     tokenizer = tokenizers.Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -123,26 +129,21 @@ def run_datatrove(inputs: str, tokenizer: str, tasks: int, workers: int, work: s
     return {"tokens": tokens, "step_seconds": seconds, "wall_seconds": wall}
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--copies", type=int, default=2)
-    parser.add_argument("--tasks", type=int, default=4)
-    parser.add_argument("--vocab", type=int, default=32000)
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; the table shows the best")
-    args = parser.parse_args(argv)
+def main(argv) -> None:
+    del argv
     root = tempfile.mkdtemp(prefix="bench_tokenize_")
     try:
         inputs = os.path.join(root, "inputs")
-        documents = write_inputs(inputs, args.copies)
+        documents = write_inputs(inputs, _COPIES.value)
         tokenizer = os.path.join(root, "tokenizer.json")
-        train_tokenizer(tokenizer, args.vocab)
+        train_tokenizer(tokenizer, _VOCAB.value)
         best = {}
         runners = (("ours (ArrayRecord)", run_ours), ("datatrove DocumentTokenizer", run_datatrove))
-        for round_index in range(args.rounds):
+        for round_index in range(_ROUNDS.value):
             for workers in (1, 2):
                 for name, runner in runners:
                     work = os.path.join(root, f"{name.split()[0]}_{workers}")
-                    result = runner(inputs, tokenizer, args.tasks, workers, work)
+                    result = runner(inputs, tokenizer, _TASKS.value, workers, work)
                     shutil.rmtree(work, ignore_errors=True)
                     if (name, workers) not in best or result["step_seconds"] < best[name, workers][
                         "step_seconds"
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
             f"{platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} CPUs; {documents:,} documents, {args.tasks} tasks, BPE vocab {args.vocab:,}\n"
+            f"{os.cpu_count()} CPUs; {documents:,} documents, {_TASKS.value} tasks, BPE vocab {_VOCAB.value:,}\n"
         )
         print(
             "| runner | workers | tokens | step s (sum over tasks) | tokens/s per worker | wall s "
@@ -171,4 +172,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

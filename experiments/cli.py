@@ -1,24 +1,39 @@
-"""What every command-line job shares: one-line usage errors with exit status 2, and quiet library logs.
+"""The one entry point of every command-line job in `experiments/`: flags, logs, the XLA cache, errors.
 
-Rule for all jobs in `experiments/`: bad input (an unknown or malformed flag, a missing required flag, an
-unknown config key, a value the job cannot use) prints ONE line `error: ...` on stderr naming the problem
-and the fix, and exits with status 2 before anything is written. absl jobs start with `run_absl(main)`,
-argparse jobs build their parser with `ArgumentParser`.
+Every script defines its absl flags at module level, holds no library code (its work is a function of
+`apertus_jax.jobs` or of a library module) and ends with `cli.run(main)`. `run` gives every job the same
+behaviour:
 
-Quiet logs: absl prints every INFO record of every library. Two are noise on every run: jax's "Unable to
-initialize backend 'tpu'" on machines without a TPU, and Orbax's per-save/restore chatter (~30 lines
-before an `evaluate` result). Both loggers keep their warnings and errors.
+- bad input (an unknown or malformed flag, a missing required flag, an unknown config key, a value the job
+  cannot use, a missing file) prints ONE line `error: ...` on stderr naming the problem and the fix, and
+  exits with status 2 before anything is written: `main` raises `ValueError`, `OSError` (a missing file
+  included), `WorkdirLockedError` or `app.UsageError`;
+- a Ctrl-C before the trainer took over prints one line and exits with status 130;
+- quiet library logs: absl prints every INFO record of every library; jax's "Unable to initialize backend
+  'tpu'" on machines without a TPU and Orbax's per-save/restore chatter are dropped (their warnings stay);
+- with `compilation_cache=True`, the persistent XLA compilation cache (default ~/.cache/apertus_jax/xla;
+  JAX_COMPILATION_CACHE_DIR overrides), so a restarted or resumed job skips recompiling its train step.
 """
 
-import argparse
+from __future__ import annotations
+
 import logging as std_logging
+import os
 import re
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
+import jax
 from absl import app, flags, logging
+from ml_collections import config_flags
+
+from apertus_jax.cache import cache_dir
+from apertus_jax.jobs.config import apply_preset_override, parse
+from apertus_jax.train.checkpoint import WorkdirLockedError
 
 USAGE_ERROR = 2
+INTERRUPTED = 130
 
 
 def usage_error(message: object) -> NoReturn:
@@ -37,7 +52,14 @@ def quiet_library_logs() -> None:
     logging.get_absl_handler().addFilter(keep)
 
 
-def parse_absl_flags(argv: list[str]) -> list[str]:
+def enable_compilation_cache() -> None:
+    """The persistent XLA compilation cache (module docstring)."""
+    if not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", os.path.join(cache_dir(), "xla"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
     """absl flag parsing with one-line errors (exit 2), including an override of a config key that the
     config does not have (ml_collections raises AttributeError / KeyError with nested reprs)."""
     try:
@@ -45,29 +67,49 @@ def parse_absl_flags(argv: list[str]) -> list[str]:
     except (AttributeError, KeyError) as error:
         detail = re.sub(r"[\\'\"]+", "", re.sub(r"(\\+n)+", " ", str(error))).strip()
         usage_error(
-            f"unknown config key: {detail}; the schema is in apertus_jax/train/config.py "
+            f"unknown config key: {detail}; the schema is in apertus_jax/jobs/config.py "
             "(data.pipeline: apertus_jax/data/config.py)"
         )
     except (flags.Error, OSError) as error:
         usage_error(f"{error} (see --helpshort)")
 
 
-def run_absl(main) -> None:
-    """`app.run(main)` with `parse_absl_flags`, quiet library logs, and `app.UsageError` as one line and
-    exit 2."""
+def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False) -> None:
+    """Runs `main(argv)` as the job's command (module docstring); its return value is ignored."""
 
-    def main_with_usage_errors(argv):
+    def job(argv):
         quiet_library_logs()
+        if compilation_cache:
+            enable_compilation_cache()
         try:
-            return main(argv)
-        except app.UsageError as error:
+            main(argv)
+        except (ValueError, OSError, WorkdirLockedError, app.UsageError) as error:
             usage_error(error)
+        except KeyboardInterrupt:
+            print("interrupted: stopped at once; rerun the same command to continue", file=sys.stderr)
+            sys.exit(INTERRUPTED)
 
-    app.run(main_with_usage_errors, flags_parser=parse_absl_flags)
+    app.run(job, flags_parser=_parse_flags)
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with the project's rule: a usage error is one line on stderr and exit status 2."""
+def define_config(default: str | None, help_text: str = "Run config (a Python file).") -> flags.FlagHolder:
+    """The `--config` flag of a run config file (`--config.section.field=value` overrides)."""
+    return config_flags.DEFINE_config_file("config", default, help_text)
 
-    def error(self, message: str) -> NoReturn:
-        usage_error(f"{message} (see {self.prog} --help)")
+
+def parsed_config(holder: flags.FlagHolder):
+    """The typed `apertus_jax.jobs.config.Config` of the `--config` flag, `--config.model.preset=NAME`
+    applied (the preset's model section with the other `--config.model.*` overrides on top).
+
+    Raises:
+      ValueError: an invalid config (one line).
+    """
+    apply_preset_override(holder.value, sys.argv)
+    return parse(holder.value)
+
+
+def required(**values) -> None:
+    """Raises ValueError naming the first flag of `values` ({name: value}) that is empty."""
+    for name, value in values.items():
+        if value in (None, ""):
+            raise ValueError(f"--{name} is required")

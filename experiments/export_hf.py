@@ -1,32 +1,28 @@
-"""Export a training run as a HF checkpoint with its data statement.
+"""Export a training run as a HF checkpoint with its data statement (`apertus_jax.jobs.export.export_hf`).
 
     python -m experiments.export_hf --workdir=/tmp/apertus_demo --out=/tmp/apertus_demo_hf
 
 Writes `config.json` + `model.safetensors` (loadable with transformers' `ApertusForCausalLM`), the run's
 provenance record as `training_data.json` (sources, licences, tokens consumed per component, preparation
-statistics) and a model card `README.md`. Exit status 1 with a one-line error on a bad workdir.
+statistics) and a model card `README.md`. A bad workdir ends with one line on stderr and exit status 2.
 """
 
-import sys
+from absl import flags
 
-from apertus_jax.train.provenance import export_hf
+from apertus_jax.jobs.export import export_hf
 from experiments import cli
 
+_WORKDIR = flags.DEFINE_string("workdir", None, "A training workdir (experiments.pretrain output).")
+_OUT = flags.DEFINE_string("out", None, "The HF checkpoint directory to write.")
 
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", required=True, help="a training workdir (experiments.pretrain output)")
-    parser.add_argument("--out", required=True, help="the HF checkpoint directory to write")
-    args = parser.parse_args(argv)
-    try:
-        record = export_hf(args.workdir, args.out)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"export_hf: error: {error}", file=sys.stderr)
-        return 1
+
+def main(argv) -> None:
+    del argv
+    cli.required(workdir=_WORKDIR.value, out=_OUT.value)
+    record = export_hf(_WORKDIR.value, _OUT.value)
     consumed = ", ".join(f"{name} {n:,}" for name, n in record["tokens_consumed"].items())
-    print(f"wrote {args.out} (step {record['step']:,}; tokens consumed: {consumed})", file=sys.stderr)
-    return 0
+    print(f"wrote {_OUT.value} (step {record['step']:,}; tokens consumed: {consumed})")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

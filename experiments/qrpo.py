@@ -1,7 +1,7 @@
-"""Preference alignment with length-normalized QRPO (or the DPO baseline) on the pretraining trainer.
+"""Preference alignment with length-normalized QRPO or the DPO baseline (`apertus_jax.jobs.posttrain.qrpo`).
 
-    python -m experiments.qrpo --config=configs/qrpo_tiny.py --workdir=workdir/qrpo_tiny
-    python -m experiments.qrpo --config=configs/qrpo_tiny.py --config.posttrain.objective=dpo \
+    python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py --workdir=workdir/qrpo_tiny
+    python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py --config.posttrain.objective=dpo \
         --config.posttrain.beta=0.1 --config.optim.peak_lr=3e-4 --workdir=workdir/dpo_tiny
 
 With `posttrain.reference = "cached"` (default) the frozen reference (`checkpoint.init_from`, or
@@ -11,52 +11,24 @@ With `posttrain.reference = "cached"` (default) the frozen reference (`checkpoin
 on stderr and exit status 2.
 """
 
-import sys
+from absl import flags, logging
 
-from absl import logging
-
+from apertus_jax.jobs.posttrain import qrpo
+from apertus_jax.train import distributed
+from apertus_jax.train.workdir_access import check_workdir_usable
 from experiments import cli
 
-DEFAULTS = {"config": "configs/qrpo_tiny.py", "workdir": "workdir/qrpo_tiny"}
-
-
-def with_defaults(argv: list[str]) -> list[str]:
-    """`argv` with this job's --config and --workdir defaults where they are not given."""
-    given = {a[2:].split("=")[0] for a in argv[1:] if a.startswith("--")}
-    return argv[:1] + [f"--{k}={v}" for k, v in DEFAULTS.items() if k not in given] + argv[1:]
+_CONFIG = cli.define_config("configs/posttrain/qrpo_tiny.py")
+_WORKDIR = flags.DEFINE_string("workdir", "workdir/qrpo_tiny", "Run directory: checkpoints, metrics, logs.")
 
 
 def main(argv) -> None:
     del argv
-    from experiments import pretrain
-
-    pretrain._enable_compilation_cache()
-    from apertus_jax.posttrain.reference_cache import prepare_reference_cache
-    from apertus_jax.train import distributed
-    from apertus_jax.train.checkpoint import WorkdirLockedError
-    from apertus_jax.train.config import apply_preset_override
-    from apertus_jax.train.loop import train
-
-    config, workdir = pretrain._CONFIG.value, pretrain._WORKDIR.value
-    try:
-        apply_preset_override(config, sys.argv)
-        distributed.initialize_from_env()
-        if config.posttrain.objective == "lm":
-            raise ValueError(
-                "experiments.qrpo trains posttrain.objective 'qrpo' or 'dpo'; use experiments.sft for 'lm'"
-            )
-        if config.posttrain.reference == "cached":
-            prepare_reference_cache(config, workdir)
-        outcome = train(config, workdir)
-    except (ValueError, OSError, WorkdirLockedError) as error:
-        print("error: " + " ".join(str(error).split()), file=sys.stderr)
-        sys.exit(2)
-    logging.info("run %s: %s", outcome, workdir)
+    config = cli.parsed_config(_CONFIG)
+    check_workdir_usable(_WORKDIR.value)
+    distributed.initialize_from_env()
+    logging.info("run %s: %s", qrpo(config, _WORKDIR.value), _WORKDIR.value)
 
 
 if __name__ == "__main__":
-    # Before experiments.pretrain defines --config: config_flags loads the file named in sys.argv then.
-    sys.argv = with_defaults(sys.argv)
-    from experiments import pretrain  # noqa: F401 (defines --config and --workdir)
-
-    cli.run_absl(main)
+    cli.run(main, compilation_cache=True)

@@ -1,28 +1,30 @@
-"""Supervised fine-tuning on chat data with the pretraining trainer (mesh, accumulation, checkpoints, resume).
+"""Supervised fine-tuning on chat data with the pretraining trainer (`apertus_jax.jobs.posttrain.sft`).
 
-    python -m experiments.sft --config=configs/sft_tiny.py --workdir=workdir/sft_tiny
+    python -m experiments.sft --config=configs/posttrain/sft_tiny.py --workdir=workdir/sft_tiny
 
-The config's data components are of kind "chat" (docs/posttrain.md); `checkpoint.init_from` names the
-pretraining workdir whose parameters start the run. Same behaviour as `experiments.pretrain`: re-running
+The config's `posttrain.data` lists conversation JSONL files (docs/posttrain.md); `checkpoint.init_from` names
+the pretraining workdir whose parameters start the run. Same behaviour as `experiments.pretrain`: re-running
 resumes, SIGTERM saves and exits 0, bad input ends with one line on stderr and exit status 2.
 """
 
-import sys
+from absl import flags, logging
 
+from apertus_jax.jobs.posttrain import sft
+from apertus_jax.train import distributed
+from apertus_jax.train.workdir_access import check_workdir_usable
 from experiments import cli
 
-DEFAULTS = {"config": "configs/sft_tiny.py", "workdir": "workdir/sft_tiny"}
+_CONFIG = cli.define_config("configs/posttrain/sft_tiny.py")
+_WORKDIR = flags.DEFINE_string("workdir", "workdir/sft_tiny", "Run directory: checkpoints, metrics, logs.")
 
 
-def with_defaults(argv: list[str]) -> list[str]:
-    """`argv` with this job's --config and --workdir defaults where they are not given."""
-    given = {a[2:].split("=")[0] for a in argv[1:] if a.startswith("--")}
-    return argv[:1] + [f"--{k}={v}" for k, v in DEFAULTS.items() if k not in given] + argv[1:]
+def main(argv) -> None:
+    del argv
+    config = cli.parsed_config(_CONFIG)
+    check_workdir_usable(_WORKDIR.value)
+    distributed.initialize_from_env()
+    logging.info("run %s: %s", sft(config, _WORKDIR.value), _WORKDIR.value)
 
 
 if __name__ == "__main__":
-    # Before experiments.pretrain defines --config: config_flags loads the file named in sys.argv then.
-    sys.argv = with_defaults(sys.argv)
-    from experiments import pretrain
-
-    cli.run_absl(pretrain.main)
+    cli.run(main, compilation_cache=True)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Apertus pretraining on a Cloud TPU pod slice (v4 / v5e / v5p / v6e): the same command on every worker.
 #
-#   launch/tpu_pod.sh TPU_NAME ZONE configs/apertus_8b.py gs://BUCKET/runs/apertus_8b [extra flags...]
+#   launch/tpu_pod.sh TPU_NAME ZONE configs/runs/apertus_8b.py gs://BUCKET/runs/apertus_8b [extra flags...]
 #
 # 1. copies this checkout to every worker (tar over `gcloud ... scp --worker=all`) and installs it with
 #    jax[tpu] in ~/apertus_jax/.venv (SKIP_SETUP=1 skips both on a re-launch);

@@ -1,9 +1,65 @@
-"""Test-wide settings: 8 virtual CPU devices so mesh tests run on one machine.
+"""Test-wide settings and the trainer fixtures every package's tests share.
 
-XLA reads the flag when jax initializes its backend, so it is set before any test imports jax.
+8 virtual CPU devices so mesh tests run on one machine: XLA reads the flag when jax initializes its backend,
+so it is set before any test imports jax. `train(config, workdir)` runs a config file's ConfigDict as
+`experiments.pretrain` does; `uninterrupted` is the reference run of every resume test.
 """
 
 import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import pytest  # noqa: E402
+
+
+def train(config, workdir: str) -> str:
+    """The run of a config file's ConfigDict as `experiments.pretrain` trains it: parsed, with the standard
+    hooks (config and provenance records, in-loop evaluation)."""
+    from apertus_jax.jobs.config import parse
+    from apertus_jax.jobs.run import pretrain
+
+    return pretrain(parse(config), workdir)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compilation_cache(tmp_path_factory):
+    """A persistent XLA cache shared by this session's in-process runs and subprocesses: each train step
+    compiles once (a restarted run reuses it, as a resumed job does with the CLI's cache)."""
+    import jax
+
+    path = str(tmp_path_factory.mktemp("xla_cache"))
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    return path
+
+
+def _read_metrics(workdir: str) -> list[dict]:
+    """The records of WORKDIR/metrics.jsonl."""
+    import json
+    import os
+
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="session")
+def read_records():
+    """workdir -> the records of its metrics.jsonl."""
+    return _read_metrics
+
+
+@pytest.fixture(scope="session")
+def losses_of():
+    """workdir -> [(step, loss), ...] from its metrics.jsonl."""
+    return lambda workdir: [(r["step"], r["loss"]) for r in _read_metrics(workdir)]
+
+
+@pytest.fixture(scope="session")
+def uninterrupted(tmp_path_factory):
+    """An uninterrupted in-process run of configs/runs/tiny_resume.py: the reference for every resume test."""
+    from configs.runs import tiny_resume
+
+    workdir = str(tmp_path_factory.mktemp("uninterrupted"))
+    assert train(tiny_resume.get_config(), workdir) == "done"
+    return workdir

@@ -1,5 +1,7 @@
-"""apertus_jax.files: atomic writes leave the old file or the whole new one, with umask permissions."""
+"""apertus_jax.files: atomic writes leave the old file or the whole new one, with umask permissions;
+file checksums."""
 
+import hashlib
 import json
 import os
 import stat
@@ -7,6 +9,7 @@ import stat
 import pytest
 
 from apertus_jax import files
+from apertus_jax.data.demo_corpus import load_demo_documents
 
 
 def test_write_json_text_and_bytes_replace_the_target(tmp_path):
@@ -39,3 +42,20 @@ def test_atomic_path_keeps_the_extension_and_gives_umask_permissions(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "plot.png").st_mode) == 0o644
+
+
+def test_file_sha256_matches_hashlib_across_read_blocks(tmp_path):
+    udhr = "\n".join(d["text"] for d in load_demo_documents(sources=["udhr"])[:40])
+    data = (udhr * 400).encode("utf-8")  # > 1 MiB: several read blocks
+    assert len(data) > 1 << 20
+    path = tmp_path / "udhr.txt"
+    path.write_bytes(data)
+    assert files.file_sha256(path) == hashlib.sha256(data).hexdigest()
+
+
+def test_file_sha256_of_known_bytes(tmp_path):
+    (tmp_path / "abc").write_bytes(b"abc")
+    assert (
+        files.file_sha256(tmp_path / "abc")
+        == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    )

@@ -1,251 +1,207 @@
-"""The data config of the training pipeline: schema, defaults and validation.
+"""The `data` section of a run: tokenizer, row length, shards, and the typed training pipeline.
 
-A plain dict (or `ml_collections.ConfigDict`)::
+`data.pipeline` is given as a dict (or ConfigDict) and parsed once, by `parse_pipeline`, into a
+`PipelineSpec`::
 
     {
-      "components": {                       # named document sources
-        "web": {
-          "kind": "arrayrecord",            # "arrayrecord" (shard sets from experiments.tokenize_data),
-                                            # "jsonl" | "parquet" | "text" (raw, tokenized on the fly),
-                                            # "demo" (apertus_jax.data.demo_corpus),
-                                            # "seqio" (a registered seqio Task or Mixture; extra "seqio"),
-                                            # "chat" | "preference" (post-training JSONL, read by
-                                            #   apertus_jax.posttrain.pipelines; no stages, goldfish k 0)
-                                            # "probes" | "canaries" (inserted at planned repetition
-                                            #   counts, no weight: data.injection)
-          "paths": ["/data/web"],           # shard set directories / raw files or directories (not demo, seqio)
-          "weight": 1.0,                    # token share when no stage sets weights
-          "epochs": None,                   # None: repeat forever; N: at most N passes (then the stage
-                                            #   fails loudly if it needs more tokens)
-          "order": "shuffle",               # "shuffle" (fresh order each epoch), "sorted" (ascending
-                                            #   document score), "sequential" (file order)
-          "take": None,                     # N: a fixed subset of N documents (chosen with split_seed,
-                                            #   the same in every stage and epoch)
-          "length_buckets": None,           # {"edges": [4096, 16384], "token_shares": [0.4, 0.3, 0.3]}:
-                                            #   documents of < 4096, 4096-16383 and >= 16384 tokens give
-                                            #   40/30/30% of the component's tokens (long documents
-                                            #   upsampled; data.mixture.bucketed_component_dataset)
-          "text_field": "text", "id_field": "id", "score_field": None,   # raw kinds
-          "split": "train", "sources": None,                             # demo kind
-          "task": None, "feature": "targets",   # seqio kind (and "split"): see data.seqio_import
-        },
+      "components": {                       # named sources; each entry's "kind" picks its typed spec
+        "web": {"kind": "arrayrecord", "paths": ["/data/web"], "weight": 0.7},
+        "code": {"kind": "jsonl", "paths": ["/data/code"], "epochs": 4, "take": 10_000},
+        "probes": {"kind": "probes", "repetitions": [1, 8, 64], "spread_tokens": 2_000_000},
       },
       "stages": [                           # optional; default one endless stage with component weights
         {"name": "stage1", "until_tokens": 5_000_000_000_000, "weights": {"web": 0.7, "code": 0.3},
          "seed": 1},                        # seed optional: derived from the pipeline seed and stage index
         {"name": "cooldown", "until_tokens": None, "weights": {"web": 1.0}},
       ],
-      "goldfish": {"k": 50, "h": 50, "hash": "apertus"},   # k = 0 disables; hash "apertus" | "mixed" |
-                                            #   "canonical" (data.goldfish_canonical; h in words)
+      "goldfish": {"k": 50, "h": 50, "hash": "apertus"},   # `apertus_jax.data.goldfish.GoldfishSpec`
       "split_seed": 0,                      # fixes "take" subsets
     }
 
-Stage boundaries are cumulative global token counts (targets of all hosts); only the last stage may be
-endless (`until_tokens: None`). Weights are shares of tokens, turned into document proportions with
-each component's mean document length. A "phased" curriculum (A then B) is two stages; a "sorted" one
-is `order: "sorted"` (scores from the shard record headers or the raw `score_field`).
+The fields of each kind are those of its spec class (`apertus_jax.data.kinds` for the shared ones,
+`apertus_jax.data.components` for the document kinds, `apertus_jax.data.injection` for probes and
+canaries). Stage boundaries are cumulative global token counts (targets of all hosts); only the last stage
+may be endless (`until_tokens: None`). Weights are shares of tokens, turned into document proportions with
+each component's mean document length. A "phased" curriculum (A then B) is two stages; a "sorted" one is
+`order: "sorted"` (scores from the shard record headers or the raw `score_field`). Injected kinds take no
+weight: they are inserted into the first stage at their planned counts.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from apertus_jax.checks import check_number
+
+# The built-in kinds register themselves on import (`register_kind`).
+from apertus_jax.data import components as _document_kinds  # noqa: F401
 from apertus_jax.data import injection
-from apertus_jax.data.goldfish import APERTUS_H, APERTUS_K, HASHES
-from apertus_jax.data.goldfish_canonical import CANONICAL_HASH
-
-COMPONENT_KINDS = (
-    "arrayrecord",
-    "jsonl",
-    "parquet",
-    "text",
-    "demo",
-    "seqio",
-    "chat",
-    "preference",
-    *injection.KINDS,
-)
-ORDERS = ("shuffle", "sorted", "sequential")
-_COMPONENT_DEFAULTS = {
-    "kind": None,
-    "paths": None,
-    "weight": 1.0,
-    "epochs": None,
-    "order": "shuffle",
-    "take": None,
-    "length_buckets": None,
-    "text_field": "text",
-    "id_field": "id",
-    "score_field": None,
-    "split": "train",
-    "sources": None,
-    "task": None,
-    "feature": "targets",
-    **injection.SPEC_DEFAULTS,  # the injected kinds' fields (data.injection)
-}
-_STAGE_DEFAULTS = {"name": None, "until_tokens": None, "weights": None, "seed": None}
-GOLDFISH_DEFAULTS = {"k": APERTUS_K, "h": APERTUS_H, "hash": "apertus"}
-_TOP_LEVEL = {"components", "stages", "goldfish", "split_seed"}
+from apertus_jax.data.goldfish import GoldfishSpec
+from apertus_jax.data.kinds import ComponentSpec, DocumentSpec, parse_component
 
 
-def _with_defaults(where: str, given: dict, defaults: dict) -> dict:
-    unknown = set(given) - set(defaults)
-    if unknown:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(defaults)}")
-    return {**copy.deepcopy(defaults), **given}
+def _plain(value: Any) -> Any:
+    return value.to_dict() if hasattr(value, "to_dict") else value
 
 
-def _positive_int(where: str, value: Any, allow_none: bool = True) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"{where} must be a positive integer{' or None' if allow_none else ''}, got {value!r}"
-        )
-
-
-def _length_buckets(where: str, buckets: Any) -> dict[str, list]:
-    """{"edges": strictly increasing positive ints, "token_shares": len(edges) + 1 shares >= 0, normalized}."""
-    if hasattr(buckets, "to_dict"):
-        buckets = buckets.to_dict()
-    if not isinstance(buckets, dict) or set(buckets) != {"edges", "token_shares"}:
-        raise ValueError(f"{where} must be {{'edges': [...], 'token_shares': [...]}}, got {buckets!r}")
-    edges, shares = list(buckets["edges"]), [float(s) for s in buckets["token_shares"]]
-    for edge in edges:
-        _positive_int(f"{where}['edges']", edge, False)
-    if not edges or any(b <= a for a, b in zip(edges, edges[1:])):
-        raise ValueError(f"{where}['edges'] = {edges} must be one or more strictly increasing token counts")
-    if len(shares) != len(edges) + 1:
-        raise ValueError(
-            f"{where}['token_shares'] needs {len(edges) + 1} shares (one per bucket), got {shares}"
-        )
-    for share in shares:
-        check_number(f"{where}['token_shares']", share, low=0)
-    if sum(shares) <= 0:
-        raise ValueError(f"{where}['token_shares'] must have at least one share > 0")
-    return {"edges": edges, "token_shares": [share / sum(shares) for share in shares]}
-
-
-def normalize_data_config(data_config: Any) -> dict[str, Any]:
-    """The validated config with every default filled in (a new plain dict).
+@dataclasses.dataclass(frozen=True)
+class StageSpec:
+    """One curriculum stage: `weights` (token shares of document components; zeros are dropped) until the
+    global target-token count `until_tokens` (None: endless, last stage only); `seed` None derives it from the
+    pipeline seed and the stage index. An empty `name` becomes "stage<index + 1>" in the pipeline.
 
     Raises:
-      ValueError: naming the offending key, e.g. an unknown component kind, a stage weight for an
-        unknown component, non-increasing stage boundaries, an endless stage before the last one.
+      ValueError: in `__post_init__`, a negative weight, no weight > 0, a bad boundary or seed (one line).
     """
-    if hasattr(data_config, "to_dict"):  # ml_collections.ConfigDict
-        data_config = data_config.to_dict()
-    if not isinstance(data_config, dict):
-        raise ValueError(f"data_config must be a dict, got {type(data_config).__name__}")
-    unknown = set(data_config) - _TOP_LEVEL
-    if unknown:
-        raise ValueError(f"data_config: unknown keys {sorted(unknown)}; allowed: {sorted(_TOP_LEVEL)}")
-    if not data_config.get("components"):
-        raise ValueError("data_config['components'] is empty: name at least one document source")
 
-    components = {}
-    for name, component in data_config["components"].items():
-        where = f"data_config['components'][{name!r}]"
-        component = _with_defaults(where, dict(component), _COMPONENT_DEFAULTS)
-        if component["kind"] not in COMPONENT_KINDS:
-            raise ValueError(f"{where}['kind'] = {component['kind']!r}; use one of {COMPONENT_KINDS}")
-        if component["kind"] in injection.KINDS:  # inserted by the pipeline at planned counts, not mixed
-            injection.validate_spec(where, component)
-            components[name] = component
-            continue
-        if component["kind"] == "seqio" and not (isinstance(component["task"], str) and component["task"]):
-            raise ValueError(f"{where}['task'] must name a registered seqio Task or Mixture")
-        if component["kind"] not in ("demo", "seqio"):
-            paths = component["paths"]
-            if isinstance(paths, str):
-                paths = [paths]
-            if not paths:
-                raise ValueError(f"{where}['paths'] is empty: list the {component['kind']} inputs")
-            component["paths"] = [str(p) for p in paths]
-        if component["order"] not in ORDERS:
-            raise ValueError(f"{where}['order'] = {component['order']!r}; use one of {ORDERS}")
-        if (
-            component["order"] == "sorted"
-            and component["kind"] in ("jsonl", "parquet", "text", "seqio")
-            and not component["score_field"]
-        ):
-            raise ValueError(f"{where}: order 'sorted' needs a 'score_field' for raw documents")
-        _positive_int(f"{where}['epochs']", component["epochs"])
-        _positive_int(f"{where}['take']", component["take"])
-        if component["length_buckets"] is None:
-            # Absent rather than None: the pipeline fingerprint (of the normalized config) of a run without
-            # buckets stays that of earlier versions, so their checkpoints still resume.
-            del component["length_buckets"]
-        else:
-            component["length_buckets"] = _length_buckets(
-                f"{where}['length_buckets']", component["length_buckets"]
-            )
-        check_number(f"{where}['weight']", component["weight"], low=0, low_open=True)
-        components[name] = component
+    name: str = ""
+    until_tokens: int | None = None
+    weights: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    seed: int | None = None
 
-    mixed = {name: c["weight"] for name, c in components.items() if c["kind"] not in injection.KINDS}
-    if not mixed:
-        raise ValueError("data_config['components'] has only injected kinds: add a component to mix")
-    stages_given = data_config.get("stages") or [{"name": "stage1", "weights": mixed}]
-    stages, previous_end = [], 0
-    for index, stage in enumerate(stages_given):
-        where = f"data_config['stages'][{index}]"
-        stage = _with_defaults(where, dict(stage), _STAGE_DEFAULTS)
-        stage["name"] = stage["name"] or f"stage{index + 1}"
-        weights = stage["weights"] or mixed
-        missing = set(weights) - set(mixed)
-        if missing:
-            raise ValueError(
-                f"{where}['weights'] names unknown components {sorted(missing)} (probes and canaries have "
-                "no weight: they are inserted at their planned counts)"
-            )
-        for name, weight in weights.items():
-            check_number(f"{where}['weights'][{name!r}]", weight, low=0)
-        if not any(weight > 0 for weight in weights.values()):
-            raise ValueError(f"{where}['weights'] must be >= 0 with at least one > 0, got {weights}")
-        stage["weights"] = {name: float(w) for name, w in weights.items() if float(w) > 0}
-        end = stage["until_tokens"]
-        if end is None:
-            if index != len(stages_given) - 1:
-                raise ValueError(f"{where}: only the last stage may be endless (until_tokens None)")
-        else:
-            if isinstance(end, float) and end.is_integer():  # allow 5e12
-                end = int(end)
-            _positive_int(f"{where}['until_tokens']", end, False)
-            stage["until_tokens"] = end
-            if stage["until_tokens"] <= previous_end:
+    def __post_init__(self):
+        for name, weight in self.weights.items():
+            check_number(f"weights[{name!r}]", weight, low=0)
+        if self.weights and not any(weight > 0 for weight in self.weights.values()):
+            raise ValueError(f"weights must be >= 0 with at least one > 0, got {dict(self.weights)}")
+        object.__setattr__(self, "weights", {n: float(w) for n, w in self.weights.items() if float(w) > 0})
+        end = self.until_tokens
+        if isinstance(end, float) and end.is_integer():  # allow 5e12
+            object.__setattr__(self, "until_tokens", int(end))
+        check_number("until_tokens", self.until_tokens, low=1, integer=True, allow_none=True)
+        check_number("seed", self.seed, low=0, integer=True, allow_none=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "until_tokens": self.until_tokens,
+            "weights": dict(self.weights),
+            "seed": self.seed,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineSpec:
+    """The validated training pipeline (module docstring); `parse_pipeline` builds one from a config dict.
+
+    Attributes:
+      components: {name: spec} in config order; at least one document component.
+      stages: the curriculum; empty: one endless stage with the components' weights. A stage without weights
+        takes those too.
+      goldfish: the Goldfish settings of every row.
+      split_seed: fixes `take` subsets.
+
+    Raises:
+      ValueError: in `__post_init__`, one line naming the key (`data.pipeline...`): no document component, a
+        stage weight for an unknown or injected component, non-increasing stage boundaries, an endless stage
+        before the last one.
+    """
+
+    components: Mapping[str, ComponentSpec]
+    stages: tuple[StageSpec, ...] = ()
+    goldfish: GoldfishSpec = GoldfishSpec()
+    split_seed: int = 0
+
+    def __post_init__(self):
+        if not self.components:
+            raise ValueError("data.pipeline.components is empty: name at least one document source")
+        mixed = {name: spec.weight for name, spec in self.mixed().items()}
+        if not mixed:
+            raise ValueError("data.pipeline.components has no document source to mix (only injected kinds)")
+        stages, previous_end = [], 0
+        for index, stage in enumerate(self.stages or (StageSpec(),)):
+            where = f"data.pipeline.stages[{index}]"
+            unknown = set(stage.weights) - set(mixed)
+            if unknown:
                 raise ValueError(
-                    f"{where}['until_tokens'] = {end} must exceed the previous boundary {previous_end}"
+                    f"{where}.weights names unknown components {sorted(unknown)} (probes and canaries have no "
+                    "weight: they are inserted at their planned counts)"
                 )
-            previous_end = stage["until_tokens"]
-        if stage["seed"] is not None and (not isinstance(stage["seed"], int) or stage["seed"] < 0):
-            raise ValueError(f"{where}['seed'] must be a non-negative integer, got {stage['seed']!r}")
-        stages.append(stage)
+            if stage.until_tokens is None and index != len(self.stages) - 1 and self.stages:
+                raise ValueError(f"{where}: only the last stage may be endless (until_tokens None)")
+            if stage.until_tokens is not None and stage.until_tokens <= previous_end:
+                raise ValueError(
+                    f"{where}.until_tokens={stage.until_tokens} must exceed the previous boundary {previous_end}"
+                )
+            previous_end = stage.until_tokens or previous_end
+            stages.append(
+                dataclasses.replace(
+                    stage, name=stage.name or f"stage{index + 1}", weights=dict(stage.weights) or mixed
+                )
+            )
+        object.__setattr__(self, "stages", tuple(stages))
+        check_number("data.pipeline.split_seed", self.split_seed, low=0, integer=True)
 
-    goldfish = _with_defaults(
-        "data_config['goldfish']", dict(data_config.get("goldfish") or {}), GOLDFISH_DEFAULTS
+    def mixed(self) -> dict[str, DocumentSpec]:
+        """The document components (mixed by weight), in config order."""
+        return {n: s for n, s in self.components.items() if isinstance(s, DocumentSpec)}
+
+    def injected(self) -> dict[str, injection.InjectedSpec]:
+        """The injected components (probes, canaries), in config order."""
+        return {n: s for n, s in self.components.items() if isinstance(s, injection.InjectedSpec)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalized config dict: every default filled in (`parse_pipeline` of it gives an equal spec)."""
+        return {
+            "components": {name: spec.to_dict() for name, spec in self.components.items()},
+            "stages": [stage.to_dict() for stage in self.stages],
+            "goldfish": dataclasses.asdict(self.goldfish),
+            "split_seed": self.split_seed,
+        }
+
+
+_TOP_LEVEL = ("components", "stages", "goldfish", "split_seed")
+
+
+def _typed(where: str, cls, given: Any):
+    """`cls(**given)` for a dict section of `data.pipeline`, errors prefixed with `where`."""
+    given = dict(_plain(given) or {})
+    allowed = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown}; allowed: {allowed}")
+    try:
+        return cls(**given)
+    except ValueError as error:
+        raise ValueError(f"{where}.{error}") from None
+
+
+def parse_pipeline(value: Any) -> PipelineSpec:
+    """The typed pipeline of a `data.pipeline` dict (or ConfigDict; a PipelineSpec is returned as is).
+
+    Raises:
+      ValueError: one line naming the key (`data.pipeline...`): an unknown kind or field, a bad value, or a
+        broken rule of `PipelineSpec`.
+    """
+    if isinstance(value, PipelineSpec):
+        return value
+    given = _plain(value)
+    if not isinstance(given, Mapping):
+        raise ValueError(f"data.pipeline must be a dict, got {type(value).__name__}")
+    unknown = sorted(set(given) - set(_TOP_LEVEL))
+    if unknown:
+        raise ValueError(f"data.pipeline: unknown keys {unknown}; allowed: {sorted(_TOP_LEVEL)}")
+    components = {
+        name: parse_component(name, spec)
+        for name, spec in dict(_plain(given.get("components")) or {}).items()
+    }
+    stages = tuple(
+        _typed(f"data.pipeline.stages[{index}]", StageSpec, stage)
+        for index, stage in enumerate(_plain(given.get("stages")) or ())
     )
-    if goldfish["hash"] not in (*HASHES, CANONICAL_HASH):
-        raise ValueError(
-            f"data_config['goldfish']['hash'] = {goldfish['hash']!r}; use one of {(*HASHES, CANONICAL_HASH)}"
-        )
-    if not isinstance(goldfish["k"], int) or goldfish["k"] < 0:
-        raise ValueError(
-            f"data_config['goldfish']['k'] must be an integer >= 0 (0 disables), got {goldfish['k']!r}"
-        )
-    _positive_int("data_config['goldfish']['h']", goldfish["h"], False)
-    split_seed = data_config.get("split_seed", 0)
-    if not isinstance(split_seed, int) or split_seed < 0:
-        raise ValueError(f"data_config['split_seed'] must be a non-negative integer, got {split_seed!r}")
-    return {"components": components, "stages": stages, "goldfish": goldfish, "split_seed": split_seed}
+    goldfish = _typed("data.pipeline.goldfish", GoldfishSpec, given.get("goldfish"))
+    return PipelineSpec(components, stages, goldfish, given.get("split_seed", 0))
 
 
 def default_pipeline() -> dict[str, Any]:
     """The demo pipeline: the vendored demo corpus, Goldfish with the Apertus settings."""
-    return {"components": {"demo": {"kind": "demo"}}, "goldfish": dict(GOLDFISH_DEFAULTS), "split_seed": 0}
+    return {
+        "components": {"demo": {"kind": "demo"}},
+        "goldfish": dataclasses.asdict(GoldfishSpec()),
+        "split_seed": 0,
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,13 +210,13 @@ class DataConfig:
 
     Attributes:
       tokenizer: "demo" (a SentencePiece BPE of `demo_tokenizer_vocab` ids trained on the demo corpus,
-        cached; `apertus_jax.train.inputs`) or any `apertus_jax.tokenizers.load_tokenizer` spec
+        cached; `apertus_jax.data.tokenizer`) or any `apertus_jax.tokenizers.load_tokenizer` spec
         ("tekken", "sentencepiece:/path/m.model", "hf:/path/tokenizer.json").
       demo_tokenizer_vocab: ids of the demo BPE (>= 256 byte-fallback ids plus merges).
       seq_len: tokens per packed row (the model's inputs; rows hold seq_len + 1 ids).
       num_shards: data shards (0: one per process); fixing it makes the batches independent of the
         process count.
-      pipeline: the pipeline's own config (this module's docstring), validated by `normalize_data_config`.
+      pipeline: the typed pipeline (a dict is parsed by `parse_pipeline`).
 
     Raises:
       ValueError: in `__post_init__`, one line naming the field ("data.<field>") and its valid range.
@@ -270,7 +226,7 @@ class DataConfig:
     demo_tokenizer_vocab: int = 4096
     seq_len: int = 128
     num_shards: int = 0
-    pipeline: dict = dataclasses.field(default_factory=default_pipeline)
+    pipeline: PipelineSpec = dataclasses.field(default_factory=lambda: parse_pipeline(default_pipeline()))
 
     def __post_init__(self):
         if not isinstance(self.tokenizer, str) or not self.tokenizer:
@@ -280,7 +236,12 @@ class DataConfig:
         check_number("data.demo_tokenizer_vocab", self.demo_tokenizer_vocab, low=260, integer=True)
         check_number("data.seq_len", self.seq_len, low=2, integer=True)
         check_number("data.num_shards", self.num_shards, low=0, integer=True)
-        object.__setattr__(self, "pipeline", normalize_data_config(self.pipeline))
+        object.__setattr__(self, "pipeline", parse_pipeline(self.pipeline))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as a plain dict (the pipeline normalized)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {**fields, "pipeline": self.pipeline.to_dict()}
 
 
 def section() -> dict[str, Any]:
@@ -290,12 +251,12 @@ def section() -> dict[str, Any]:
 
 
 def from_section(section: Any) -> DataConfig:
-    """The validated `DataConfig` of a `data` section (dict or ConfigDict; `pipeline` normalized).
+    """The validated `DataConfig` of a `data` section (dict or ConfigDict; `pipeline` parsed).
 
     Raises:
       ValueError: an unknown field, a value out of range or an invalid pipeline (one line).
     """
-    section = section.to_dict() if hasattr(section, "to_dict") else dict(section)
+    section = dict(_plain(section))
     unknown = set(section) - {f.name for f in dataclasses.fields(DataConfig)}
     if unknown:
         raise ValueError(f"data: unknown fields {sorted(unknown)}")

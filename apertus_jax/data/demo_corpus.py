@@ -93,6 +93,15 @@ def load_german_prose() -> list[dict]:
     return [dict(r) for r in _records("german_prose")]
 
 
+def check_selection(split: str, sources: list[str] | None) -> None:
+    """Raises ValueError (one line) for an unknown split or source name (see `load_demo_documents`)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; use one of {SPLITS}")
+    unknown = [s for s in sources or () if s not in ASSET_FILES]
+    if unknown:
+        raise ValueError(f"unknown demo corpus sources {unknown}; use names from {sorted(ASSET_FILES)}")
+
+
 def load_demo_documents(split: str = "train", sources: list[str] | None = None) -> list[dict]:
     """The demo training corpus (`split="train"`, 95%) or its held-out part (`split="heldout"`, 5%).
 
@@ -106,11 +115,7 @@ def load_demo_documents(split: str = "train", sources: list[str] | None = None) 
     Raises:
       ValueError: an unknown split or source name.
     """
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; use one of {SPLITS}")
+    check_selection(split, sources)
     sources = list(ASSET_FILES) if sources is None else list(sources)
-    unknown = [s for s in sources if s not in ASSET_FILES]
-    if unknown:
-        raise ValueError(f"unknown demo corpus sources {unknown}; use names from {sorted(ASSET_FILES)}")
     heldout = split == "heldout"
     return [dict(r) for s in sources for r in _records(s) if is_heldout(r["text"]) == heldout]

@@ -1,7 +1,9 @@
 """Goldfish loss masks (Hans et al. 2024; Apertus settings k = 50, h = 50; docs/recipe.md section 3).
 
 A hash of the h consecutive labels ending at position i decides whether label i is dropped from the loss.
-Two hashes share one interface (docs/goldfish.md compares them):
+`GoldfishSpec` (the `data.pipeline.goldfish` settings) and `drop_mask` are the one interface over three
+hashes: two over token ids, here (docs/goldfish.md compares them), and one over normalized words
+("canonical", `apertus_jax.data.goldfish_canonical`).
 
 - "apertus" (reproduction default, bit-compatible with the Apertus loader): for i >= h - 1, `key =
   product(window) mod 1_000_003` with int64 wrap-around and a non-negative remainder, drop if `table[key] <
@@ -25,15 +27,20 @@ labels are unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib.resources
 
 import numpy as np
 
+from apertus_jax.checks import check_choice, check_number
+from apertus_jax.data.goldfish_canonical import canonical_drop_mask
+
 TABLE_SIZE = 1_000_003
 TABLE_SHA256 = "6bfbcc32675eb4159a8170345aca398f10c13f1e7db65b2fa83eabd075f94589"
-HASHES = ("apertus", "mixed")
+TOKEN_HASHES = ("apertus", "mixed")
+HASHES = (*TOKEN_HASHES, "canonical")
 # The Apertus settings (docs/recipe.md section 3): drop 1 token in k = 50, hashing the h = 50 tokens up to it.
 APERTUS_K = 50
 APERTUS_H = 50
@@ -171,8 +178,8 @@ def goldfish_drop_mask(
     labels = np.asarray(labels)
     if k < 0 or h < 1:
         raise ValueError(f"goldfish needs k >= 0 and h >= 1, got k={k}, h={h}")
-    if hash not in HASHES:
-        raise ValueError(f"goldfish hash {hash!r} is not one of {HASHES}")
+    if hash not in TOKEN_HASHES:
+        raise ValueError(f"goldfish hash {hash!r} is not one of {TOKEN_HASHES}")
     if not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(f"goldfish labels must be integer token ids, got dtype {labels.dtype}")
     dropped = np.zeros(labels.shape, dtype=bool)
@@ -193,3 +200,42 @@ def goldfish_drop_mask(
             f"got {history.dtype} {history.shape}"
         )
     return _document_window_hashes(labels, h, eod_id, history) < np.uint64(_MASK64 // k)
+
+
+@dataclasses.dataclass(frozen=True)
+class GoldfishSpec:
+    """The `data.pipeline.goldfish` settings.
+
+    Attributes:
+      k: drop rate 1/k; 0 disables Goldfish.
+      h: context width: tokens for the token hashes, normalized words for "canonical".
+      hash: "apertus" (bit-compatible with the Apertus loader), "mixed" (content-only token hash) or
+        "canonical" (normalized words; `apertus_jax.data.goldfish_canonical`).
+
+    Raises:
+      ValueError: in `__post_init__`, one line naming the field (`k=...`, `h=...`, `hash=...`).
+    """
+
+    k: int = APERTUS_K
+    h: int = APERTUS_H
+    hash: str = "apertus"
+
+    def __post_init__(self):
+        check_number("k", self.k, low=0, integer=True)
+        check_number("h", self.h, low=1, integer=True)
+        check_choice("hash", self.hash, HASHES)
+
+    def drop_mask(self, labels: np.ndarray, tokenizer, history: np.ndarray | None = None) -> np.ndarray:
+        """Which labels these settings drop from the loss (True = dropped): the one dispatcher over the hashes.
+
+        Args:
+          labels: integer `[..., T]` target ids of packed rows.
+          tokenizer: the ids' tokenizer (`eod_id` for "mixed", the id -> text mapping for "canonical").
+          history: "mixed" only, as `goldfish_drop_mask`'s (`PackedRows.history`).
+
+        Returns:
+          bool `[..., T]`, all False when k = 0.
+        """
+        if self.hash == "canonical":
+            return canonical_drop_mask(labels, tokenizer, self.k, self.h)
+        return goldfish_drop_mask(labels, self.k, self.h, self.hash, eod_id=tokenizer.eod_id, history=history)

@@ -34,7 +34,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-CANONICAL_HASH = "canonical"
 _MASK64 = (1 << 64) - 1
 _SEPARATOR = "\x1e"  # never part of a word (a control character): marks "ends outside a word"
 _JOIN = "\x1f"

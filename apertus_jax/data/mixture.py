@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from typing import Any
 
 import grain
 import numpy as np
 
 from apertus_jax.data.documents import Component
+from apertus_jax.data.kinds import DocumentSpec
 
 
 def derive_seed(*parts: int | str) -> int:
@@ -53,7 +53,7 @@ class _Tagged:
 
 
 def host_documents(
-    component: Component, spec: dict[str, Any], *, split_seed: int, process_index: int, process_count: int
+    component: Component, spec: DocumentSpec, *, split_seed: int, process_index: int, process_count: int
 ) -> Sequence[int]:
     """This host's document indices of a component (steps 1-3 of the module docstring).
 
@@ -62,17 +62,17 @@ def host_documents(
     """
     count = len(component.documents)
     indices: Sequence[int] = range(count)
-    if spec["take"] is not None:
-        if spec["take"] > count:
-            raise ValueError(f"component {component.name!r}: take={spec['take']} > its {count} documents")
+    if spec.take is not None:
+        if spec.take > count:
+            raise ValueError(f"component {component.name!r}: take={spec.take} > its {count} documents")
         chosen = np.random.default_rng(derive_seed(split_seed, component.name)).permutation(count)
-        indices = np.sort(chosen[: spec["take"]])
-    if spec["order"] == "sorted":
+        indices = np.sort(chosen[: spec.take])
+    if spec.order == "sorted":
         indices = np.asarray(indices)[np.argsort(component.scores[indices], kind="stable")]
     indices = indices[process_index::process_count]
     if len(indices) == 0:
         raise ValueError(
-            f"component {component.name!r}: {len(range(count)) if spec['take'] is None else spec['take']} "
+            f"component {component.name!r}: {len(range(count)) if spec.take is None else spec.take} "
             f"documents cannot give every one of {process_count} processes a document"
         )
     return indices
@@ -81,7 +81,7 @@ def host_documents(
 def component_dataset(
     component: Component,
     component_index: int,
-    spec: dict[str, Any],
+    spec: DocumentSpec,
     *,
     seed: int,
     split_seed: int,
@@ -94,9 +94,9 @@ def component_dataset(
         component, spec, split_seed=split_seed, process_index=process_index, process_count=process_count
     )
     dataset = grain.MapDataset.source(_Tagged(indices, component_index))
-    if spec["order"] == "shuffle":
+    if spec.order == "shuffle":
         dataset = dataset.shuffle(seed=seed)
-    return dataset.repeat(spec["epochs"])
+    return dataset.repeat(spec.epochs)
 
 
 def mix_components(
@@ -118,14 +118,14 @@ def length_bucket_of(lengths: np.ndarray, edges: Sequence[int]) -> np.ndarray:
 def bucketed_component_dataset(
     component: Component,
     component_index: int,
-    spec: dict[str, Any],
+    spec: DocumentSpec,
     *,
     seed: int,
     split_seed: int,
     process_index: int,
     process_count: int,
 ) -> tuple[grain.MapDataset, float, list[int]]:
-    """This host's stream of a component with `spec["length_buckets"]` (module docstring): returns (stream,
+    """This host's stream of a component with `spec.length_buckets` (module docstring): returns (stream,
     mean tokens per drawn document, host documents per bucket). The mean is `1 / sum(share_b / mean_b)`
     over the buckets, what the stage mixture needs to give the component its token share.
 
@@ -140,8 +140,8 @@ def bucketed_component_dataset(
         )
     )
     lengths = np.fromiter((len(component.documents[int(i)]) for i in indices), np.int64, len(indices))
-    buckets = length_bucket_of(lengths, spec["length_buckets"]["edges"])
-    shares = spec["length_buckets"]["token_shares"]
+    buckets = length_bucket_of(lengths, spec.length_buckets.edges)
+    shares = spec.length_buckets.token_shares
     counts = [int(np.sum(buckets == b)) for b in range(len(shares))]
     datasets, weights, means = [], [], []
     for b, share in enumerate(shares):
@@ -149,13 +149,13 @@ def bucketed_component_dataset(
             continue
         if counts[b] == 0:
             raise ValueError(
-                f"component {component.name!r}: length bucket {b} (edges {spec['length_buckets']['edges']}) "
+                f"component {component.name!r}: length bucket {b} (edges {list(spec.length_buckets.edges)}) "
                 f"has token share {share} but no document on this host; change the edges or shares"
             )
         dataset = grain.MapDataset.source(_Tagged(indices[buckets == b], component_index))
-        if spec["order"] == "shuffle":
+        if spec.order == "shuffle":
             dataset = dataset.shuffle(seed=derive_seed(seed, "length_bucket", b))
-        datasets.append(dataset.repeat(spec["epochs"]))
+        datasets.append(dataset.repeat(spec.epochs))
         weights.append(share)
         means.append(float(np.mean(lengths[buckets == b])))
     mean_tokens = 1.0 / sum(w / m for w, m in zip(weights, means))

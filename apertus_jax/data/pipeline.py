@@ -1,11 +1,11 @@
 """The trainer's entry point: stages -> mixtures -> packed rows -> masks + Goldfish -> batches.
 
-    it = build_train_pipeline(data_config, tokenizer, seq_len=4096, batch_size=plan_or_int,
-                              process_index=jax.process_index(), process_count=jax.process_count(), seed=0)
+    it = TrainIterator(pipeline, tokenizer, seq_len=4096, batch_size=plan_or_int,
+                       process_index=jax.process_index(), process_count=jax.process_count(), seed=0)
     batch = next(it)   # dict of int32 numpy arrays [B_host, T]: tokens, targets, positions, segment_ids,
                        # loss_mask; B_host = global batch of this step / process_count
 
-`data_config` is described (and validated) in `apertus_jax.data.config`.
+`pipeline` is a `PipelineSpec` (`apertus_jax.data.config.parse_pipeline` builds one from a config dict).
 
 Batch size per step: an int (global rows per batch), a callable `step -> global rows`, or an object with
 `batch_tokens_at_step(step)` (`apertus_jax.optim.BatchSizePlan`; tokens per batch / seq_len rows). Rows
@@ -20,19 +20,20 @@ Stages end at global token boundaries: per host, stage s ends after `ceil(until_
 process_count))` rows. Each stage has its own seed; a stage starts from fresh documents of its own mix
 (the partial document at the boundary is not continued).
 
-Probe and canary components (`apertus_jax.data.injection`) are not mixed by weight: their documents are
-inserted into the first stage's document stream at planned positions, so the packer's position also fixes
-which of them have been seen (`injection_exposures()`).
+Injected components (`InjectedSpec`: probes, canaries; `apertus_jax.data.injection`) are not mixed by weight:
+their documents are inserted into the first stage's document stream at planned positions, so the packer's
+position also fixes which of them have been seen (`consumed()["exposures"]`).
 
 State (`get_state()` / `set_state()`, JSON-serializable, saved in Orbax checkpoints with
 `grain.checkpoint.CheckpointSave(it)` / restored with `grain.checkpoint.CheckpointRestore(it)`): the step,
 rows produced, the stage, the packer's position `(document, offset)`, per-component document counts,
-per-component target tokens over all stages (`tokens_consumed()`, what the run's provenance records) and, for
+per-component target tokens over all stages (`consumed()["tokens"]`, what the run's provenance records) and, for
 components with `length_buckets`, their edges, token shares and host documents per bucket (informational; the
 fingerprint already covers the configuration).
 A restored iterator yields bitwise the batches an uninterrupted one would, across stage and epoch
-boundaries, mid-document and after batch-size changes. The state carries a fingerprint of the data
-config, seq_len, seed, tokenizer and process layout; restoring into a different pipeline raises.
+boundaries, mid-document and after batch-size changes. The state carries a fingerprint of the normalized
+pipeline (`PipelineSpec.to_dict()`), seq_len, seed, tokenizer and process layout; restoring into a different
+pipeline raises.
 """
 
 from __future__ import annotations
@@ -46,43 +47,37 @@ from typing import Any
 import grain
 import numpy as np
 
-from apertus_jax.data import components, injection, mixture
-from apertus_jax.data.config import normalize_data_config
-from apertus_jax.data.goldfish import goldfish_drop_mask
-from apertus_jax.data.goldfish_canonical import CANONICAL_HASH, canonical_drop_mask
+from apertus_jax.data import injection, mixture
+from apertus_jax.data.config import PipelineSpec
+from apertus_jax.data.goldfish import GoldfishSpec
 from apertus_jax.data.masks import document_masks
 from apertus_jax.data.packing import PackedRows
 
 BATCH_KEYS = ("tokens", "targets", "positions", "segment_ids", "loss_mask")
-STATE_VERSION = 1
+# The layout of `get_state()`: a state of another version is refused with one line.
+STATE_VERSION = 2
 
 
 def rows_to_batch(
-    rows: np.ndarray, tokenizer, goldfish: dict[str, Any], history: np.ndarray | None = None
+    rows: np.ndarray, tokenizer, goldfish: GoldfishSpec, history: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
     """The trainer's batch from packed rows.
 
     Args:
       rows: int32 `[B, T + 1]` packed rows.
       tokenizer: gives `eod_id` and `pad_id`.
-      goldfish: `{"k", "h", "hash"}` (k = 0: off); drops only zero the loss mask.
+      goldfish: the Goldfish settings (k = 0: off); drops only zero the loss mask.
       history: int64 `[B, h - 1]`, per row the tokens of its first document before its first target (-1
         before the document start; `PackedRows.history`); used by the content-only "mixed" hash, None
         means every row starts a document.
-        Hash "canonical" (`goldfish_canonical`) reads the tokenizer's id -> text mapping; h then counts words.
 
     Returns:
       dict of int32 `[B, T]`: tokens (inputs), targets, positions, segment_ids, loss_mask.
     """
     tokens, targets = rows[:, :-1], rows[:, 1:]
     segment_ids, positions, loss_mask = document_masks(tokens, tokenizer.eod_id, tokenizer.pad_id, targets)
-    if goldfish["k"] and goldfish["hash"] == CANONICAL_HASH:  # keyed on text: needs the tokenizer
-        loss_mask[canonical_drop_mask(targets, tokenizer, goldfish["k"], goldfish["h"])] = 0
-    elif goldfish["k"]:
-        dropped = goldfish_drop_mask(
-            targets, goldfish["k"], goldfish["h"], goldfish["hash"], eod_id=tokenizer.eod_id, history=history
-        )
-        loss_mask[dropped] = 0
+    if goldfish.k:
+        loss_mask[goldfish.drop_mask(targets, tokenizer, history)] = 0
     return {
         "tokens": np.ascontiguousarray(tokens),
         "targets": np.ascontiguousarray(targets),
@@ -123,7 +118,7 @@ class TrainIterator(grain.DatasetIterator):
 
     def __init__(
         self,
-        data_config: dict[str, Any],
+        pipeline: PipelineSpec,
         tokenizer,
         *,
         seq_len: int,
@@ -137,44 +132,41 @@ class TrainIterator(grain.DatasetIterator):
             raise ValueError(f"process_index {process_index} not in [0, process_count={process_count})")
         if seq_len < 1:
             raise ValueError(f"seq_len must be positive, got {seq_len}")
-        self.config = normalize_data_config(data_config)
+        self.pipeline = pipeline
         self.tokenizer, self.seq_len, self.seed = tokenizer, seq_len, seed
         self.process_index, self.process_count = process_index, process_count
         self._rows_at = _batch_rule(batch_size, seq_len)
-        self.component_names = list(self.config["components"])
-        self.components = [
-            components.load_component(name, spec, tokenizer)
-            for name, spec in self.config["components"].items()
-        ]
+        self.component_names = list(pipeline.components)
+        self.components = [spec.load(name, tokenizer) for name, spec in pipeline.components.items()]
         self.stage_ends = [
-            None if s["until_tokens"] is None else math.ceil(s["until_tokens"] / (seq_len * process_count))
-            for s in self.config["stages"]
+            None if s.until_tokens is None else math.ceil(s.until_tokens / (seq_len * process_count))
+            for s in pipeline.stages
         ]
         self.fingerprint = hashlib.sha256(
             json.dumps(
-                [self.config, seq_len, seed, tokenizer.checksum, process_index, process_count], sort_keys=True
+                [pipeline.to_dict(), seq_len, seed, tokenizer.checksum, process_index, process_count],
+                sort_keys=True,
             ).encode()
         ).hexdigest()[:16]
-        self._host_document_counts = [
-            len(
+        mixed = pipeline.mixed()
+        self._host_document_counts = {
+            name: len(
                 mixture.host_documents(
-                    component,
-                    self.config["components"][component.name],
-                    split_seed=self.config["split_seed"],
+                    self.components[self.component_names.index(name)],
+                    spec,
+                    split_seed=pipeline.split_seed,
                     process_index=process_index,
                     process_count=process_count,
                 )
             )
-            for component in self.components
-        ]
+            for name, spec in mixed.items()
+        }
         self._injected = [
-            (index, spec)
-            for index, spec in enumerate(self.config["components"].values())
-            if spec["kind"] in injection.KINDS
+            (self.component_names.index(name), spec) for name, spec in pipeline.injected().items()
         ]
         self._schedule, self._stage0_documents = None, 0  # injected occurrences (first stage only)
         if self._injected:
-            weights = self.config["stages"][0]["weights"]
+            weights = pipeline.stages[0].weights
             lengths = [self.components[self.component_names.index(name)].mean_tokens for name in weights]
             self._schedule = injection.make_schedule(
                 self._injected,
@@ -190,23 +182,21 @@ class TrainIterator(grain.DatasetIterator):
         self._packer = self._stage_packer(0)
 
     def _stage_packer(self, stage_index: int) -> PackedRows:
-        stage = self.config["stages"][stage_index]
+        stage = self.pipeline.stages[stage_index]
         self.length_buckets = {}
-        stage_seed = (
-            stage["seed"] if stage["seed"] is not None else mixture.derive_seed(self.seed, stage_index)
-        )
+        stage_seed = stage.seed if stage.seed is not None else mixture.derive_seed(self.seed, stage_index)
         datasets, weights, lengths = [], [], []
-        for name, weight in stage["weights"].items():
+        for name, weight in stage.weights.items():
             index = self.component_names.index(name)
             component = self.components[index]
-            spec = self.config["components"][name]
+            spec = self.pipeline.components[name]
             host = dict(
                 seed=mixture.derive_seed(stage_seed, name),
-                split_seed=self.config["split_seed"],
+                split_seed=self.pipeline.split_seed,
                 process_index=self.process_index,
                 process_count=self.process_count,
             )
-            if spec.get("length_buckets") is None:
+            if spec.length_buckets is None:
                 datasets.append(mixture.component_dataset(component, index, spec, **host))
                 lengths.append(component.mean_tokens)
             else:
@@ -215,7 +205,11 @@ class TrainIterator(grain.DatasetIterator):
                 )
                 datasets.append(dataset)
                 lengths.append(mean_tokens)
-                self.length_buckets[name] = {**spec["length_buckets"], "host_documents": counts}
+                self.length_buckets[name] = {
+                    "edges": list(spec.length_buckets.edges),
+                    "token_shares": list(spec.length_buckets.token_shares),
+                    "host_documents": counts,
+                }
             weights.append(weight)
         stream = mixture.mix_components(datasets, weights, lengths)
         if stage_index == 0 and self._injected:
@@ -235,15 +229,15 @@ class TrainIterator(grain.DatasetIterator):
             row = next(self._packer)
         except StopIteration:
             if end is not None:
-                name = self.config["stages"][self.stage]["name"]
+                stage = self.pipeline.stages[self.stage]
                 raise ValueError(
-                    f"stage {name!r} ran out of documents after {self.rows} rows per host, before its "
-                    f"boundary at {end} rows ({self.config['stages'][self.stage]['until_tokens']} tokens): "
+                    f"stage {stage.name!r} ran out of documents after {self.rows} rows per host, before its "
+                    f"boundary at {end} rows ({stage.until_tokens} tokens): "
                     "raise the components' 'epochs' (None repeats forever) or lower 'until_tokens'"
                 ) from None
             return None
         self.rows += 1
-        return row, self._packer.history(max(self.config["goldfish"]["h"] - 1, 0))
+        return row, self._packer.history(max(self.pipeline.goldfish.h - 1, 0))
 
     def __next__(self) -> dict[str, np.ndarray]:
         global_rows = self._rows_at(self.step)
@@ -266,7 +260,7 @@ class TrainIterator(grain.DatasetIterator):
             rows.append(np.full(self.seq_len + 1, self.tokenizer.pad_id, np.int32))
             histories.append(np.full_like(histories[0], -1))
         self.step += 1
-        return rows_to_batch(np.stack(rows), self.tokenizer, self.config["goldfish"], np.stack(histories))
+        return rows_to_batch(np.stack(rows), self.tokenizer, self.pipeline.goldfish, np.stack(histories))
 
     @property
     def packer(self) -> PackedRows:
@@ -295,7 +289,10 @@ class TrainIterator(grain.DatasetIterator):
             tokenizer or process layout differ).
         """
         if state.get("version") != STATE_VERSION:
-            raise ValueError(f"data iterator state version {state.get('version')} != {STATE_VERSION}")
+            raise ValueError(
+                f"data iterator state version {state.get('version')} != {STATE_VERSION}: the checkpoint was "
+                "written by another apertus_jax version; resume it with that version or start a new --workdir"
+            )
         if state["fingerprint"] != self.fingerprint:
             raise ValueError(
                 "data iterator state was saved by a different pipeline (data config, seq_len, seed, "
@@ -314,59 +311,39 @@ class TrainIterator(grain.DatasetIterator):
         over all stages (padding excluded): their sum is rows * seq_len minus the padded targets."""
         return [a + b for a, b in zip(self._tokens_before_stage, self._packer.tokens_consumed)]
 
-    def injected_components(self) -> list[tuple[int, str, dict[str, Any]]]:
-        """`(component index, name, spec)` of the probe and canary components (`data.injection`)."""
-        return [(index, self.component_names[index], spec) for index, spec in self._injected]
-
-    def injection_exposures(self) -> dict[int, dict[int, int]]:
-        """Occurrences of injected documents started on this host so far (`injection.exposures`)."""
-        if not self._injected:
-            return {}
-        started = self._packer.get_state()["next_new_document"] if self.stage == 0 else self._stage0_documents
-        return injection.exposures(self._schedule, started)
+    def consumed(self) -> dict[str, dict[str, Any]]:
+        """What the batches yielded so far hold, per component: `{"tokens": {name: target tokens},
+        "exposures": {injected name: [occurrences started, per document]}}` (sums over shards add up)."""
+        exposures = {}
+        if self._injected:
+            started = (
+                self._packer.get_state()["next_new_document"] if self.stage == 0 else self._stage0_documents
+            )
+            counts = injection.exposures(self._schedule, started)
+            for index, spec in self._injected:
+                seen = [0] * len(spec.planned_repetitions())
+                for document, count in counts.get(index, {}).items():
+                    seen[document] = count
+                exposures[self.component_names[index]] = seen
+        return {"tokens": dict(zip(self.component_names, self.tokens_consumed())), "exposures": exposures}
 
     def stats(self) -> dict[str, Any]:
         """Progress for logging: step, stage, rows and tokens on this host, and per component the
         documents started in the current stage and the epochs they make on this host."""
         counts = self._packer.documents_started
         per_component = {}
-        stage_weights = self.config["stages"][self.stage]["weights"]
+        stage = self.pipeline.stages[self.stage]
         for index, name in enumerate(self.component_names):
-            if name in stage_weights:
+            if name in stage.weights:
                 per_component[name] = {
                     "documents": counts[index],
-                    "epochs": counts[index] / self._host_document_counts[index],
+                    "epochs": counts[index] / self._host_document_counts[name],
                 }
         return {
             "step": self.step,
-            "stage": self.config["stages"][self.stage]["name"],
+            "stage": stage.name,
             "rows": self.rows,
             "tokens": self.rows * self.seq_len,
             "components": per_component,
             "length_buckets": self.length_buckets,
         }
-
-
-def build_train_pipeline(
-    data_config: Any,
-    tokenizer,
-    seq_len: int,
-    batch_size: Any,
-    process_index: int = 0,
-    process_count: int = 1,
-    seed: int = 0,
-) -> TrainIterator:
-    """The training batch iterator (see the module docstring and `apertus_jax.data.config`).
-
-    Raises:
-      ValueError / FileNotFoundError: an invalid config or bad data, with the key or path to fix.
-    """
-    return TrainIterator(
-        data_config,
-        tokenizer,
-        seq_len=seq_len,
-        batch_size=batch_size,
-        process_index=process_index,
-        process_count=process_count,
-        seed=seed,
-    )

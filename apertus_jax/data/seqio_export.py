@@ -15,15 +15,12 @@ optional extra "seqio" (`apertus_jax.data.seqio_vocabulary`).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import seqio
 import tensorflow as tf
 
-from apertus_jax.data import components as component_loader
 from apertus_jax.data import mixture
-from apertus_jax.data.config import normalize_data_config
+from apertus_jax.data.config import PipelineSpec
 from apertus_jax.data.documents import Component
 from apertus_jax.data.seqio_vocabulary import TokenizerVocabulary
 
@@ -52,11 +49,14 @@ class _ComponentDocuments:
         return tf.data.Dataset.from_generator(lambda: self._generate(order), output_signature=signature)
 
 
-def register_seqio_tasks(data_config: Any, tokenizer, prefix: str = "apertus_") -> dict[str, dict[str, str]]:
+def register_seqio_tasks(
+    pipeline: PipelineSpec, tokenizer, prefix: str = "apertus_"
+) -> dict[str, dict[str, str]]:
     """Registers our components as seqio Tasks and our stages as seqio Mixtures (module docstring).
 
     Args:
-      data_config: a data config (`apertus_jax.data.config`); its components are loaded with `tokenizer`.
+      pipeline: a typed pipeline (`apertus_jax.data.config.parse_pipeline`); its document components are
+        loaded with `tokenizer`.
       tokenizer: the tokenizer of the documents; the Tasks' `targets` use `TokenizerVocabulary(tokenizer)`.
       prefix: prepended to every registered name (seqio names allow letters, digits, `_ . : #`).
 
@@ -64,21 +64,21 @@ def register_seqio_tasks(data_config: Any, tokenizer, prefix: str = "apertus_") 
       `{"tasks": {component: task name}, "mixtures": {stage: mixture name}}`.
 
     Raises:
-      ValueError: an invalid config or data (as `build_train_pipeline`), or a name seqio rejects.
+      ValueError: bad data (as `TrainIterator`), or a name seqio rejects.
     """
-    config = normalize_data_config(data_config)
     vocabulary = TokenizerVocabulary(tokenizer)
     output_features = {"targets": seqio.Feature(vocabulary, add_eos=True, dtype=tf.int32)}
     components, tasks = {}, {}
-    for name, spec in config["components"].items():
-        component = component_loader.load_component(name, spec, tokenizer)
+    for name, spec in pipeline.mixed().items():
+        component = spec.load(name, tokenizer)
         indices = mixture.host_documents(
-            component, spec, split_seed=config["split_seed"], process_index=0, process_count=1
+            component, spec, split_seed=pipeline.split_seed, process_index=0, process_count=1
         )
+        split = getattr(spec, "split", "train")  # demo and seqio components name theirs
         source = seqio.FunctionDataSource(
             _ComponentDocuments(component, indices, tokenizer),
-            splits=[spec["split"]],
-            num_input_examples={spec["split"]: len(indices)},
+            splits=[split],
+            num_input_examples={split: len(indices)},
         )
         tasks[name] = prefix + name
         seqio.TaskRegistry.remove(tasks[name])
@@ -90,11 +90,11 @@ def register_seqio_tasks(data_config: Any, tokenizer, prefix: str = "apertus_") 
         )
         components[name] = component
     mixtures = {}
-    for stage in config["stages"]:
-        mixtures[stage["name"]] = f"{prefix}{stage['name']}_mixture"
+    for stage in pipeline.stages:
+        mixtures[stage.name] = f"{prefix}{stage.name}_mixture"
         rates = [
-            (tasks[name], weight / components[name].mean_tokens) for name, weight in stage["weights"].items()
+            (tasks[name], weight / components[name].mean_tokens) for name, weight in stage.weights.items()
         ]
-        seqio.MixtureRegistry.remove(mixtures[stage["name"]])
-        seqio.MixtureRegistry.add(mixtures[stage["name"]], rates)
+        seqio.MixtureRegistry.remove(mixtures[stage.name])
+        seqio.MixtureRegistry.add(mixtures[stage.name], rates)
     return {"tasks": tasks, "mixtures": mixtures}

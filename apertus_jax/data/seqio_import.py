@@ -15,7 +15,6 @@ extra "seqio" (`apertus_jax.data.seqio_vocabulary`).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import numpy as np
 import seqio
@@ -37,12 +36,12 @@ def _examples(task_or_mixture_name: str, split: str):
             yield task, index, example
 
 
-def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
+def load_component(name: str, spec, tokenizer) -> Component:
     """A pipeline component read from a registered seqio Task or Mixture (see the module docstring).
 
     Args:
       name: the component name (for messages).
-      spec: a normalized component spec of kind "seqio" (`task`, `split`, `feature`, `score_field`).
+      spec: the component's `SeqioSpec` (`task`, `split`, `feature`, `score_field`).
       tokenizer: our tokenizer; text is tokenized with it, token ids must come from it.
 
     Returns:
@@ -52,17 +51,17 @@ def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
       ValueError: an unknown task or split, a missing feature, ids of another vocabulary or outside
         `[0, vocab_size)`, no non-empty document.
     """
-    task_name, feature = spec["task"], spec["feature"]
+    task_name, feature = spec.task, spec.feature
     stats = sources.RawStats()
     texts, documents, scores = [], [], []
-    for task, index, example in _examples(task_name, spec["split"]):
+    for task, index, example in _examples(task_name, spec.split):
         if feature not in example:
             raise ValueError(
                 f"component {name!r}: seqio task {task.name!r} has no feature {feature!r}; "
                 f"it has {sorted(example)} (set 'feature')"
             )
         value = example[feature]
-        score = float(example[spec["score_field"]]) if spec["score_field"] else None
+        score = float(example[spec.score_field]) if spec.score_field else None
         if isinstance(value, bytes):
             text = sources.decode_utf8(value, stats)
             if not text.strip():
@@ -80,7 +79,7 @@ def load_component(name: str, spec: dict[str, Any], tokenizer) -> Component:
         raise ValueError(f"component {name!r}: feature {feature!r} of {task_name!r} mixes text and token ids")
     if not texts and not documents:
         raise ValueError(
-            f"component {name!r}: seqio {task_name!r} split {spec['split']!r} has no non-empty {feature!r}"
+            f"component {name!r}: seqio {task_name!r} split {spec.split!r} has no non-empty {feature!r}"
         )
     if stats.replaced_invalid_utf8:
         logging.warning(

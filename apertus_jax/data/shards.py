@@ -64,6 +64,14 @@ def tokenizer_info(tokenizer) -> dict[str, Any]:
     }
 
 
+SHARD_TOKENS = 256 * 1024 * 1024
+"""Shard size in tokens (BoD and EoD included; int32, so ~1 GiB of token data per full shard).
+
+A shard is closed once it holds at least this many tokens, so every shard of a part but its last holds
+between `SHARD_TOKENS` and `SHARD_TOKENS` + (its last document's tokens - 1). The default of
+`ShardWriter`, of prep's `config.shards.shard_tokens` (prepare_data) and of `--shard_tokens` (tokenize_data)."""
+
+
 class ShardWriter:
     """Writes documents into a new shard set at `out_dir`, atomically.
 
@@ -76,7 +84,7 @@ class ShardWriter:
         against its vocab size).
       source: the name of the data source (e.g. "fineweb2-deu").
       licence: the licence of the source text (e.g. "ODC-By-1.0").
-      shard_tokens: start a new shard after this many tokens.
+      shard_tokens: start a new shard after this many tokens (`SHARD_TOKENS`).
       extra: more manifest fields (e.g. inputs, counts of replaced bytes).
 
     Raises:
@@ -91,7 +99,7 @@ class ShardWriter:
         *,
         source: str,
         licence: str,
-        shard_tokens: int = 256 * 1024 * 1024,
+        shard_tokens: int = SHARD_TOKENS,
         overwrite: bool = False,
         extra: dict[str, Any] | None = None,
     ):

@@ -1,6 +1,6 @@
 """What a data strategy feeds the model, read from the training pipeline itself (Boldt, docs/recipe.md 8).
 
-`strategy_report(data_config, tokenizer, seq_len=, rows=, steps=)` runs the real `TrainIterator` for `steps`
+`strategy_report(pipeline, tokenizer, seq_len=, rows=, steps=)` runs the real `TrainIterator` for `steps`
 batches and reads, per stage, the `(component, document)` pairs its packer consumed (the documents of every
 row, the partial last one included). It reports unique tokens (distinct documents by content: a document in
 two subsets counts once), passes over each component, and the order of components (and of the documents'
@@ -14,32 +14,37 @@ from typing import Any
 
 import numpy as np
 
+from apertus_jax.data.config import PipelineSpec
 from apertus_jax.data.mixture import host_documents
-from apertus_jax.data.pipeline import build_train_pipeline
+from apertus_jax.data.pipeline import TrainIterator
 
 
-def consumed_documents(data_config: Any, tokenizer, *, seq_len: int, rows: int, steps: int, seed: int = 0):
+def consumed_documents(
+    pipeline: PipelineSpec, tokenizer, *, seq_len: int, rows: int, steps: int, seed: int = 0
+):
     """`(iterator, [(stage name, component index, document index), ...])` of the first `steps` batches of
     `rows` rows, in training order.
 
     Raises:
-      ValueError / FileNotFoundError: as `build_train_pipeline`; a stage that runs out of documents.
+      ValueError / FileNotFoundError: as `TrainIterator`; a stage that runs out of documents.
     """
-    iterator = build_train_pipeline(data_config, tokenizer, seq_len=seq_len, batch_size=rows, seed=seed)
+    iterator = TrainIterator(
+        pipeline, tokenizer, seq_len=seq_len, batch_size=rows, process_index=0, process_count=1, seed=seed
+    )
     packers = {}
     for _ in range(steps):
         next(iterator)
         packers[iterator.stage] = iterator.packer
     sequence = []
     for stage, packer in sorted(packers.items()):
-        name = iterator.config["stages"][stage]["name"]
+        name = iterator.pipeline.stages[stage].name
         last = min(packer.document, len(packer.stream) - 1)
         sequence += [(name, *packer.stream[i]) for i in range(last + 1)]
     return iterator, sequence
 
 
 def strategy_report(
-    data_config: Any, tokenizer, *, seq_len: int, rows: int, steps: int, seed: int = 0
+    pipeline: PipelineSpec, tokenizer, *, seq_len: int, rows: int, steps: int, seed: int = 0
 ) -> dict[str, Any]:
     """The data a strategy trains on in `steps` batches of `rows` x `seq_len` tokens.
 
@@ -52,7 +57,7 @@ def strategy_report(
       "scores": the component scores of the consumed documents in order (NaN without scores)}`.
     """
     iterator, sequence = consumed_documents(
-        data_config, tokenizer, seq_len=seq_len, rows=rows, steps=steps, seed=seed
+        pipeline, tokenizer, seq_len=seq_len, rows=rows, steps=steps, seed=seed
     )
     components = iterator.components
     seen, unique_tokens = set(), 0
@@ -60,8 +65,8 @@ def strategy_report(
     for c in components:
         available = host_documents(
             c,
-            iterator.config["components"][c.name],
-            split_seed=iterator.config["split_seed"],
+            iterator.pipeline.components[c.name],
+            split_seed=iterator.pipeline.split_seed,
             process_index=0,
             process_count=1,
         )

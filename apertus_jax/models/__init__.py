@@ -2,7 +2,13 @@
 
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.presets import PRESET_NAMES, get_config
-from apertus_jax.models.transformer import Apertus, create_model, export_weights, import_weights
+from apertus_jax.models.transformer import (
+    Apertus,
+    create_model,
+    export_weights,
+    import_weights,
+    model_from_params,
+)
 
 __all__ = [
     "Apertus",
@@ -12,4 +18,5 @@ __all__ = [
     "export_weights",
     "get_config",
     "import_weights",
+    "model_from_params",
 ]

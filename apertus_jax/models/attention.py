@@ -34,6 +34,11 @@ from apertus_jax.models.layers import RMSNorm, normal_param
 from apertus_jax.models.partitioning import constrain, logical_to_spec
 from apertus_jax.models.rope import apply_rope, rope_inv_freq
 
+try:  # the Pallas TPU kernels ship with jax, but not every jaxlib build can import them
+    from jax.experimental.pallas.ops.tpu import splash_attention as splash
+except ImportError:
+    splash = None
+
 MASK_VALUE = float(jnp.finfo(jnp.float32).min)
 
 
@@ -126,10 +131,8 @@ def splash_attention(
         raise NotImplementedError(
             "attention_impl='splash' needs a TPU backend; use 'xla'/'jax_nn' on CPU, 'cudnn' on GPU"
         )
-    try:
-        from jax.experimental.pallas.ops.tpu import splash_attention as splash
-    except ImportError as err:
-        raise NotImplementedError(f"splash attention kernel not importable: {err}") from err
+    if splash is None:
+        raise NotImplementedError("splash attention kernel not importable from this jax installation")
 
     def local_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT):
         t, n = q_BxTxNxH.shape[1], q_BxTxNxH.shape[2]

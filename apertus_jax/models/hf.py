@@ -31,7 +31,6 @@ ValueError naming the field.
 
 import json
 import os
-import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +39,7 @@ from flax import nnx
 from safetensors.flax import load_file
 from safetensors.numpy import save_file
 
+from apertus_jax import files
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.layers import XIELU_BETA, XIELU_EPS
 from apertus_jax.models.transformer import Apertus, export_weights, import_weights
@@ -353,20 +353,16 @@ def save_hf(model: Apertus, directory: str | os.PathLike) -> None:
     """Write `config.json` and `model.safetensors` for `transformers.AutoModelForCausalLM.from_pretrained`
     (`ApertusForCausalLM` or `LlamaForCausalLM`, see `to_hf`).
 
-    Both files are written under temporary names in `directory` and renamed into place, so an interrupted
-    save never leaves a half-written checkpoint under the final names.
+    Each file is written atomically (`apertus_jax.files`), so an interrupted save never leaves a half-written
+    file under its final name.
 
     Raises:
       ValueError: as `to_hf`.
     """
     state_dict, hf_config = to_hf(model)
-    os.makedirs(directory, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".save_hf.") as tmp:
-        save_file(state_dict, os.path.join(tmp, WEIGHTS_FILE), metadata={"format": "pt"})
-        with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
-            json.dump(hf_config, f, indent=2, sort_keys=True)
-        for name in (WEIGHTS_FILE, CONFIG_FILE):
-            os.replace(os.path.join(tmp, name), os.path.join(directory, name))
+    with files.atomic_path(os.path.join(directory, WEIGHTS_FILE)) as tmp:
+        save_file(state_dict, tmp, metadata={"format": "pt"})
+    files.write_json(os.path.join(directory, CONFIG_FILE), hf_config, indent=2, sort_keys=True)
 
 
 def load_hf(directory: str | os.PathLike, **overrides) -> Apertus:

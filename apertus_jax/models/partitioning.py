@@ -9,7 +9,7 @@ context as well as fsdp ("embed"): the devices of a context group would otherwis
 parameter and optimizer shards (ZeRO-3 over the context group; in activations "length" takes the context axis
 first, so "embed" stays as it was there). The context axis is the last
 (innermost) mesh axis: its per-layer K/V all-gather is the largest collective of a long-context step, so its
-devices are the nearest neighbours. With `context = 1` (the default) the mesh has no context axis (`make_mesh`), as before.
+devices are the nearest neighbours. With `context = 1` (the default) the mesh has no context axis (`make_mesh`).
 
 Fallback (documented rule): a mesh axis is dropped for a dimension when it is absent from the mesh, has
 size 1, is already used by an earlier dimension of the same array, or does not divide the dimension (e.g.

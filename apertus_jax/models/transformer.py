@@ -12,6 +12,10 @@ Both layouts draw the same random numbers, so `Apertus(cfg, rngs=nnx.Rngs(s))` h
 way. `export_weights` / `import_weights` read and write a flat, layout-independent dict of arrays.
 """
 
+import dataclasses
+import functools
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -20,7 +24,7 @@ from jax.sharding import Mesh
 from apertus_jax.models.attention import Attention
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.layers import MLP, RMSNorm, dense, normal_param
-from apertus_jax.models.partitioning import constrain, state_shardings
+from apertus_jax.models.partitioning import constrain, make_mesh, state_shardings
 
 REMAT_POLICIES = {
     "full": jax.checkpoint_policies.nothing_saveable,
@@ -142,6 +146,40 @@ class Apertus(nnx.Module):
         return x_BxTxD
 
 
+@dataclasses.dataclass(frozen=True)
+class ParamLayout:
+    """The parameters of an `Apertus` without allocating them.
+
+    Attributes:
+      graphdef: the model's structure (`nnx.merge(graphdef, params)` rebuilds it; params a pure dict).
+      shardings: the pure-dict tree of NamedSharding from the logical-axis rule table (`state_shardings`).
+      abstract: the same tree of `jax.ShapeDtypeStruct` carrying those shardings.
+      create: () -> the initialized parameters as a pure dict (unjitted; `seed` fixes them; jit it with
+        `out_shardings=shardings` so each device creates only its shards).
+    """
+
+    graphdef: nnx.GraphDef
+    shardings: dict
+    abstract: dict
+    create: Callable[[], dict]
+
+
+def param_layout(config: ModelConfig, mesh: Mesh, seed: int = 0) -> ParamLayout:
+    """The `ParamLayout` of `Apertus(config, rngs=nnx.Rngs(seed))` on `mesh` (nothing allocated)."""
+
+    def create() -> dict:
+        return nnx.state(Apertus(config, rngs=nnx.Rngs(seed)), nnx.Param).to_pure_dict()
+
+    graphdef, abstract_state = nnx.split(
+        nnx.eval_shape(lambda: Apertus(config, rngs=nnx.Rngs(seed))), nnx.Param
+    )
+    shardings = state_shardings(abstract_state, mesh).to_pure_dict()
+    abstract = jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), jax.eval_shape(create), shardings
+    )
+    return ParamLayout(graphdef, shardings, abstract, create)
+
+
 def create_model(config: ModelConfig, *, seed: int = 0, mesh: Mesh | None = None) -> Apertus:
     """`Apertus(config, rngs=nnx.Rngs(seed))` initialised in ONE compiled program.
 
@@ -149,12 +187,25 @@ def create_model(config: ModelConfig, *, seed: int = 0, mesh: Mesh | None = None
     instead of one per operation.
 
     With `mesh`, every parameter is created directly with its `state_shardings` sharding (never whole
-    on one device); without, on the default device.
+    on one device, `param_layout`); without, on the default device.
     """
-    graphdef, abstract_state = nnx.split(nnx.eval_shape(lambda: Apertus(config, rngs=nnx.Rngs(seed))))
-    shardings = None if mesh is None else state_shardings(abstract_state, mesh)
-    init = jax.jit(lambda: nnx.state(Apertus(config, rngs=nnx.Rngs(seed))), out_shardings=shardings)
-    return nnx.merge(graphdef, init())
+    layout = param_layout(config, mesh or make_mesh(1, 1, 1, jax.devices()[:1]), seed)
+    params = jax.jit(layout.create, out_shardings=layout.shardings)()
+    return model_from_params(config, params)
+
+
+def model_from_params(config: ModelConfig, params: dict) -> Apertus:
+    """An `Apertus` holding `params`, the trainer's plain nested dict of parameters
+    (`nnx.state(model, nnx.Param).to_pure_dict()` layout); nothing is initialized or compiled."""
+    graphdef, state = _abstract_model(config)
+    state = jax.tree.map(lambda x: x, state)  # a fresh copy: the cached abstract state stays untouched
+    nnx.replace_by_pure_dict(state, params)
+    return nnx.merge(graphdef, state)
+
+
+@functools.cache
+def _abstract_model(config: ModelConfig):
+    return nnx.split(nnx.eval_shape(lambda: Apertus(config, rngs=nnx.Rngs(0))), nnx.Param)
 
 
 def export_weights(model: Apertus) -> dict[str, jax.Array]:

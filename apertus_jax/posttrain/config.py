@@ -1,5 +1,7 @@
-"""The `posttrain` section of a run: which loss the train step optimizes and how the reference is read.
+"""The `posttrain` section of a run: the post-training data, which loss the train step optimizes, the reference.
 
+data       post-training JSONL files (docs/posttrain.md): conversations for SFT (objective "lm"), preference
+           records for "qrpo" / "dpo"; () = pretraining on `data.pipeline`
 objective  "lm" (pretraining and SFT: next-token cross-entropy over `loss_mask`), "qrpo" or "dpo"
 beta       QRPO's b / DPO's beta: the KL coefficient (Apertus QRPO: b = 5, docs/posttrain.md)
 length_normalized   divide beta by the completion length |y| in every loss term (Apertus section 4.3)
@@ -25,6 +27,7 @@ class PosttrainConfig:
       ValueError: in `__post_init__`, one line naming the field ("posttrain.<field>") and its valid values.
     """
 
+    data: tuple[str, ...] = ()
     objective: str = "lm"
     beta: float = 5.0
     length_normalized: bool = True
@@ -36,6 +39,13 @@ class PosttrainConfig:
         check_choice("posttrain.objective", self.objective, OBJECTIVES)
         check_choice("posttrain.reference", self.reference, REFERENCE_MODES)
         check_number("posttrain.beta", self.beta, low=0, low_open=True)
+        if isinstance(self.data, str) or not all(isinstance(p, str) and p for p in self.data):
+            raise ValueError(f"posttrain.data={self.data!r} must be a list of JSONL paths")
+        object.__setattr__(self, "data", tuple(self.data))
+        if self.objective != "lm" and not self.data:
+            raise ValueError(
+                f"posttrain.objective={self.objective!r} needs preference records: set posttrain.data"
+            )
         if not isinstance(self.length_normalized, bool):
             raise ValueError(
                 f"posttrain.length_normalized must be True or False, got {self.length_normalized!r}"

@@ -14,7 +14,8 @@ from typing import Any
 import grain
 import numpy as np
 
-from apertus_jax.tokenizers.base import Tokenizer, file_sha256
+from apertus_jax.files import file_sha256
+from apertus_jax.tokenizers.base import Tokenizer
 
 STATE_VERSION = 1
 
@@ -64,6 +65,10 @@ class EpochIterator(grain.DatasetIterator):
             "epoch": self.epoch,
             "position": self.position,
         }
+
+    def consumed(self) -> dict:
+        """`{}`: post-training rows are not counted per data component (`apertus_jax.train.batches`)."""
+        return {}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continues from `get_state()`.

@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from apertus_jax.train.step import Objective
+
 SLOTS = 2
 PREFERENCE_KEYS = ("ref_logprobs", "quantile_reward")  # float32 [B, SLOTS] batch arrays
 
@@ -138,10 +140,13 @@ def dpo_loss(beta: float, length_normalized: bool) -> Callable:
     return loss_fn
 
 
-def loss_for(posttrain) -> Callable | None:
-    """The train step's loss of a `PosttrainConfig`: None for "lm" (the pretraining loss)."""
+def objective_for(posttrain) -> Objective | None:
+    """The train step's objective of a `PosttrainConfig`: None for "lm" (the pretraining cross-entropy over
+    `loss_mask`, which SFT's assistant-only mask makes the SFT loss); QRPO and DPO read the float32 `[B, 2]`
+    batch arrays `PREFERENCE_KEYS`."""
+    arrays = {key: ((SLOTS,), "float32") for key in PREFERENCE_KEYS}
     if posttrain.objective == "qrpo":
-        return qrpo_loss(posttrain.beta, posttrain.length_normalized)
+        return Objective(qrpo_loss(posttrain.beta, posttrain.length_normalized), arrays)
     if posttrain.objective == "dpo":
-        return dpo_loss(posttrain.beta, posttrain.length_normalized)
+        return Objective(dpo_loss(posttrain.beta, posttrain.length_normalized), arrays)
     return None

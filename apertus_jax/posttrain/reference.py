@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
+from apertus_jax import files
 from apertus_jax.posttrain import rows
 from apertus_jax.posttrain.epochs import inputs_fingerprint
 from apertus_jax.posttrain.objectives import SLOTS, slot_logprobs
@@ -71,10 +72,7 @@ def write_cache(
         "reference_step": int(reference_step),
         "logprobs": [float(v) for v in np.asarray(logprobs, np.float32)],
     }
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(payload, f)
-    os.replace(path + ".tmp", path)
+    files.write_json(path, payload)
 
 
 def read_cache(path: str, fingerprint: str, expected: int) -> dict:

@@ -19,8 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
+from apertus_jax import files
 from apertus_jax.prep.embedders import HashedCharNgramEmbedder, embedder_from_config
 
 OBJECTIVES = ("binary", "regression")
@@ -191,11 +193,10 @@ class Classifier:
         return np.asarray(jax.nn.sigmoid(out) if self.objective == "binary" else out, np.float64)
 
     def save(self, path: str) -> None:
-        """Writes params and metadata atomically (temporary name, then rename)."""
+        """Writes params and metadata as safetensors atomically (`apertus_jax.files.atomic_path`)."""
         meta = {"objective": self.objective, "embedder": json.dumps(self.embedder.config())}
-        tmp = f"{path}.tmp-{os.getpid()}"
-        save_file({k: np.asarray(v, np.float32) for k, v in self.params.items()}, tmp, metadata=meta)
-        os.replace(tmp, path)
+        with files.atomic_path(path) as tmp:
+            save_file({k: np.asarray(v, np.float32) for k, v in self.params.items()}, tmp, metadata=meta)
 
     @classmethod
     def load(cls, path: str, embedder=None) -> "Classifier":
@@ -210,7 +211,6 @@ class Classifier:
                 f"classifier head {path!r} not found; set the head's `labels` in the prep "
                 "config (prepare_data trains missing heads) or use Classifier.train(...).save"
             )
-        from safetensors import safe_open
 
         with safe_open(path, framework="numpy") as f:
             meta = f.metadata()

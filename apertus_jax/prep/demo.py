@@ -20,10 +20,10 @@ import hashlib
 import importlib.resources
 import json
 import lzma
-import os
 import random
 import re
 
+from apertus_jax import files
 from apertus_jax.data.demo_corpus import load_demo_documents, load_german_prose
 
 TOXIC_LEXICON = re.compile(
@@ -130,10 +130,5 @@ def demo_labels(seed: int = 0) -> dict[str, list[dict]]:
 
 
 def write_jsonl(rows: list[dict], path: str) -> None:
-    """Writes `rows` as JSON lines atomically (temporary name, then rename)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    """Writes `rows` as JSON lines (UTF-8, not ASCII-escaped) atomically (`apertus_jax.files`)."""
+    files.write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))

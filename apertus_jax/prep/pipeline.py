@@ -20,7 +20,8 @@ Config (an `ml_collections.ConfigDict` or nested dict; see configs/prep/demo.py 
   robots {enabled, snapshot, mode, agents}, pii {enabled, skip_sources},
   decontam {enabled, benchmarks, prompt_key, id_key, n, min_block, threshold},
   heads {<name>: {path, labels, languages}}, toxicity {enabled, top_fraction, skip_sources},
-  quality {enabled, thresholds {tier: min score}, keep}, shards {source, licence, score_key, shard_tokens}.
+  quality {enabled, thresholds {tier: min score}, keep},
+  shards {source, licence, score_key, shard_tokens (shard size in tokens, `shards.SHARD_TOKENS`)}.
 """
 
 import os

@@ -4,12 +4,12 @@ Used by `experiments/prepare_data.py` and by the tests (so both run the same cod
 """
 
 import glob
-import json
 import os
 import shutil
 
 from absl import logging
 
+from apertus_jax import files
 from apertus_jax.prep import demo, local_executor, pipeline, stats
 from apertus_jax.prep.classifier import Classifier, load_labeled_jsonl
 
@@ -112,9 +112,7 @@ def run_prepare(config, report_only: bool = False) -> dict:
         list(executors.values())[-1].run()
     report = stats.build_report(config.work_dir)
     path = os.path.join(config.work_dir, "prep_stats.json")
-    with open(f"{path}.tmp", "w") as f:
-        json.dump(report, f, indent=1)
-    os.replace(f"{path}.tmp", path)
+    files.write_json(path, report, indent=1)
     if os.path.isdir(config.output_dir):
         # Next to the shard manifest, so a training run that reads the shards records what prep removed.
         shutil.copyfile(path, os.path.join(config.output_dir, "prep_stats.json"))

@@ -21,7 +21,12 @@ from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.readers import JsonlReader
 from datatrove.utils.batching import batched
 
-from apertus_jax.prep import decontam, pii, quality, robots, toxicity
+from apertus_jax import files
+from apertus_jax.data import shards
+from apertus_jax.data.shards import MANIFEST, load_manifest
+from apertus_jax.prep import decontam, pii, quality, robots, shard_parts, toxicity
+from apertus_jax.prep.classifier import Classifier
+from apertus_jax.tokenizers import load_tokenizer
 
 UNKNOWN_LANG = "und"
 
@@ -68,7 +73,6 @@ class CountTokens(PrepStep):
         self.tokenizer_spec = tokenizer
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from apertus_jax.tokenizers import load_tokenizer
 
         tokenizer = load_tokenizer(self.tokenizer_spec)
         for doc in data:
@@ -182,9 +186,8 @@ class Decontaminate(PrepStep):
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         decon = decontam.Decontaminator(self.prompts, self.n, self.min_block, self.threshold)
-        os.makedirs(self.report_dir, exist_ok=True)
         path = os.path.join(self.report_dir, f"{rank:05d}.jsonl")
-        with open(f"{path}.tmp", "w", encoding="utf-8") as report:
+        with files.atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as report:
             for doc in data:
                 with self.track_time():
                     flags = decon.check(doc.text)
@@ -204,7 +207,6 @@ class Decontaminate(PrepStep):
                     self.account(doc, "benchmark_contamination" if flags else None)
                 if not flags:
                     yield doc
-        os.replace(f"{path}.tmp", path)
 
 
 def _load_prompts(path: str, prompt_key: str, id_key: str) -> dict[str, str]:
@@ -260,7 +262,6 @@ class ScoreDocuments(PrepStep):
         self.batch_size = batch_size
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from apertus_jax.prep.classifier import Classifier
 
         classifiers = {name: Classifier.load(head["path"]) for name, head in self.heads.items()}
         for batch in batched(data, self.batch_size):
@@ -329,10 +330,7 @@ class ComputeToxicityThresholds(PipelineStep):
             "thresholds": thresholds,
             "documents": {lang: len(s) for lang, s in sorted(scores.items())},
         }
-        os.makedirs(os.path.dirname(self.output) or ".", exist_ok=True)
-        with open(f"{self.output}.tmp", "w") as f:
-            json.dump(result, f, indent=1, sort_keys=True)
-        os.replace(f"{self.output}.tmp", self.output)
+        files.write_json(self.output, result, indent=1, sort_keys=True)
         self.stat_update("languages", value=len(thresholds))
         yield from ()
 
@@ -401,9 +399,14 @@ class QualityTiers(PrepStep):
 class WriteShards(PrepStep):
     """Tokenizes documents (`[BoD] + ids + [EoD]`) into an ArrayRecord shard set per task.
 
-    Writes `<output_dir>/parts/<rank>/` with `apertus_jax.data.shards.ShardWriter` (the training format); the
-    record score is `metadata[score_key]` when present. `MergeShardManifests` then lists all parts in one
-    manifest at `<output_dir>`. A task without documents writes nothing.
+    Writes `<output_dir>/parts/<rank>/` with `shard_parts.PartWriter` (the training format, the same writer
+    as `apertus_jax.prep.tokenize`); the record score is `metadata[score_key]` when present.
+    `MergeShardManifests` then lists all parts in one manifest at `<output_dir>`. A task without documents
+    writes nothing.
+
+    Args:
+      shard_tokens: shard size in tokens (see `shards.SHARD_TOKENS`).
+      batch_documents: documents per `encode_batch` call.
     """
 
     name = "ArrayRecord shards"
@@ -415,8 +418,9 @@ class WriteShards(PrepStep):
         source: str = "prepared",
         licence: str = "",
         score_key: str | None = "score_educational_quality",
-        shard_tokens: int = 64 * 1024 * 1024,
+        shard_tokens: int = shards.SHARD_TOKENS,
         lang_key: str = "lang",
+        batch_documents: int = shard_parts.BATCH_DOCUMENTS,
     ):
         super().__init__(lang_key)
         self.output_dir, self.tokenizer_spec, self.source, self.licence = (
@@ -425,36 +429,27 @@ class WriteShards(PrepStep):
             source,
             licence,
         )
-        self.score_key, self.shard_tokens = score_key, shard_tokens
+        self.score_key, self.shard_tokens, self.batch_documents = score_key, shard_tokens, batch_documents
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from apertus_jax.data.shards import ShardWriter
-        from apertus_jax.tokenizers import load_tokenizer
-
-        first = next(iter(data), None) if data is not None else None
-        if first is None:
+        stream = shard_parts.batches(data, self.batch_documents)
+        if stream is None:
             return
-        tokenizer = load_tokenizer(self.tokenizer_spec)
-        out = os.path.join(self.output_dir, "parts", f"{rank:05d}")
-        with ShardWriter(
-            out,
-            tokenizer,
+        with shard_parts.PartWriter(
+            self.output_dir,
+            rank,
+            self.tokenizer_spec,
             source=self.source,
             licence=self.licence,
+            score_key=self.score_key,
             shard_tokens=self.shard_tokens,
-            overwrite=True,
-        ) as writer:
-            for doc in _chain(first, data):
-                with self.track_time():
-                    score = doc.metadata.get(self.score_key) if self.score_key else None
-                    writer.write(tokenizer.encode_document(doc.text), doc.id, score)
-                    self.account(doc)
-                yield doc
-
-
-def _chain(first: Document, rest: DocumentsPipeline) -> DocumentsPipeline:
-    yield first
-    yield from rest
+        ) as part:
+            for batch in stream:
+                with self.track_time(unit="batch"):
+                    part.write_batch(batch)
+                    for doc in batch:
+                        self.account(doc)
+                yield from batch
 
 
 SUMMED_MANIFEST_FIELDS = ("documents", "tokens", "files", "skipped_empty_documents", "replaced_invalid_utf8")
@@ -479,7 +474,6 @@ class MergeShardManifests(PipelineStep):
         self.output_dir, self.publish_to = output_dir, publish_to
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from apertus_jax.data.shards import MANIFEST, load_manifest
 
         parts_dir = os.path.join(self.output_dir, "parts")
         parts = (
@@ -506,11 +500,7 @@ class MergeShardManifests(PipelineStep):
                 if key in manifest:
                     merged[key] += manifest[key]
             merged["created"] = max(merged["created"], manifest["created"])
-        path = os.path.join(self.output_dir, MANIFEST)
-        with open(f"{path}.tmp", "w") as f:
-            json.dump(merged, f, indent=2)
-            f.write("\n")
-        os.replace(f"{path}.tmp", path)
+        files.write_text(os.path.join(self.output_dir, MANIFEST), json.dumps(merged, indent=2) + "\n")
         if self.publish_to is not None:
             _publish(self.output_dir, self.publish_to)
         self.stat_update("documents", value=merged["documents"])

@@ -5,27 +5,29 @@ training format of `apertus_jax.data.shards`. Two stages, chained with `depends`
   tokenize (T tasks): `RawDocumentReader` (task t reads input files t, t + T, ... with
                       `apertus_jax.data.sources`: JSONL, Parquet or text, invalid UTF-8 replaced and counted,
                       empty documents skipped) -> `TokenizeShards` (batched `encode_batch`, `[BoD] + ids +
-                      [EoD]`, `ShardWriter` into `<staging>/parts/<t>/`, counts in the part manifest)
+                      [EoD]`, `shard_parts.PartWriter` into `<staging>/parts/<t>/`, counts in the part
+                      manifest)
   merge    (1 task):  `MergeShardManifests`: one manifest over all parts (documents, tokens, files, skipped
                       and replaced counts summed), then the staging directory is renamed to `out`.
 With T = 1 the shards are bit for bit those of a single process reading the same files in order; with T
 tasks every document is tokenized exactly once, so the multiset of token sequences is the same.
-`experiments/tokenize_data.py` is the command-line front-end.
+`experiments/tokenize_data.py` is the command-line front-end (`tokenize_job` turns its flags into a job).
 """
 
 import dataclasses
-import itertools
 import os
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
-from apertus_jax.data import sources
-from apertus_jax.prep import local_executor
+from apertus_jax.data import shards, sources
+from apertus_jax.data.shards import load_manifest
+from apertus_jax.prep import local_executor, shard_parts
 from apertus_jax.prep.pipeline import make_executor
 from apertus_jax.prep.steps import MergeShardManifests
 
@@ -75,11 +77,13 @@ class RawDocumentReader(PipelineStep):
 class TokenizeShards(PipelineStep):
     """Tokenizes documents in batches into one ArrayRecord shard set per task at `<output_dir>/parts/<rank>/`.
 
+    Writes with `shard_parts.PartWriter`, the same writer as the preparation pipeline's `steps.WriteShards`.
+
     Args:
       output_dir: the (staging) directory of the whole set; `MergeShardManifests` lists all parts.
       tokenizer: a `load_tokenizer` spec ("tekken", "sentencepiece:PATH", "hf:PATH").
       source, licence: recorded in the manifest (see `apertus_jax.data.shards.ShardWriter`).
-      shard_tokens: start a new shard after this many tokens.
+      shard_tokens: shard size in tokens (see `shards.SHARD_TOKENS`).
       batch_documents: documents per `encode_batch` call.
       reader: the `RawDocumentReader` before this step; its counts go into the part manifest.
       extra: more manifest fields (e.g. inputs, kind).
@@ -97,8 +101,8 @@ class TokenizeShards(PipelineStep):
         tokenizer: str,
         source: str,
         licence: str,
-        shard_tokens: int = 256 * 1024 * 1024,
-        batch_documents: int = 1024,
+        shard_tokens: int = shards.SHARD_TOKENS,
+        batch_documents: int = shard_parts.BATCH_DOCUMENTS,
         reader: RawDocumentReader | None = None,
         extra: dict | None = None,
     ):
@@ -113,36 +117,26 @@ class TokenizeShards(PipelineStep):
         self.reader, self.extra = reader, dict(extra or {})
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from apertus_jax.data.shards import ShardWriter
-        from apertus_jax.tokenizers import load_tokenizer
-
-        documents = iter(data if data is not None else ())
-        first = next(documents, None)
-        if first is None:
+        stream = shard_parts.batches(data, self.batch_documents)
+        if stream is None:
             return
-        tokenizer = load_tokenizer(self.tokenizer_spec)
-        out = os.path.join(self.output_dir, "parts", f"{rank:05d}")
-        start = time.perf_counter()
-        with ShardWriter(
-            out,
-            tokenizer,
+        with shard_parts.PartWriter(
+            self.output_dir,
+            rank,
+            self.tokenizer_spec,
             source=self.source,
             licence=self.licence,
+            score_key="score",
             shard_tokens=self.shard_tokens,
-            overwrite=True,
             extra=self.extra,
-        ) as writer:
-            stream = itertools.chain([first], documents)
-            while batch := list(itertools.islice(stream, self.batch_documents)):
+        ) as part:
+            start = time.perf_counter()
+            for batch in stream:
                 with self.track_time(unit="batch"):
-                    before = writer.manifest["tokens"]
-                    for doc, ids in zip(batch, tokenizer.encode_batch([d.text for d in batch])):
-                        writer.write(
-                            [tokenizer.bod_id, *ids, tokenizer.eod_id], doc.id, doc.metadata.get("score")
-                        )
+                    tokens = part.write_batch(batch)
                 self.stat_update("documents", value=len(batch))
-                self.stat_update("tokens", value=writer.manifest["tokens"] - before, unit="batch")
-                manifest = writer.manifest
+                self.stat_update("tokens", value=tokens, unit="batch")
+                manifest = part.manifest
                 print(
                     f"task {rank}: {manifest['documents']:,} documents, {manifest['tokens']:,} tokens, "
                     f"{manifest['tokens'] / (time.perf_counter() - start):,.0f} tokens/s",
@@ -150,7 +144,7 @@ class TokenizeShards(PipelineStep):
                 )
             if self.reader is not None:
                 stats = self.reader.raw_stats
-                writer.manifest.update(
+                part.manifest.update(
                     skipped_empty_documents=stats.skipped_empty,
                     replaced_invalid_utf8=stats.replaced_invalid_utf8,
                     files=stats.files,
@@ -175,8 +169,8 @@ class TokenizeJob:
     text_field: str = "text"
     id_field: str = "id"
     score_field: str | None = None
-    shard_tokens: int = 256 * 1024 * 1024
-    batch_documents: int = 1024
+    shard_tokens: int = shards.SHARD_TOKENS
+    batch_documents: int = shard_parts.BATCH_DOCUMENTS
     overwrite: bool = False
     tasks: int = 1
     executor: dict = dataclasses.field(
@@ -194,6 +188,54 @@ class TokenizeJob:
     def staging(self) -> str:
         parent, name = os.path.split(os.path.abspath(self.out))
         return os.path.join(parent, f".{name}.staging")
+
+
+def tokenize_job(
+    inputs: Sequence[str],
+    out: str,
+    tokenizer: str,
+    source: str,
+    licence: str,
+    *,
+    executor: str = "local",
+    workers: int = 1,
+    slurm: Mapping | None = None,
+    logging_dir: str | None = None,
+    **fields,
+) -> TokenizeJob:
+    """The `TokenizeJob` of a command-line run (`experiments/tokenize_data.py`).
+
+    Args:
+      inputs, out, tokenizer, source, licence: as in `TokenizeJob`.
+      executor: "local", "slurm" or "ray"; the cluster executors skip the tasks an earlier submission
+        completed, the local one reruns every task.
+      workers: tasks run at once.
+      slurm: the Slurm options (`partition`, `time`, `cpus_per_task`, `mem_per_cpu_gb`, `venv_path`).
+      logging_dir: datatrove's logs and stats; None: a temporary directory (local runs only).
+      fields: the other `TokenizeJob` fields (kind, text_field, id_field, score_field, shard_tokens,
+        batch_documents, overwrite, tasks).
+
+    Raises:
+      ValueError: a Slurm or Ray run without `logging_dir` (its tasks need it on shared storage).
+    """
+    if executor != "local" and logging_dir is None:
+        raise ValueError("--executor=slurm/ray needs --logging_dir on shared storage")
+    return TokenizeJob(
+        inputs=list(inputs),
+        out=out,
+        tokenizer=tokenizer,
+        source=source,
+        licence=licence,
+        executor={
+            "kind": executor,
+            "workers": workers,
+            "skip_completed": executor != "local",
+            "slurm": dict(slurm or {}),
+            "ray": {},
+        },
+        logging_dir=logging_dir,
+        **fields,
+    )
 
 
 def build_executors(job: TokenizeJob) -> dict:
@@ -243,7 +285,6 @@ def run_tokenize(job: TokenizeJob) -> dict | None:
       FileExistsError: `out` exists and not `overwrite`.
       ValueError / FileNotFoundError: see `build_executors`; a bad record; an empty input.
     """
-    from apertus_jax.data.shards import load_manifest
 
     if os.path.exists(job.out) and not job.overwrite:
         raise FileExistsError(f"{job.out} exists; choose a new --out or pass --overwrite")

@@ -6,20 +6,9 @@ sha256 of the tokenizer file, so shards written with one tokenizer are never rea
 """
 
 import abc
-import hashlib
-import os
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class Tokenizer(abc.ABC):

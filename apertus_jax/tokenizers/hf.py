@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 
 import tokenizers
 
-from apertus_jax.tokenizers.base import Tokenizer, file_sha256
+from apertus_jax.files import file_sha256
+from apertus_jax.tokenizers.base import Tokenizer
 
 BOD_TOKENS = ("<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>", "[BOS]")
 EOD_TOKENS = ("</s>", "<|end_of_text|>", "<eos>", "<|endoftext|>", "[EOS]")

@@ -2,20 +2,31 @@
 
 The cost of a language is the number of tokens of its translation of the same text (UDHR), its parity
 the cost relative to the reference language (English); the Gini coefficient over languages summarizes
-how unequal the costs are (docs/recipe.md section 9, Apertus Figure 1). Outputs are written atomically.
+how unequal the costs are (docs/recipe.md section 9, Apertus Figure 1). Outputs are written atomically
+(`apertus_jax.files`). `write_fairness_report` is the whole UDHR report of
+`python -m experiments.tokenizer_fairness` (docs/tokenizer_fairness.md).
 """
 
+import collections
 import csv
 import dataclasses
 import io
 import os
-from collections.abc import Callable, Mapping, Sequence
+import re
+import statistics
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from apertus_jax.files import atomic_path, write_text
 from apertus_jax.tokenizers import fairness
 from apertus_jax.tokenizers.base import Tokenizer
+from apertus_jax.tokenizers.hf import HFTokenizer
+from apertus_jax.tokenizers.load import load_tokenizer
+from apertus_jax.tokenizers.scripts import dominant_script
+from apertus_jax.tokenizers.train import BPEConfig, DemoDocuments, train_sentencepiece
 from apertus_jax.tokenizers.words import count_words
 
 LANGUAGE_COLUMNS = (
@@ -29,6 +40,23 @@ LANGUAGE_COLUMNS = (
     "bytes_per_token",
     "chars_per_token",
     "distinct_ids",
+)
+SUMMARY_COLUMNS = (
+    "tokenizer",
+    "vocab_size",
+    "translations",
+    "gini",
+    "gini_one_per_language",
+    "gini_heldout",
+    "gini_latin",
+    "gini_non_latin",
+    "fertility",
+    "bytes_per_token",
+    "chars_per_token",
+    "vocabulary_utilization",
+    "median_parity",
+    "max_parity",
+    "max_parity_lang",
 )
 
 
@@ -130,25 +158,6 @@ def csv_table(columns: Sequence[str], rows: Sequence[Mapping]) -> str:
     return buffer.getvalue()
 
 
-def write_atomic(path: str, write: Callable[[str], None]) -> None:
-    """Calls `write(tmp_path)`, then renames tmp_path to `path`: never a half-written `path`."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    base, ext = os.path.splitext(path)
-    tmp_path = f"{base}.tmp{ext}"  # keeps the extension: matplotlib picks the format from it
-    write(tmp_path)
-    os.replace(tmp_path, path)
-
-
-def write_text(path: str, text: str) -> None:
-    """Writes `text` (UTF-8) to `path` atomically."""
-
-    def write(tmp_path):
-        with open(tmp_path, "w", encoding="utf-8") as f:
-            f.write(text)
-
-    write_atomic(path, write)
-
-
 def plot_costs(reports: Sequence[TokenizerReport], path: str, title: str) -> None:
     """PNG: each tokenizer's per-language parity, sorted ascending, log scale, Gini in the legend."""
     figure = Figure(figsize=(9, 5.5), dpi=120)  # no pyplot: no global backend state
@@ -169,4 +178,185 @@ def plot_costs(reports: Sequence[TokenizerReport], path: str, title: str) -> Non
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(loc="upper left")
     figure.tight_layout()
-    write_atomic(path, lambda tmp_path: figure.savefig(tmp_path, format="png"))
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png")
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
+
+
+def _compared_tokenizers(
+    out: str,
+    bpe_vocab_size: int,
+    hf_tokenizers: Sequence[str],
+    demo_documents: DemoDocuments,
+    log: Callable[[str], None],
+) -> Iterator[Tokenizer]:
+    """Yields the tokenizers to compare, one at a time (Gemma-3's file alone is 33 MB)."""
+    yield load_tokenizer("tekken")
+    if bpe_vocab_size:
+        texts = [doc["text"] for doc in demo_documents("train", None)]
+        path = os.path.join(out, f"bpe{bpe_vocab_size // 1000}k_demo.model")
+        log(f"training SentencePiece BPE ({bpe_vocab_size} ids) on {len(texts)} demo documents")
+        yield train_sentencepiece(texts, path, BPEConfig(vocab_size=bpe_vocab_size))
+    for entry in hf_tokenizers:
+        name, separator, path = entry.partition("=")
+        yield HFTokenizer(path, name=name) if separator else HFTokenizer(entry)
+
+
+def one_per_language(codes: Iterable[str], languages: Iterable[Mapping]) -> list[str]:
+    """The first translation (by code) of each identified ISO 639-3 language among `codes`.
+
+    Args:
+      codes: UDHR translation codes.
+      languages: translation metadata with `code` and `iso6393` ("und": not identified), sorted by code
+        (`apertus_jax.data.demo_corpus.udhr_languages()`).
+    """
+    codes, first = set(codes), {}
+    for language in languages:
+        if language["code"] in codes and language["iso6393"] != "und":
+            first.setdefault(language["iso6393"], language["code"])
+    return sorted(first.values())
+
+
+def summary_row(report: TokenizerReport, subsets: Mapping[str, Sequence[str]]) -> dict:
+    """One row of SUMMARY_COLUMNS; `subsets` {name: language codes} gives the `gini_<name>` columns ("" for
+    an empty subset)."""
+    worst = report.rows[-1]
+    return {
+        "tokenizer": report.name,
+        "vocab_size": report.vocab_size,
+        "translations": len(report.rows),
+        "gini": report.gini,
+        **{f"gini_{name}": report.subset_gini(codes) if codes else "" for name, codes in subsets.items()},
+        "fertility": report.fertility,
+        "bytes_per_token": report.bytes_per_token,
+        "chars_per_token": report.chars_per_token,
+        "vocabulary_utilization": report.vocabulary_utilization,
+        "median_parity": statistics.median(row["parity"] for row in report.rows),
+        "max_parity": worst["parity"],
+        "max_parity_lang": worst["lang"],
+    }
+
+
+def by_script_rows(reports: Sequence[TokenizerReport], script_of: Mapping[str, str]) -> list[dict]:
+    """Per dominant script (most translations first): number of translations and each tokenizer's median
+    parity over them."""
+    rows = []
+    for script, count in sorted(
+        collections.Counter(script_of.values()).items(), key=lambda item: (-item[1], item[0])
+    ):
+        row = {"script": script, "translations": count}
+        for report in reports:
+            row[report.name] = statistics.median(
+                r["parity"] for r in report.rows if script_of[r["lang"]] == script
+            )
+        rows.append(row)
+    return rows
+
+
+def write_fairness_report(
+    out: str,
+    udhr: Mapping[str, str],
+    udhr_languages: Sequence[Mapping],
+    demo_documents: DemoDocuments,
+    *,
+    languages: Sequence[str] | None = None,
+    reference: str = "eng",
+    bpe_vocab_size: int = 32_000,
+    hf_tokenizers: Sequence[str] = (),
+    log: Callable[[str], None] = print,
+) -> list[dict]:
+    """The UDHR fairness report of tekken, a demo-trained SentencePiece BPE and HF tokenizers, into `out`.
+
+    Writes `<tokenizer>.csv/.md` (per-language rows of LANGUAGE_COLUMNS), `summary.csv/.md` (one row per
+    tokenizer, sorted by Gini; the .md adds the Gini of the texts' lengths in bytes, characters and words),
+    `by_script.csv/.md` (median parity per dominant script) and `tokenizer_fairness.png`; the BPE model is
+    trained into `out/bpe<N>k_demo.model`. The subset columns: `gini_one_per_language` (first translation of
+    each identified language), `gini_heldout` (the demo corpus's held-out UDHR translations, unseen by the
+    demo BPE), `gini_latin` / `gini_non_latin` (dominant script).
+
+    Args:
+      out: the output folder (created if missing).
+      udhr: UDHR code -> text (`apertus_jax.data.demo_corpus.load_udhr()`).
+      udhr_languages: metadata of the translations (`udhr_languages()`), for `one_per_language`.
+      demo_documents: the demo corpus loader (`DemoDocuments`): the held-out UDHR codes and the BPE's
+        training text.
+      languages: UDHR codes to evaluate (None: all).
+      reference: UDHR code whose cost is parity 1.0.
+      bpe_vocab_size: ids of the demo-trained BPE; 0 skips it.
+      hf_tokenizers: HF `tokenizer.json` files as PATH or NAME=PATH.
+      log: receives progress lines, the summary table and the ranking.
+
+    Returns:
+      The summary rows (SUMMARY_COLUMNS), sorted by ascending Gini.
+
+    Raises:
+      ValueError: an unknown UDHR code, a reference outside the evaluated codes (both before anything is
+        written), a tokenizer file that cannot be used.
+      FileNotFoundError: a missing HF tokenizer file.
+    """
+    start = time.time()
+    texts = dict(udhr)
+    if languages:
+        missing = sorted(set(languages) - set(texts))
+        if missing:
+            raise ValueError(
+                f"unknown UDHR codes {missing}; see apertus_jax.data.demo_corpus.udhr_languages()"
+            )
+        texts = {code: texts[code] for code in languages}
+    if reference not in texts:
+        raise ValueError(f"reference language {reference!r} is not among the evaluated UDHR codes")
+    script_of = {code: dominant_script(text) for code, text in texts.items()}
+    subsets = {
+        "one_per_language": one_per_language(texts, udhr_languages),
+        "heldout": sorted({doc["code"] for doc in demo_documents("heldout", ["udhr"])} & set(texts)),
+        "latin": sorted(code for code, script in script_of.items() if script == "Latin"),
+        "non_latin": sorted(code for code, script in script_of.items() if script != "Latin"),
+    }
+    log(
+        f"UDHR: {len(texts)} translations of {len(subsets['one_per_language'])} identified "
+        f"languages in {len(set(script_of.values()))} scripts, {len(subsets['heldout'])} held out "
+        "from the demo training split"
+    )
+
+    reports = []
+    for tokenizer in _compared_tokenizers(out, bpe_vocab_size, hf_tokenizers, demo_documents, log):
+        tick = time.time()
+        report = evaluate(tokenizer, texts, reference)
+        slug = _slug(report.name)
+        write_text(os.path.join(out, f"{slug}.csv"), csv_table(LANGUAGE_COLUMNS, report.rows))
+        write_text(os.path.join(out, f"{slug}.md"), markdown_table(LANGUAGE_COLUMNS, report.rows))
+        reports.append(report)
+        seconds = time.time() - tick
+        log(f"{report.name}: Gini {report.gini:.4f}, fertility {report.fertility:.3f}, {seconds:.1f} s")
+
+    rows = sorted((summary_row(r, subsets) for r in reports), key=lambda row: row["gini"])
+    write_text(os.path.join(out, "summary.csv"), csv_table(SUMMARY_COLUMNS, rows))
+    # Reference points without a tokenizer: the spread of the translations' lengths themselves.
+    baselines = ", ".join(
+        f"{unit} {fairness.gini(row[unit] for row in reports[0].rows):.4f}"
+        for unit in ("bytes", "chars", "words")
+    )
+    summary = (
+        markdown_table(SUMMARY_COLUMNS, rows)
+        + f"\nGini of the texts' lengths in UTF-8 bytes, characters, words: {baselines}\n"
+    )
+    write_text(os.path.join(out, "summary.md"), summary)
+    by_script = by_script_rows(reports, script_of)
+    script_columns = ("script", "translations", *(r.name for r in reports))
+    write_text(os.path.join(out, "by_script.csv"), csv_table(script_columns, by_script))
+    write_text(os.path.join(out, "by_script.md"), markdown_table(script_columns, by_script))
+    plot_costs(
+        reports,
+        os.path.join(out, "tokenizer_fairness.png"),
+        f"Tokenization cost on {len(texts)} UDHR translations",
+    )
+    log(summary)
+    ranking = [row["tokenizer"] for row in rows]
+    log(
+        f"lowest Gini: {ranking[0]} ({rows[0]['gini']:.4f}); tekken ranks "
+        f"{ranking.index('tekken') + 1} of {len(rows)}; {time.time() - start:.0f} s; outputs in {out}"
+    )
+    return rows

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 
 import sentencepiece as spm
 
-from apertus_jax.tokenizers.base import Tokenizer, file_sha256
+from apertus_jax.files import file_sha256
+from apertus_jax.tokenizers.base import Tokenizer
 
 
 class SentencePieceTokenizer(Tokenizer):

@@ -18,7 +18,8 @@ import mistral_common
 import numpy as np
 import tiktoken
 
-from apertus_jax.tokenizers.base import Tokenizer, file_sha256
+from apertus_jax.files import file_sha256
+from apertus_jax.tokenizers.base import Tokenizer
 
 TEKKEN_SHA256 = "eccd1665d2e477697c33cb7f0daa6f6dfefc57a0a6bceb66d4be52952f827516"
 VOCAB_SIZE = 131_072

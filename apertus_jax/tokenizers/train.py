@@ -6,15 +6,20 @@ Training is lossless on unseen text: byte fallback (256 byte pieces) instead of 
 normalization and no whitespace folding, so `decode(encode(text)) == text`.
 
 Boldt trains one 32k BPE tokenizer per data subset: `train_per_subset` with `BPEConfig(vocab_size=32_000)`.
+`train_inputs` trains from the `--input` specs of `python -m experiments.train_tokenizer` (files or the demo
+corpus).
 """
 
 import dataclasses
+import glob
 import io
+import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import sentencepiece as spm
 
+from apertus_jax import files
 from apertus_jax.tokenizers.sentencepiece_model import SentencePieceTokenizer
 
 SPECIAL_IDS = {"unk_id": 0, "bos_id": 1, "eos_id": 2, "pad_id": 3}
@@ -98,11 +103,7 @@ def train_sentencepiece(
         )
     except RuntimeError as error:
         raise ValueError(f"SentencePiece training failed: {error}") from error
-    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    tmp_path = f"{out_path}.tmp"
-    with open(tmp_path, "wb") as f:
-        f.write(model.getvalue())
-    os.replace(tmp_path, out_path)
+    files.write_bytes(out_path, model.getvalue())
     return SentencePieceTokenizer(out_path)
 
 
@@ -119,3 +120,91 @@ def train_per_subset(
         paths[name] = os.path.join(out_dir, f"{name}.model")
         train_sentencepiece(texts, paths[name], config)
     return paths
+
+
+# The demo corpus loader `(split, sources or None for all) -> documents {"text", ...}`:
+# `apertus_jax.data.demo_corpus.load_demo_documents` (this layer cannot import the data layer).
+DemoDocuments = Callable[[str, list[str] | None], Iterable[Mapping]]
+
+
+def read_documents(spec: str, demo_documents: DemoDocuments) -> list[str]:
+    """Documents of one input spec without its `NAME=` prefix.
+
+    Args:
+      spec: a file glob (`.txt`: one document per file; `.jsonl`: one document per line in its "text"
+        field; non-UTF-8 bytes become U+FFFD), `demo` (the demo corpus's train split) or `demo:SOURCE` (one
+        source of it).
+      demo_documents: the demo corpus loader (`DemoDocuments`), called only for a `demo` spec.
+
+    Raises:
+      FileNotFoundError: the glob matches no file.
+      ValueError: a file type other than .txt/.jsonl, a .jsonl line without "text", an unknown demo source.
+    """
+    if spec == "demo" or spec.startswith("demo:"):
+        sources = [spec.partition(":")[2]] if ":" in spec else None
+        return [doc["text"] for doc in demo_documents("train", sources)]
+    paths = sorted(glob.glob(spec, recursive=True))
+    if not paths:
+        raise FileNotFoundError(f"--input {spec!r} matches no file")
+    documents = []
+    for path in paths:
+        # Non-UTF-8 bytes become U+FFFD instead of stopping the run.
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if path.endswith(".txt"):
+                documents.append(f.read())
+            elif path.endswith(".jsonl"):
+                for number, line in enumerate(f, 1):
+                    if line.strip():
+                        record = json.loads(line)
+                        if "text" not in record:
+                            raise ValueError(f'{path}:{number} has no "text" field')
+                        documents.append(record["text"])
+            else:
+                raise ValueError(f"--input file {path} is neither .txt nor .jsonl")
+    return documents
+
+
+def subset_name(spec: str) -> str:
+    """The subset name of an input without `NAME=`: its glob's last fixed path part, without .txt/.jsonl
+    (`data/web/*.jsonl` -> "web", `demo:udhr` -> "demo_udhr")."""
+    name = os.path.basename(spec.split("*")[0].rstrip("/")) or "subset"
+    return name.replace(":", "_").removesuffix(".txt").removesuffix(".jsonl")
+
+
+def train_inputs(
+    inputs: Sequence[str],
+    out: str,
+    config: BPEConfig,
+    demo_documents: DemoDocuments,
+    per_subset: bool = False,
+) -> dict[str, tuple[str, int]]:
+    """Trains SentencePiece models on `inputs`; every input is read before any training starts.
+
+    Args:
+      inputs: `[NAME=]SPEC` entries (`read_documents`); entries with one NAME form one subset (default name:
+        `subset_name(SPEC)`).
+      out: with `per_subset`, the folder of one `NAME.model` per subset (`train_per_subset`); otherwise all
+        inputs train one model at `out`, with `.model` appended when it does not end in it.
+      config: training settings.
+      demo_documents: the demo corpus loader for `demo` specs.
+      per_subset: one model per subset (Boldt) instead of one over all inputs (subset "all").
+
+    Returns:
+      subset name -> (model path, number of documents trained on).
+
+    Raises:
+      FileNotFoundError / ValueError: see `read_documents` and `train_sentencepiece`.
+    """
+    subsets: dict[str, list[str]] = {}
+    for entry in inputs:
+        name, separator, spec = entry.partition("=")
+        if not separator:
+            name, spec = subset_name(entry), entry
+        subsets.setdefault(name, []).extend(read_documents(spec, demo_documents))
+    if per_subset:
+        paths = train_per_subset(subsets, out, config)
+    else:
+        subsets = {"all": [doc for docs in subsets.values() for doc in docs]}
+        paths = {"all": out if out.endswith(".model") else out + ".model"}
+        train_sentencepiece(subsets["all"], paths["all"], config)
+    return {name: (path, len(subsets[name])) for name, path in paths.items()}

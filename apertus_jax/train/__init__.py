@@ -1,0 +1,10 @@
+"""The trainer: a typed run config and its plug-ins in, checkpointed training steps out.
+
+The front door is `assemble.Run(config, objective=, batch_source=, hooks=)` with `config` a
+`config.RunConfig`, and `loop.train(run, workdir)`. Plug-in points: the objective (`step.Objective`), the
+batch source (`batches.BatchSource`) and hooks (`hooks.Hook`). Below them: the train step with gradient
+accumulation (`step`, `loss`), the sharded train state (`train_state`, `sharding`), Orbax checkpoints
+(`checkpoint`), faults and preemption (`faults`), metrics (`metrics`, `wandb_writer`), prefetching
+(`prefetch`), profiling (`profiling`) and multi-host start-up (`distributed`). Nothing here imports
+post-training, data preparation or a job (docs/architecture.md).
+"""

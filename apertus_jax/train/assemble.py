@@ -1,9 +1,14 @@
-"""One assembly of a run: a run config becomes the run's objects here, and only here.
+"""The trainer's front door: a typed run config and its plug-ins become the run's objects here, and only here.
 
-    run = Run(config)                       # validates every section; builds the mesh and the optimizer
-    run.tokenizer, run.data_iterator()      # the data side (built on first use)
+    run = Run(config, objective=..., batch_source=..., hooks=[...])   # checks the layout; mesh, optimizer
+    run.tokenizer, run.batch_source()       # the data side (built on first use)
     run.spec                                # train-state shapes and shardings, the sharded initializer
     step = run.train_step(rows)             # THE jitted train step for batches of `rows` rows
+    apertus_jax.train.loop.train(run, workdir)
+
+Plug-ins: the objective (`apertus_jax.train.step.Objective`; default the pretraining cross-entropy), the batch
+source (`apertus_jax.train.batches`; default the data pipeline) and hooks (`apertus_jax.train.hooks`). Jobs
+(`apertus_jax.jobs`) choose them; nothing here knows a job.
 
 The training loop, evaluation, the memory plan, the train-step benchmark and the Goldfish study all take their
 step from `Run.train_step`, so a memory plan compiles exactly the program the loop runs (same shardings,
@@ -16,20 +21,23 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import ml_collections
 import numpy as np
 from absl import logging
 
+from apertus_jax.data.config import DataConfig
 from apertus_jax.data.pipeline import BATCH_KEYS
+from apertus_jax.data.tokenizer import run_tokenizer
 from apertus_jax.models import partitioning
-from apertus_jax.optim.config import make_lr_schedule, make_tx
+from apertus_jax.models.config import ModelConfig
+from apertus_jax.models.partitioning import MeshConfig
+from apertus_jax.optim.config import OptimConfig, make_lr_schedule, make_tx
 from apertus_jax.optim.spikes import skip_spikes
-from apertus_jax.posttrain.objectives import PREFERENCE_KEYS, SLOTS, loss_for
 from apertus_jax.tokenizers.base import Tokenizer
-from apertus_jax.train import config as config_lib
-from apertus_jax.train import inputs
+from apertus_jax.train.batches import BatchSource, pipeline_source
+from apertus_jax.train.config import RunConfig, TrainConfig, check_layout
+from apertus_jax.train.hooks import Hook
 from apertus_jax.train.sharding import batch_sharding
-from apertus_jax.train.step import make_train_step
+from apertus_jax.train.step import Objective, make_train_step
 from apertus_jax.train.train_state import TrainStateSpec, make_train_state_spec
 
 
@@ -49,30 +57,46 @@ class TrainStep:
 
 
 class Run:
-    """A validated run config and the objects built from it.
+    """A typed run config and the objects built from it: the trainer's front door.
 
     Args:
-      config: a run config (`apertus_jax.train.config.base_config()` schema).
+      config: the run's typed sections (`apertus_jax.train.config.RunConfig`).
+      objective: the loss (`apertus_jax.train.step.Objective`); None is the pretraining cross-entropy
+        (fused with the lm_head, masked by `loss_mask`, plus the optional z-loss).
+      batch_source: `(run) -> BatchSource` (`apertus_jax.train.batches`), called once by the loop; None reads
+        `data.pipeline` (`batches.pipeline_source`).
+      hooks: the loop's plug-ins (`apertus_jax.train.hooks.Hook`), called in this order.
       devices: the devices of the mesh (default: all); the memory plan passes virtual CPU devices.
 
     Raises:
-      ValueError: a config that fails validation (one line naming the field); see `config.sections`.
+      ValueError: a config the devices or processes cannot run (one line naming the field; `check_layout`).
     """
 
-    def __init__(self, config: ml_collections.ConfigDict, devices: Sequence | None = None):
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        objective: Objective | None = None,
+        batch_source: Callable[["Run"], BatchSource] | None = None,
+        hooks: Sequence[Hook] = (),
+        devices: Sequence | None = None,
+    ):
         devices = list(jax.devices() if devices is None else devices)
         self.config = config
-        self.sections = config_lib.sections(config, len(devices), jax.process_count())
-        self.model_config = self.sections.model
-        self.plan = self.sections.train.plan
-        self.lr_schedule = make_lr_schedule(self.sections.optim, self.plan)
-        self.tx = make_tx(self.sections.optim, self.lr_schedule)
-        train = self.sections.train
+        self.objective = objective
+        self.hooks = tuple(hooks)
+        self.reads_pipeline = batch_source is None  # batches of `data.pipeline` (masked by its Goldfish)
+        self._batch_source = batch_source or (lambda run: pipeline_source(run.config, run.tokenizer))
+        self.mesh_shape = check_layout(config, len(devices), jax.process_count())
+        self.plan = config.train.plan
+        self.lr_schedule = make_lr_schedule(config.optim, self.plan)
+        self.tx = make_tx(config.optim, self.lr_schedule)
+        train = config.train
         if train.spike_factor:
             self.tx = skip_spikes(
                 self.tx, train.spike_factor, train.spike_warmup_steps, train.spike_ema_decay
             )
-        data, fsdp, tensor, context = self.sections.mesh_shape
+        data, fsdp, tensor, context = self.mesh_shape
         self.mesh = partitioning.make_mesh(data, fsdp, tensor, devices, context)
         self._steps: dict[int, TrainStep] = {}
 
@@ -83,30 +107,31 @@ class Run:
         Raises:
           ValueError / FileNotFoundError: an unknown spec, a missing file, more ids than `model.vocab_size`.
         """
-        tokenizer = inputs.load_run_tokenizer(self.config.data)
-        if tokenizer.vocab_size > self.model_config.vocab_size:
+        data = self.config.data
+        tokenizer = run_tokenizer(data.tokenizer, data.demo_tokenizer_vocab)
+        if tokenizer.vocab_size > self.config.model.vocab_size:
             raise ValueError(
                 f"tokenizer {tokenizer.name} has {tokenizer.vocab_size} ids but model.vocab_size is "
-                f"{self.model_config.vocab_size}; set --config.model.vocab_size >= {tokenizer.vocab_size}"
+                f"{self.config.model.vocab_size}; set --config.model.vocab_size >= {tokenizer.vocab_size}"
             )
         return tokenizer
 
-    def data_iterator(self) -> inputs.ShardedIterator:
-        """This process's batch iterator over the configured pipeline (Grain-checkpointable).
+    def batch_source(self) -> BatchSource:
+        """This process's batch source (the `batch_source` plug-in, default the data pipeline).
 
         Raises:
-          ValueError / FileNotFoundError: bad pipeline config or a missing data path.
+          ValueError / FileNotFoundError: bad data config or a missing data path.
         """
-        return inputs.make_train_iterator(self.config, self.tokenizer, self.plan)
+        return self._batch_source(self)
 
     @functools.cached_property
     def spec(self) -> TrainStateSpec:
         """Abstract train state on the run's mesh, its shardings and the sharded initializer."""
-        return make_train_state_spec(self.model_config, self.tx, self.mesh, self.sections.seed)
+        return make_train_state_spec(self.config.model, self.tx, self.mesh, self.config.seed)
 
     def num_microbatches(self, rows: int) -> int:
         """Microbatches of a `rows`-row batch: rows / train.microbatch_size (1 when it is 0)."""
-        return rows // (self.sections.train.microbatch_size or rows)
+        return rows // (self.config.train.microbatch_size or rows)
 
     def train_step(self, rows: int) -> TrainStep:
         """The jitted train step for `rows`-row batches (built once per row count)."""
@@ -115,17 +140,16 @@ class Run:
             in_shardings = (shardings["params"], shardings["opt_state"], batch_sharding(self.mesh))
             out_shardings = (shardings["params"], shardings["opt_state"], None)
             micro = self.num_microbatches(rows)
-            loss_fn = loss_for(self.sections.posttrain)  # None: the pretraining loss (posttrain.objective)
             fn = jax.jit(
                 make_train_step(
                     self.spec.apply_fn,
                     self.tx,
                     micro,
                     hidden_fn=self.spec.hidden_fn,
-                    z_loss_weight=self.sections.train.z_loss_weight,
-                    clip_norm=self.sections.optim.clip_norm,
-                    chunk_tokens=self.sections.train.loss_chunk_tokens,
-                    **({"loss_fn": loss_fn} if loss_fn else {}),
+                    z_loss_weight=self.config.train.z_loss_weight,
+                    clip_norm=self.config.optim.clip_norm,
+                    chunk_tokens=self.config.train.loss_chunk_tokens,
+                    loss_fn=self.objective.loss_fn if self.objective else None,
                 ),
                 in_shardings=in_shardings,
                 out_shardings=out_shardings,
@@ -135,14 +159,13 @@ class Run:
         return self._steps[rows]
 
     def abstract_batch(self, rows: int) -> dict[str, jax.ShapeDtypeStruct]:
-        """The global batch of `rows` rows as int32 `[rows, seq_len]` ShapeDtypeStructs on the batch sharding
-        (QRPO/DPO: plus float32 `[rows, 2]` `ref_logprobs` and `quantile_reward`)."""
-        shape = (rows, self.sections.data.seq_len)
+        """The global batch of `rows` rows as int32 `[rows, seq_len]` ShapeDtypeStructs on the batch sharding,
+        plus the objective's `batch_arrays` (`[rows, *shape]`)."""
+        shape = (rows, self.config.data.seq_len)
         sharding = batch_sharding(self.mesh)
         batch = {key: jax.ShapeDtypeStruct(shape, np.int32, sharding=sharding) for key in BATCH_KEYS}
-        if self.sections.posttrain.objective != "lm":  # QRPO/DPO rows carry per-completion floats
-            for key in PREFERENCE_KEYS:
-                batch[key] = jax.ShapeDtypeStruct((rows, SLOTS), np.float32, sharding=sharding)
+        for key, (trailing, dtype) in (self.objective.batch_arrays if self.objective else {}).items():
+            batch[key] = jax.ShapeDtypeStruct((rows, *trailing), np.dtype(dtype), sharding=sharding)
         return batch
 
     def lower_train_step(self, rows: int) -> jax.stages.Lowered:
@@ -156,19 +179,19 @@ class Run:
 
     def warn_if_steps_end_before_cooldown(self) -> None:
         """Logs a warning when `train.steps` ends before the LR schedule's `optim.total_tokens`."""
-        end_tokens = self.plan.tokens_at_step(self.sections.train.steps)
-        if end_tokens < self.sections.optim.total_tokens:
+        end_tokens = self.plan.tokens_at_step(self.config.train.steps)
+        if end_tokens < self.config.optim.total_tokens:
             logging.warning(
                 "train.steps=%d ends at %d tokens but the LR schedule runs to optim.total_tokens=%d: the "
                 "run stops before the cooldown; set --config.optim.total_tokens (and decay_tokens) to match",
-                self.sections.train.steps,
+                self.config.train.steps,
                 end_tokens,
-                self.sections.optim.total_tokens,
+                self.config.optim.total_tokens,
             )
 
 
 def step_config(
-    model: dict[str, Any],
+    model: ModelConfig,
     *,
     seq_len: int,
     rows: int,
@@ -176,23 +199,22 @@ def step_config(
     optim: dict[str, Any],
     seed: int = 0,
     mesh: dict[str, int] | None = None,
-) -> ml_collections.ConfigDict:
-    """A run config for jobs that feed their own batches (benchmarks, studies): `model` section, one
-    batch-size phase of `rows` x `seq_len` tokens, `optim` overrides, the given mesh (default data=-1).
+) -> RunConfig:
+    """A run config for jobs that feed their own batches (benchmarks, studies): `model`, one batch-size
+    phase of `rows` x `seq_len` tokens, `optim` field overrides, the given mesh sizes (default data=-1).
 
     Raises:
-      ValueError: as `config.sections` (e.g. an unknown optim field).
+      ValueError: an unknown optim or mesh field, or a value out of range (one line).
     """
-    config = config_lib.base_config()
-    config.seed = seed
-    config.model = model
-    config.data.seq_len = seq_len
-    config.train.steps = steps
-    config.train.batch_plan = ((0, rows * seq_len),)
-    for name, value in optim.items():
-        if name not in config.optim:
-            raise ValueError(f"optim: unknown field {name!r}")
-        config.optim[name] = value
-    for name, value in (mesh or {}).items():
-        config.mesh[name] = value
-    return config
+    optim_fields = {f.name for f in dataclasses.fields(OptimConfig)}
+    unknown = sorted(set(optim) - optim_fields)
+    if unknown:
+        raise ValueError(f"optim: unknown fields {unknown}")
+    return RunConfig(
+        seed=seed,
+        model=model,
+        data=DataConfig(seq_len=seq_len),
+        train=TrainConfig(steps=steps, batch_plan=((0, rows * seq_len),)),
+        optim=OptimConfig(**optim),
+        mesh=MeshConfig(**(mesh or {})),
+    )

@@ -1,28 +1,26 @@
-"""The run configuration: the sections composed into one schema, and up-front validation.
+"""The trainer's typed configuration: `RunConfig`, its sections, and the rules that span them.
 
-Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.presets`,
-`ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`), `optim` (`apertus_jax.optim.config.OptimConfig`),
-`mesh` (`apertus_jax.models.partitioning.MeshConfig`), `posttrain` (`apertus_jax.posttrain.config`),
-`profile` (`apertus_jax.train.profiling`), `eval` (`apertus_jax.eval.config.EvalConfig`); the train package owns `train`, `checkpoint`, `faults` and
-`metrics` (below). Config files in `configs/` return `base_config()` with changed values; absl flags override
-single values (`--config.train.steps=100`). The schema is the key set of `base_config()`: a config file or
-override that adds, misspells or drops a key is rejected. `validate` builds every section (one-line errors)
-and checks the rules that span sections before anything is built or written.
+Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.config.
+ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`, the pipeline typed), `optim`
+(`apertus_jax.optim.config.OptimConfig`), `mesh` (`apertus_jax.models.partitioning.MeshConfig`), `profile`
+(`apertus_jax.train.profiling.ProfileConfig`); the train package owns `train`, `checkpoint`, `faults` and
+`metrics` (below). Every section checks its own fields when it is built; `check_layout` checks the rules that
+need the device and process counts (the mesh, batch and shard splits) once, when a `Run` is assembled.
+
+Nothing here reads a config file or a ConfigDict: `apertus_jax.jobs.config` parses those into a `RunConfig`
+(plus the sections of the jobs above the trainer) once.
 """
 
 import dataclasses
-
-import ml_collections
+from typing import Any
 
 from apertus_jax.checks import check_number
-from apertus_jax.data import config as data_config
-from apertus_jax.eval import config as eval_config
+from apertus_jax.data.config import DataConfig
 from apertus_jax.models import presets as model_presets
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
-from apertus_jax.optim import config as optim_config
 from apertus_jax.optim.batch_plan import BatchSizePlan
-from apertus_jax.posttrain import config as posttrain_config
+from apertus_jax.optim.config import OptimConfig
 from apertus_jax.train.profiling import ProfileConfig
 from apertus_jax.train.wandb_writer import check_wandb_config
 
@@ -78,6 +76,7 @@ class TrainConfig:
             check_number("train.batch_plan start_tokens", start, low=0, integer=True)
             check_number("train.batch_plan tokens_per_batch", tokens, low=1, integer=True)
         BatchSizePlan(phases)  # one-line errors for a plan that does not start at 0 or is not increasing
+        object.__setattr__(self, "batch_plan", tuple(phases))
 
     @property
     def plan(self) -> BatchSizePlan:
@@ -133,125 +132,76 @@ class MetricsConfig:
         check_wandb_config(self)
 
 
-def _fields(cls) -> dict:
-    return {f.name: f.default for f in dataclasses.fields(cls)}
-
-
-def base_config() -> ml_collections.ConfigDict:
-    """Defaults of every section, each from its owner; config files change values, never keys."""
-    c = ml_collections.ConfigDict()
-    c.seed = 0
-    c.model = model_presets.model_section("tiny")
-    c.data = ml_collections.ConfigDict(data_config.section())
-    c.train = ml_collections.ConfigDict(_fields(TrainConfig))
-    c.optim = ml_collections.ConfigDict(optim_config.section())
-    c.mesh = ml_collections.ConfigDict(_fields(MeshConfig))
-    c.checkpoint = ml_collections.ConfigDict(_fields(CheckpointConfig))
-    c.faults = ml_collections.ConfigDict(_fields(FaultsConfig))
-    c.metrics = ml_collections.ConfigDict(_fields(MetricsConfig))
-    c.posttrain = ml_collections.ConfigDict(posttrain_config.section())
-    c.profile = ml_collections.ConfigDict(_fields(ProfileConfig))
-    c.eval = ml_collections.ConfigDict(eval_config.section())
-    return c
-
-
-def apply_preset_override(config: ml_collections.ConfigDict, argv: list[str]) -> None:
-    """Gives `--config.model.preset=NAME` its meaning: the model section becomes preset NAME's fields, with the
-    other `--config.model.*` overrides in `argv` applied on top (the config file's own model fields are
-    dropped). Without a preset override, nothing changes.
-
-    Raises:
-      ValueError: NAME is not a model preset (one line listing the valid names).
-    """
-    names = {a[len("--config.model.") :].split("=")[0] for a in argv if a.startswith("--config.model.")}
-    if "preset" not in names:
-        return
-    overrides = {name: config.model[name] for name in names - {"preset"}}
-    with config.unlocked():
-        config.model = model_presets.model_section(config.model.preset, **overrides)
-
-
-def model_config(config: ml_collections.ConfigDict) -> ModelConfig:
-    """The ModelConfig of `config.model` (raises ModelConfig's one-line ValueError when inconsistent)."""
-    return model_presets.from_section(config.model)
+def _default_model() -> ModelConfig:
+    return model_presets.get_config("tiny")
 
 
 @dataclasses.dataclass(frozen=True)
-class RunSections:
-    """A validated run config: each section as its owner's typed object, the mesh resolved."""
+class RunConfig:
+    """Everything the trainer reads: one typed section each (defaults: the tiny demo run).
 
-    seed: int
-    model: ModelConfig
-    data: data_config.DataConfig
-    train: TrainConfig
-    optim: optim_config.OptimConfig
-    mesh_shape: tuple[int, int, int, int]  # (data, fsdp, tensor, context)
-    checkpoint: CheckpointConfig
-    faults: FaultsConfig
-    metrics: MetricsConfig
-    posttrain: posttrain_config.PosttrainConfig
-    profile: ProfileConfig
-    eval: eval_config.EvalConfig
+    Attributes:
+      seed: parameter initialization and the data order (>= 0).
+      model, data, train, optim, mesh, checkpoint, faults, metrics, profile: the sections (module docstring).
+
+    Raises:
+      ValueError: in `__post_init__`, a negative or non-integer seed (each section checks itself).
+    """
+
+    seed: int = 0
+    model: ModelConfig = dataclasses.field(default_factory=_default_model)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
+    mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    faults: FaultsConfig = dataclasses.field(default_factory=FaultsConfig)
+    metrics: MetricsConfig = dataclasses.field(default_factory=MetricsConfig)
+    profile: ProfileConfig = dataclasses.field(default_factory=ProfileConfig)
+
+    def __post_init__(self):
+        check_number("seed", self.seed, low=0, integer=True)
+
+    def replace(self, **sections) -> "RunConfig":
+        """A copy with whole sections replaced (`config.replace(train=dataclasses.replace(config.train,
+        steps=10))`)."""
+        return dataclasses.replace(self, **sections)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values of every section (the pipeline normalized): what metric writers record."""
+        out = {"seed": self.seed}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "seed":
+                continue
+            out[field.name] = value.to_dict() if hasattr(value, "to_dict") else dataclasses.asdict(value)
+        return out
 
 
-def _keys(c, prefix=""):
-    keys = set()
-    for k, v in c.items():
-        keys.add(prefix + k)
-        if isinstance(v, ml_collections.ConfigDict) and prefix + k != "data.pipeline":
-            keys |= _keys(v, prefix + k + ".")
-    return keys
-
-
-def sections(config: ml_collections.ConfigDict, num_devices: int, num_processes: int = 1) -> RunSections:
-    """Checks keys, every section and the rules across sections; returns the typed sections.
+def check_layout(config: RunConfig, num_devices: int, num_processes: int = 1) -> tuple[int, int, int, int]:
+    """The rules that need the device and process counts; returns the resolved (data, fsdp, tensor, context)
+    mesh shape. Every batch of the plan must split into rows, over the batch-sharded devices, the data shards
+    and the microbatches; rows must split over the context devices.
 
     Raises:
       ValueError: one line naming the offending field and what to do.
     """
-    expected, got = _keys(base_config()), _keys(config)
-    if got != expected:
-        unknown, missing = sorted(got - expected), sorted(expected - got)
-        raise ValueError(
-            f"config keys differ from the schema (apertus_jax/train/config.py): "
-            f"unknown {unknown}, missing {missing}"
-        )
-    check_number("seed", config.seed, low=0, integer=True)
-    run = RunSections(
-        seed=config.seed,
-        model=model_config(config),
-        data=data_config.from_section(config.data),
-        train=TrainConfig(**config.train),
-        optim=optim_config.from_section(config.optim),
-        mesh_shape=MeshConfig(**config.mesh).resolve(num_devices),
-        checkpoint=CheckpointConfig(**config.checkpoint),
-        faults=FaultsConfig(**config.faults),
-        metrics=MetricsConfig(**config.metrics),
-        posttrain=posttrain_config.PosttrainConfig(**config.posttrain),
-        profile=ProfileConfig(**config.profile),
-        eval=eval_config.EvalConfig(**config.eval),
-    )
-    _check_batches(run, num_processes)
-    return run
-
-
-def _check_batches(run: RunSections, num_processes: int) -> None:
-    """Every batch of the plan splits into rows, over the batch-sharded devices, data shards and microbatches."""
-    seq_len, micro = run.data.seq_len, run.train.microbatch_size
-    batch_ways = run.mesh_shape[0] * run.mesh_shape[1]
-    context = run.mesh_shape[3]
+    mesh_shape = config.mesh.resolve(num_devices)
+    seq_len, micro = config.data.seq_len, config.train.microbatch_size
+    batch_ways = mesh_shape[0] * mesh_shape[1]
+    context = mesh_shape[3]
     if seq_len % context:
         raise ValueError(
             f"data.seq_len={seq_len} does not split over mesh.context={context} devices; "
             "choose a context size that divides the sequence length"
         )
-    if run.data.num_shards % num_processes:
+    if config.data.num_shards % num_processes:
         raise ValueError(
-            f"data.num_shards={run.data.num_shards} must be 0 (one per process) or a multiple "
+            f"data.num_shards={config.data.num_shards} must be 0 (one per process) or a multiple "
             f"of the {num_processes} processes"
         )
-    shards = run.data.num_shards or num_processes
-    for _, tokens in run.train.batch_plan:
+    shards = config.data.num_shards or num_processes
+    for _, tokens in config.train.batch_plan:
         if tokens % seq_len:
             raise ValueError(
                 f"train.batch_plan: {tokens} tokens per batch is not a multiple of data.seq_len={seq_len}"
@@ -272,14 +222,4 @@ def _check_batches(run: RunSections, num_processes: int) -> None:
                 f"train.microbatch_size={micro} must divide the batch ({rows} rows) and be a multiple "
                 f"of data*fsdp ({batch_ways})"
             )
-
-
-def validate(
-    config: ml_collections.ConfigDict, num_devices: int, num_processes: int = 1
-) -> tuple[int, int, int]:
-    """`sections(...)` for its checks; returns the resolved (data, fsdp, tensor, context) mesh shape.
-
-    Raises:
-      ValueError: one line naming the offending field and what to do.
-    """
-    return sections(config, num_devices, num_processes).mesh_shape
+    return mesh_shape

@@ -74,6 +74,10 @@ class PreemptionSignal:
         flag = np.array(self.received is not None)
         return bool(np.any(multihost_utils.process_allgather(flag)))
 
+    def request(self, reason: str) -> None:
+        """Asks for the same clean stop as a signal, from inside the process (`reason` names it in the log)."""
+        self.received = self.received or reason
+
     def reason(self) -> str:
         """The signal's name for the log line ("SIGTERM", "SIGINT" or "a signal on another process")."""
         return self.received or "a signal on another process"

@@ -1,4 +1,4 @@
-"""Per-step metrics: WORKDIR/metrics.jsonl, TensorBoard events, a human log line with ETA, MFU, loss.png.
+"""Per-step metrics: WORKDIR/metrics.jsonl, TensorBoard events, a human log line with ETA, MFU.
 
 MFU = achieved model FLOP/s / (peak FLOP/s per device x devices), with the model's exact per-token FLOPs
 (apertus_jax.models.flops, docs/recipe.md section 10) and the peak table below.
@@ -10,6 +10,9 @@ import time
 
 import jax
 from absl import logging
+
+from apertus_jax import files
+from apertus_jax.train.wandb_writer import WandbWriter
 
 # Dense bf16 peak FLOP/s per device (vendor datasheets, no sparsity). Matched as substrings of
 # `device.device_kind`, first match wins (so "v5 lite" is tested before "v5").
@@ -79,13 +82,12 @@ class MetricsWriter:
         if not self.enabled:
             return
         self._truncate_after(resume_step)
-        from tensorboardX import SummaryWriter  # imported lazily: only process 0 writes events
+
+        from tensorboardX import SummaryWriter  # it imports torch when torch is installed: process 0 only
 
         self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
         self._file = open(self.path, "a")
         if wandb_project:
-            from apertus_jax.train.wandb_writer import WandbWriter
-
             self._wandb = WandbWriter(workdir, wandb_project, run_config)
 
     def rewind(self, step: int) -> None:
@@ -107,10 +109,7 @@ class MetricsWriter:
                     break  # a line cut short by a crash
                 if json.loads(line)["step"] <= step:
                     kept.append(line)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            f.writelines(kept)
-        os.replace(tmp, self.path)
+        files.write_text(self.path, "".join(kept))
 
     def write(self, record: dict) -> None:
         """Appends `record` (must hold "step"; values are JSON numbers) and logs the human line."""
@@ -161,34 +160,3 @@ class MetricsWriter:
             self._tb.close()
             if self._wandb is not None:
                 self._wandb.close()
-
-
-def plot_loss(metrics_path: str, png_path: str) -> None:
-    """Draws loss vs step from metrics.jsonl, raw and as a trailing mean over 5% of the run, into a PNG
-    (written to a temp name, then renamed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with open(metrics_path) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    records = [r for r in records if "loss" in r]  # training steps (eval records have their own keys)
-    steps, losses = [r["step"] for r in records], [r["loss"] for r in records]
-    window = max(1, len(losses) // 20)
-    smoothed = [
-        sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1])
-        for i in range(len(losses))
-    ]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(steps, losses, alpha=0.35, label="per step")
-    ax.plot(steps, smoothed, label=f"mean of the last {window} steps")
-    ax.legend()
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss (nats/token)")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    tmp = png_path + ".tmp.png"
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, png_path)

@@ -20,10 +20,10 @@ class _Failure:
 
 
 class Prefetcher(grain.DatasetIterator):
-    """Wraps a Grain-checkpointable iterator (`get_state` / `set_state`).
+    """Wraps a batch source (`apertus_jax.train.batches.BatchSource`) as a Grain-checkpointable iterator.
 
     Args:
-      iterator: the batch iterator (e.g. `apertus_jax.train.inputs.ShardedIterator`).
+      iterator: the batch source (e.g. `apertus_jax.train.batches.ShardedSource`).
       depth: batches produced ahead (>= 1); 0 returns batches inline, with no thread.
 
     An exception raised by the wrapped iterator (StopIteration included) is re-raised by `__next__` at the
@@ -36,11 +36,10 @@ class Prefetcher(grain.DatasetIterator):
             raise ValueError(f"prefetch depth={depth} must be >= 0")
         self.iterator = iterator
         self.depth = depth
-        self._state, self._consumed = iterator.get_state(), self._tokens_consumed()
-        self.tokenizer = getattr(iterator, "tokenizer", None)
         self._queue: queue.Queue | None = None
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
+        self._state, self._consumed = iterator.get_state(), iterator.consumed()
 
     def _start(self) -> None:
         self._queue, self._stop = queue.Queue(maxsize=self.depth), threading.Event()
@@ -52,7 +51,7 @@ class Prefetcher(grain.DatasetIterator):
     def _produce(self, out: queue.Queue, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
-                item = (next(self.iterator), self.iterator.get_state(), self._tokens_consumed())
+                item = (next(self.iterator), self.iterator.get_state(), self.iterator.consumed())
             except BaseException as error:  # handed to the consumer, re-raised there
                 item = _Failure(error)
             while not stop.is_set():
@@ -67,7 +66,7 @@ class Prefetcher(grain.DatasetIterator):
     def __next__(self) -> dict:
         if self.depth == 0:
             batch = next(self.iterator)
-            self._state, self._consumed = self.iterator.get_state(), self._tokens_consumed()
+            self._state, self._consumed = self.iterator.get_state(), self.iterator.consumed()
             return batch
         if self._thread is None:
             self._start()
@@ -82,20 +81,16 @@ class Prefetcher(grain.DatasetIterator):
         """The wrapped iterator's state after the last batch returned by `__next__`."""
         return self._state
 
-    def _tokens_consumed(self) -> dict[str, int] | None:
-        counts = getattr(self.iterator, "tokens_consumed", None)
-        return counts() if counts else None
-
-    def tokens_consumed(self) -> dict[str, int]:
-        """The wrapped iterator's per-component target tokens after the last batch returned by `__next__`
-        (`apertus_jax.train.provenance`); batches read ahead do not count."""
+    def consumed(self) -> dict:
+        """The wrapped source's `consumed()` after the last batch returned by `__next__`; batches read ahead do
+        not count."""
         return self._consumed
 
     def set_state(self, state: dict) -> None:
         """Discards batches read ahead and continues from `state`."""
         self.close()
         self.iterator.set_state(state)
-        self._state, self._consumed = self.iterator.get_state(), self._tokens_consumed()
+        self._state, self._consumed = self.iterator.get_state(), self.iterator.consumed()
 
     def close(self) -> None:
         """Stops the thread; batches read ahead are dropped and the wrapped iterator is set back to the state

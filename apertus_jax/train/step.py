@@ -6,7 +6,8 @@ microbatches), so splitting a batch never changes the loss or the gradient, what
 counts. A batch without unmasked tokens gives loss 0 and gradient 0.
 """
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -48,6 +49,24 @@ def split_microbatches(batch: Batch, num_microbatches: int) -> Batch:
 
 
 LossFn = Callable[[jax.Array, Batch], tuple[jax.Array, dict[str, jax.Array]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    """A training objective other than the pretraining cross-entropy: the train step's plug-in.
+
+    Attributes:
+      loss_fn: `(logits [B, T, V] float32, microbatch) -> (loss_sum, sums)`: the objective summed over the
+        microbatch's examples and float32 scalar sums, among them "count" (the normalizer: examples, pairs
+        or tokens, summed over microbatches before the one division); the other sums are reported per count
+        in the step's metrics.
+      batch_arrays: extra per-row batch arrays the loss reads beyond `apertus_jax.data.pipeline.BATCH_KEYS`:
+        `{name: (trailing shape, dtype name)}`, e.g. `{"ref_logprobs": ((2,), "float32")}` for `[B, 2]`
+        arrays (the memory plan and AOT lowering build them abstractly).
+    """
+
+    loss_fn: LossFn
+    batch_arrays: Mapping[str, tuple[tuple[int, ...], str]] = dataclasses.field(default_factory=dict)
 
 
 def _sums(apply_fn: ApplyFn, hidden_fn, z_loss_weight: float, chunk_tokens: int, loss_fn: LossFn | None):

@@ -15,9 +15,8 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from apertus_jax.models import partitioning
 from apertus_jax.models.config import ModelConfig
-from apertus_jax.models.transformer import Apertus
+from apertus_jax.models.transformer import param_layout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,20 +40,10 @@ class ParamSpec:
 
 
 def make_param_spec(model_config: ModelConfig, mesh: jax.sharding.Mesh, seed: int) -> ParamSpec:
-    """Builds the abstract model (no allocation) and its parameter shardings on `mesh`."""
-
-    def create_params():
-        return nnx.state(Apertus(model_config, rngs=nnx.Rngs(seed)), nnx.Param).to_pure_dict()
-
-    graphdef, abstract_state = nnx.split(
-        nnx.eval_shape(lambda: Apertus(model_config, rngs=nnx.Rngs(seed))), nnx.Param
-    )
-    shardings = partitioning.state_shardings(abstract_state, mesh).to_pure_dict()
-    abstract = jax.tree.map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        jax.eval_shape(create_params),
-        shardings,
-    )
+    """The model's parameter layout on `mesh` (`apertus_jax.models.transformer.param_layout`, no allocation)
+    and its forward functions over plain parameter dicts."""
+    layout = param_layout(model_config, mesh, seed)
+    graphdef = layout.graphdef
 
     def apply_fn(params, tokens, positions, segment_ids):
         return nnx.merge(graphdef, params)(tokens, positions, segment_ids)
@@ -64,7 +53,11 @@ def make_param_spec(model_config: ModelConfig, mesh: jax.sharding.Mesh, seed: in
         return model.final_hidden(tokens, positions, segment_ids), model.output_weights()
 
     return ParamSpec(
-        apply_fn=apply_fn, hidden_fn=hidden_fn, shardings=shardings, abstract=abstract, create=create_params
+        apply_fn=apply_fn,
+        hidden_fn=hidden_fn,
+        shardings=layout.shardings,
+        abstract=layout.abstract,
+        create=layout.create,
     )
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 import secrets
 import string
-import tempfile
+
+from apertus_jax import files
 
 RUN_ID_FILE = "wandb_run_id"
 
@@ -51,10 +52,7 @@ def run_id(workdir: str) -> str:
             return existing
     # 8 characters of [a-z0-9], the alphabet and length of the ids W&B generates itself.
     new_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
-    os.makedirs(workdir, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=workdir, delete=False) as f:
-        f.write(new_id + "\n")
-    os.replace(f.name, path)
+    files.write_text(path, new_id + "\n")
     return new_id
 
 

@@ -1,43 +1,36 @@
-"""CLI: `python -m benchmarks.peers maxtext|transformers|all`; one `PEER tokens_per_s=N ...` line per peer."""
+"""CLI: `python -m benchmarks.peers maxtext|transformers|all [--cache DIR --steps 15 ...]`; one
+`PEER tokens_per_s=N ...` line per peer (`benchmarks.peers.run.run_peers`)."""
 
-import argparse
-import sys
+from absl import flags
 
 from benchmarks.peers import run
+from experiments import cli
+
+_CACHE = flags.DEFINE_string("cache", run.default_cache(), "where the peers' venvs live")
+_STEPS = flags.DEFINE_integer("steps", 15, "timed steps")
+_MAXTEXT_WARMUP = flags.DEFINE_integer("maxtext_warmup", 5, "untimed MaxText steps (compile)")
+_TRANSFORMERS_WARMUP = flags.DEFINE_integer("transformers_warmup", 2, "untimed transformers steps")
+_VOCAB = flags.DEFINE_integer("vocab", run.BENCH_18M["vocab"], "transformers only: the vocabulary size")
+_MAXTEXT_PYTHON = flags.DEFINE_string("maxtext_python", "", "Python >= 3.12 for MaxText (default: found)")
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="Peer train-step throughput on bench-18m")
-    parser.add_argument("peer", choices=(*run.PEERS, "all"))
-    parser.add_argument("--cache", default=run.default_cache(), help="where the peers' venvs live")
-    parser.add_argument("--steps", type=int, default=15, help="timed steps")
-    parser.add_argument("--maxtext_warmup", type=int, default=5, help="untimed MaxText steps (compile)")
-    parser.add_argument("--transformers_warmup", type=int, default=2, help="untimed transformers steps")
-    parser.add_argument(
-        "--vocab", type=int, default=run.BENCH_18M["vocab"], help="transformers only: the vocabulary size"
+def main(argv) -> None:
+    if len(argv) != 2:
+        raise ValueError(
+            f"name one peer: {' | '.join((*run.PEERS, 'all'))} (e.g. python -m benchmarks.peers all)"
+        )
+    lines = run.run_peers(
+        argv[1],
+        _CACHE.value,
+        _STEPS.value,
+        _MAXTEXT_WARMUP.value,
+        _TRANSFORMERS_WARMUP.value,
+        _VOCAB.value,
+        _MAXTEXT_PYTHON.value,
     )
-    parser.add_argument("--maxtext_python", default="", help="Python >= 3.12 for MaxText (default: found)")
-    args = parser.parse_args(argv)
-    if args.steps < 1 or args.maxtext_warmup < 1 or args.transformers_warmup < 1:
-        print("error: --steps, --maxtext_warmup and --transformers_warmup must be >= 1", file=sys.stderr)
-        sys.exit(2)
-    if args.vocab < 1:
-        print(f"error: --vocab={args.vocab} must be >= 1", file=sys.stderr)
-        sys.exit(2)
-    if args.vocab != run.BENCH_18M["vocab"] and args.peer != "transformers":
-        print(f"error: --vocab is for the transformers peer only, not {args.peer!r}", file=sys.stderr)
-        sys.exit(2)
-    peers = run.PEERS if args.peer == "all" else (args.peer,)
-    try:
-        for peer in peers:
-            if peer == "maxtext":
-                line = run.run_maxtext(args.cache, args.steps, args.maxtext_warmup, args.maxtext_python)
-            else:
-                line = run.run_transformers(args.cache, args.steps, args.transformers_warmup, args.vocab)
-            print(line, flush=True)
-    except RuntimeError as err:
-        sys.exit(f"error: {err}")
+    for line in lines:
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

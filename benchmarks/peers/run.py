@@ -18,6 +18,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from collections.abc import Iterator
 
 BENCH_18M = dict(vocab=32000, d_model=256, layers=2, heads=4, kv_heads=4, head_dim=64, batch=4, seq=256)
 MAXTEXT_MLP = 1024  # gated (SwiGLU-style) hidden size of the Llama variant
@@ -202,3 +203,35 @@ def run_transformers(cache: str, steps: int, warmup: int, vocab: int = BENCH_18M
     if proc.returncode or "tokens_per_s=" not in line:
         raise RuntimeError(f"transformers peer failed (rc {proc.returncode}): {proc.stderr[-1500:]}")
     return line
+
+
+def run_peers(
+    peer: str,
+    cache: str,
+    steps: int = 15,
+    maxtext_warmup: int = 5,
+    transformers_warmup: int = 2,
+    vocab: int = BENCH_18M["vocab"],
+    maxtext_python: str = "",
+) -> Iterator[str]:
+    """The lines of `python -m benchmarks.peers PEER`: `peer` ("maxtext", "transformers" or "all") run one after
+    another, one `PEER tokens_per_s=N (median of K steps)` line each as it finishes.
+
+    Raises:
+      ValueError (at the first line, before anything is installed): an unknown `peer`, `steps` or a warmup
+        < 1, `vocab` < 1, or a `vocab` other than bench-18m's for a peer other than transformers.
+      RuntimeError: as `run_maxtext` and `run_transformers`.
+    """
+    if peer not in (*PEERS, "all"):
+        raise ValueError(f"unknown peer {peer!r}; choose one of {', '.join((*PEERS, 'all'))}")
+    if steps < 1 or maxtext_warmup < 1 or transformers_warmup < 1:
+        raise ValueError("--steps, --maxtext_warmup and --transformers_warmup must be >= 1")
+    if vocab < 1:
+        raise ValueError(f"--vocab={vocab} must be >= 1")
+    if vocab != BENCH_18M["vocab"] and peer != "transformers":
+        raise ValueError(f"--vocab is for the transformers peer only, not {peer!r}")
+    for name in PEERS if peer == "all" else (peer,):
+        if name == "maxtext":
+            yield run_maxtext(cache, steps, maxtext_warmup, maxtext_python)
+        else:
+            yield run_transformers(cache, steps, transformers_warmup, vocab)

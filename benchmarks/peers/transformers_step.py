@@ -3,7 +3,8 @@
     python transformers_step.py --vocab 32000 --d_model 256 --layers 2 --heads 4 --kv_heads 4 --mlp 1536
         --batch 4 --seq 256 [--steps 15 --warmup 2 --threads N]
 
-Runs inside the peer's own environment (torch and transformers only; nothing of this repository is imported).
+Runs inside the peer's own environment (torch and transformers only; nothing of this repository is imported,
+hence argparse rather than absl and `experiments.cli`).
 One step is forward + cross-entropy loss + backward + `torch.optim.AdamW.step` + `zero_grad`, float32, on a
 fixed batch; token ids are random because the step's cost does not depend on their values. Prints
 `transformers tokens_per_s=N (median of K steps)`: batch x seq over the median wall time of the `--steps`

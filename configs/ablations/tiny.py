@@ -6,7 +6,7 @@ A 2-layer width-32 model on the UDHR part of the demo corpus, 8 steps of 4 x 64 
 4 steps (no multiple choice: nothing to download). Seconds per run on a CPU.
 """
 
-from configs.tiny_udhr import tiny_udhr_config
+from configs.recipes.tiny_udhr import tiny_udhr_config
 
 
 def get_ablation():

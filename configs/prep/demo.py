@@ -13,6 +13,7 @@ labeled JSONL (or `path` to a trained head); see configs/prep/slurm.py for a clu
 
 import ml_collections
 
+from apertus_jax.data.shards import SHARD_TOKENS
 from apertus_jax.prep.robots import AI_AGENTS
 
 WORK_DIR = "{work_dir}"  # replaced by config.work_dir when the CLI loads the config
@@ -75,6 +76,6 @@ def get_config():
         source="apertus_jax demo corpus + de-corpus (prepared)",
         licence="see apertus_jax/data/assets/DATA_CARD.md; de-corpus MIT",
         score_key="score_educational_quality",
-        shard_tokens=64 * 1024 * 1024,
+        shard_tokens=SHARD_TOKENS,  # tokens per shard, the same as experiments/tokenize_data.py
     )
     return config

@@ -1,11 +1,18 @@
 """The comparison table: medians per runner, our MFU from the model's FLOPs, ratios against the right peer."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import pytest
 
 from apertus_jax.models import flops
 from apertus_jax.models.presets import get_config
-from benchmarks import compare
+from benchmarks import runners
 from benchmarks.peers import run as peers_run
+
+ROOT = pathlib.Path(__file__).parents[2]
 
 
 def test_table_ratios_pair_each_variant_with_its_peer():
@@ -15,7 +22,7 @@ def test_table_ratios_pair_each_variant_with_its_peer():
         "ours-llama": [1800.0],
         "maxtext": [1200.0],
     }
-    table = compare.format_table(results, peak_gflops=200.0)
+    table = runners.format_table(results, peak_gflops=200.0)
     rows = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
     assert "| 1600 | 1500, 1700, 1600 |" in rows["ours-apertus"]
     assert "1.45x vs transformers" in rows["ours-apertus"]  # 1600 / median(1000, 1200) = 1600 / 1100
@@ -26,40 +33,60 @@ def test_table_ratios_pair_each_variant_with_its_peer():
 
 
 def test_missing_peer_gives_no_ratio():
-    table = compare.format_table({"ours-llama": [900.0]}, peak_gflops=200.0)
+    table = runners.format_table({"ours-llama": [900.0]}, peak_gflops=200.0)
     assert len(table.splitlines()) == 3 and "x vs" not in table.splitlines()[2]
 
 
 def test_peer_runners_are_peers_of_benchmarks_peers():
-    peers = [spec for name, spec in compare.RUNNERS if not name.startswith("ours")]
+    peers = [spec for name, spec in runners.RUNNERS if not name.startswith("ours")]
     assert sorted(peers) == sorted(peers_run.PEERS)
-    assert {peer for _, peer in compare.RATIOS} == set(peers)
+    assert {peer for _, peer in runners.RATIOS} == set(peers)
 
 
 def test_run_peer_reports_a_failing_peer(tmp_path):
     with pytest.raises(RuntimeError, match=r"benchmarks\.peers nosuchpeer .*failed \(rc 2\)"):
-        compare.run_peer("nosuchpeer", steps=1, cache=str(tmp_path))
+        runners.run_peer("nosuchpeer", steps=1, cache=str(tmp_path))
 
 
 def test_parse_env_gives_every_runner_the_same_assignments():
-    env = compare.parse_env(["GLIBC_TUNABLES=glibc.malloc.hugetlb=1", "EMPTY="])
+    env = runners.parse_env(["GLIBC_TUNABLES=glibc.malloc.hugetlb=1", "EMPTY="])
     assert env == {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1", "EMPTY": ""}
     for bad in ("NOEQUALS", "=value"):
         with pytest.raises(ValueError, match="is not KEY=VALUE"):
-            compare.parse_env([bad])
+            runners.parse_env([bad])
 
 
 def test_run_ours_passes_the_environment(tmp_path):
     # An unparseable XLA flag in the runner's environment must reach it and fail it.
     with pytest.raises(RuntimeError, match="benchmarks.train_step"):
-        compare.run_ours("bench-18m-apertus", 1, 1.0, [], env={"XLA_FLAGS": "--no_such_flag_anywhere"})
+        runners.run_ours("bench-18m-apertus", 1, 1.0, [], env={"XLA_FLAGS": "--no_such_flag_anywhere"})
 
 
 @pytest.mark.parametrize(
-    "args", (["--rounds=0"], ["--steps=0"], ["--only=ours-apertus,nosuch"], ["--env==x"])
+    "kwargs", ({"rounds": 0}, {"steps": 0}, {"only": "ours-apertus,nosuch"}, {"env": ["=x"]})
 )
-def test_usage_errors_exit_2_before_anything_runs(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        compare.main(args)
-    assert exit_info.value.code == 2
-    assert "error:" in capsys.readouterr().err
+def test_usage_errors_are_refused_before_anything_runs(kwargs, tmp_path):
+    arguments = {"rounds": 2, "steps": 15, "peers_cache": str(tmp_path), **kwargs}
+    with pytest.raises(ValueError, match="must both be >= 1|unknown runner|is not KEY=VALUE"):
+        next(runners.compare(**arguments))
+    assert not any(tmp_path.iterdir())
+
+
+def test_usage_error_exits_2_with_one_line(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.compare",
+            "--only=ours-apertus,nosuch",
+            f"--peers_cache={tmp_path}",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: --only: unknown runner(s) ['nosuch']")

@@ -1,14 +1,21 @@
 """The train-step benchmark: a vocabulary override keeps the body, bad arguments exit 2."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import pytest
 
 from apertus_jax.models import flops
 from apertus_jax.models.presets import get_config
-from benchmarks import train_step
+from benchmarks import step
+
+ROOT = pathlib.Path(__file__).parents[2]
 
 
 def test_vocab_override_measures_the_same_body_at_that_vocabulary():
-    result = train_step.measure(
+    result = step.measure(
         "bench-18m-apertus", steps=1, warmup=1, batch=8, seq=32, peak_gflops=1.0, vocab_size=512
     )
     small = get_config("bench-18m-apertus", vocab_size=512)
@@ -18,16 +25,28 @@ def test_vocab_override_measures_the_same_body_at_that_vocabulary():
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    "kwargs, message",
     (
-        (["--vocab_size=-1"], "--vocab_size=-1 must be >= 0"),
-        (["--steps=0"], "--steps=0 and --warmup=3 must both be >= 1"),
-        (["--warmup=0"], "--steps=15 and --warmup=0 must both be >= 1"),
-        (["--config=nope"], "--config='nope' is not a model preset"),
+        ({"vocab_size": -1}, "--vocab_size=-1 must be >= 0"),
+        ({"steps": 0}, "--steps=0 and --warmup=3 must both be >= 1"),
+        ({"warmup": 0}, "--steps=15 and --warmup=0 must both be >= 1"),
+        ({"config_name": "nope"}, "--config='nope' is not a model preset"),
     ),
 )
-def test_usage_errors_exit_2(args, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        train_step.main(args)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+def test_bad_arguments_are_refused_before_anything_is_built(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        step.measure(**{"config_name": "bench-18m-apertus", **kwargs})
+
+
+def test_usage_error_exits_2_with_one_line():
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.train_step", "--config=nope"],
+        cwd=ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: --config='nope' is not a model preset")

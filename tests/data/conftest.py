@@ -4,7 +4,9 @@ import json
 
 import pytest
 
+from apertus_jax.data.config import parse_pipeline
 from apertus_jax.data.demo_corpus import load_german_prose
+from apertus_jax.data.pipeline import TrainIterator
 from apertus_jax.tokenizers import load_tokenizer
 
 
@@ -23,3 +25,16 @@ def german_jsonl(tmp_path_factory):
             record = {"text": document["text"], "id": document["doc_id"], "score": float((index * 37) % 11)}
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
+
+
+def train_iterator(config, tokenizer, seq_len, batch_size, process_index=0, process_count=1, seed=0):
+    """The pipeline's `TrainIterator` of a `data.pipeline` dict (parsed as a run's config would be)."""
+    return TrainIterator(
+        parse_pipeline(config),
+        tokenizer,
+        seq_len=seq_len,
+        batch_size=batch_size,
+        process_index=process_index,
+        process_count=process_count,
+        seed=seed,
+    )

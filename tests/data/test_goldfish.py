@@ -105,7 +105,7 @@ def test_apertus_keeps_the_first_h_minus_1_positions_of_every_row():
     assert not goldfish_drop_mask(labels[:, :10], k=2, h=20, hash="apertus").any()
 
 
-@pytest.mark.parametrize("hash_name", goldfish.HASHES)
+@pytest.mark.parametrize("hash_name", goldfish.TOKEN_HASHES)
 def test_k0_disables(hash_name):
     labels = np.random.default_rng(1).integers(4, 131_072, size=(3, 300))
     assert not goldfish_drop_mask(labels, k=0, h=20, hash=hash_name).any()
@@ -118,7 +118,7 @@ def test_mixed_hash_drop_rate_is_1_over_k(k):
     assert abs(rate - 1 / k) < 0.1 / k
 
 
-@pytest.mark.parametrize("hash_name", goldfish.HASHES)
+@pytest.mark.parametrize("hash_name", goldfish.TOKEN_HASHES)
 def test_same_document_same_mask_anywhere_in_any_batch(hash_name):
     """A 200-token document at row 0 offset 0 and at row 3 offset 517: same drops where the window lies
     inside the document, whatever the batch size and the other rows."""
@@ -254,3 +254,29 @@ def test_mixed_mask_of_a_document_depends_on_its_tokens_only(data, seq_len, h):
     packed = document_mask_through_packer(documents, len(before), seq_len, h, 3, eod_id)
     np.testing.assert_array_equal(packed, alone)
     assert alone.sum() > 10
+
+
+@pytest.mark.parametrize("hash_name", goldfish.HASHES)
+def test_the_spec_dispatches_to_each_hash(hash_name):
+    from apertus_jax.data.goldfish_canonical import canonical_drop_mask
+    from apertus_jax.tokenizers import load_tokenizer
+
+    tekken = load_tokenizer("tekken")
+    prose = " ".join(d["text"] for d in load_german_prose()[:20])
+    labels = tekken.encode_document(prose)[1 : 1 + 3 * 96].reshape(3, 96)
+    spec = goldfish.GoldfishSpec(k=3, h=7, hash=hash_name)
+    if hash_name == "canonical":
+        expected = canonical_drop_mask(labels, tekken, 3, 7)
+    else:
+        expected = goldfish.goldfish_drop_mask(labels, 3, 7, hash_name, eod_id=tekken.eod_id)
+    assert expected.sum() > 10
+    np.testing.assert_array_equal(spec.drop_mask(labels, tekken), expected)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [({"k": -1}, "k must be"), ({"h": 0}, "h must be"), ({"hash": "md5"}, "hash must be one of")],
+)
+def test_spec_fields_are_checked(fields, message):
+    with pytest.raises(ValueError, match=message):
+        goldfish.GoldfishSpec(**fields)

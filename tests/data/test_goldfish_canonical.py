@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apertus_jax.data import goldfish_canonical as gc
-from apertus_jax.data.config import normalize_data_config
+from apertus_jax.data.config import parse_pipeline
 from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.goldfish import goldfish_drop_mask
 from apertus_jax.data.pipeline import rows_to_batch
@@ -151,13 +151,13 @@ def test_errors_name_the_problem(tekken):
 
 
 def test_pipeline_batches_use_the_canonical_hash(tekken, prose):
-    config = normalize_data_config(
+    config = parse_pipeline(
         {"components": {"p": {"kind": "demo"}}, "goldfish": {"k": 4, "h": 5, "hash": "canonical"}}
     )
     ids = tekken.encode_document(prose)[: 4 * 65].reshape(4, 65)
-    batch = rows_to_batch(ids, tekken, config["goldfish"])
+    batch = rows_to_batch(ids, tekken, config.goldfish)
     expected = gc.canonical_drop_mask(ids[:, 1:], tekken, 4, 5)
     assert expected.sum() > 20
     np.testing.assert_array_equal(batch["loss_mask"] == 0, expected)
     with pytest.raises(ValueError, match="canonical"):
-        normalize_data_config({"components": {"p": {"kind": "demo"}}, "goldfish": {"hash": "canon"}})
+        parse_pipeline({"components": {"p": {"kind": "demo"}}, "goldfish": {"hash": "canon"}})

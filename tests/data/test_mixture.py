@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 
 from apertus_jax.data import mixture
-from apertus_jax.data.config import normalize_data_config
+from apertus_jax.data.config import parse_pipeline
 
 
 def spec(**overrides):
-    config = normalize_data_config({"components": {"c": {"kind": "jsonl", "paths": ["unused"], **overrides}}})
-    return config["components"]["c"]
+    return parse_pipeline(
+        {"components": {"c": {"kind": "jsonl", "paths": ["unused"], **overrides}}}
+    ).components["c"]
 
 
 def id_component(count, scores=None):
@@ -95,13 +96,12 @@ def test_derive_seed_is_stable():
 @pytest.fixture(scope="module")
 def demo_mixed_lengths():
     """The demo corpus's German prose (short documents) and UDHR (long ones) as one component, demo BPE."""
-    from apertus_jax.data import components
-    from apertus_jax.train.inputs import demo_tokenizer
+    from apertus_jax.data.tokenizer import demo_tokenizer
 
     def load(length_buckets):
         config = {"kind": "demo", "sources": ["udhr", "german_prose"], "length_buckets": length_buckets}
-        spec = normalize_data_config({"components": {"demo": config}})["components"]["demo"]
-        return components.load_component("demo", spec, demo_tokenizer(1024)), spec
+        spec = parse_pipeline({"components": {"demo": config}}).components["demo"]
+        return spec.load("demo", demo_tokenizer(1024)), spec
 
     return load
 

@@ -1,4 +1,4 @@
-"""build_train_pipeline on real text: batch contract, exact resume, batch-size plans, stages, hosts."""
+"""The training pipeline on real text: batch contract, exact resume, batch-size plans, stages, hosts."""
 
 import json
 
@@ -6,11 +6,14 @@ import grain
 import numpy as np
 import pytest
 
-from apertus_jax.data import components, mixture
-from apertus_jax.data.config import normalize_data_config
+from apertus_jax.data import mixture
+from apertus_jax.data.config import parse_pipeline
 from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.masks import document_masks
-from apertus_jax.data.pipeline import BATCH_KEYS, build_train_pipeline
+from apertus_jax.data.pipeline import BATCH_KEYS
+from apertus_jax.data.tokenizer import demo_tokenizer
+
+from .conftest import train_iterator
 
 SEQ_LEN = 64
 
@@ -48,7 +51,7 @@ def assert_same_batches(actual, expected):
 
 @pytest.fixture(scope="module")
 def reference(tekken, german_jsonl):
-    iterator = build_train_pipeline(three_component_config(german_jsonl), tekken, SEQ_LEN, batch_plan)
+    iterator = train_iterator(three_component_config(german_jsonl), tekken, SEQ_LEN, batch_plan)
     batches = take(iterator, 50)
     return batches, iterator.stats()
 
@@ -82,10 +85,10 @@ RANDOM_SAVE_STEPS = sorted(int(s) for s in np.random.default_rng(2026).choice(np
 @pytest.mark.parametrize("save_step", RANDOM_SAVE_STEPS + [11, 12, 20])
 def test_resume_is_bitwise_identical(reference, tekken, german_jsonl, save_step):
     config = three_component_config(german_jsonl)
-    first = build_train_pipeline(config, tekken, SEQ_LEN, batch_plan)
+    first = train_iterator(config, tekken, SEQ_LEN, batch_plan)
     before = take(first, save_step)
     state = json.loads(json.dumps(first.get_state()))
-    resumed = build_train_pipeline(config, tekken, SEQ_LEN, batch_plan)
+    resumed = train_iterator(config, tekken, SEQ_LEN, batch_plan)
     resumed.set_state(state)
     after = take(resumed, 50 - save_step)
     assert_same_batches(before + after, reference[0])
@@ -94,10 +97,10 @@ def test_resume_is_bitwise_identical(reference, tekken, german_jsonl, save_step)
 def test_resume_with_the_mixed_hash_is_bitwise_identical(tekken, german_jsonl):
     """The mixed hash reads the packer's history of the row start; a restored iterator has the same."""
     config = three_component_config(german_jsonl, {"k": 4, "h": 50, "hash": "mixed"})
-    expected = take(build_train_pipeline(config, tekken, SEQ_LEN, batch_plan), 16)
-    first = build_train_pipeline(config, tekken, SEQ_LEN, batch_plan)
+    expected = take(train_iterator(config, tekken, SEQ_LEN, batch_plan), 16)
+    first = train_iterator(config, tekken, SEQ_LEN, batch_plan)
     before = take(first, 7)
-    resumed = build_train_pipeline(config, tekken, SEQ_LEN, batch_plan)
+    resumed = train_iterator(config, tekken, SEQ_LEN, batch_plan)
     resumed.set_state(json.loads(json.dumps(first.get_state())))
     assert_same_batches(before + take(resumed, 9), expected)
     # Rows are cut mid-document at SEQ_LEN 64, so some rows start with a non-empty history.
@@ -105,7 +108,7 @@ def test_resume_with_the_mixed_hash_is_bitwise_identical(tekken, german_jsonl):
 
 
 def test_row_stream_does_not_depend_on_the_batch_plan(reference, tekken, german_jsonl):
-    iterator = build_train_pipeline(three_component_config(german_jsonl), tekken, SEQ_LEN, 2)
+    iterator = train_iterator(three_component_config(german_jsonl), tekken, SEQ_LEN, 2)
     rows = np.concatenate([b["tokens"] for b in take(iterator, 160)])
     np.testing.assert_array_equal(rows, np.concatenate([b["tokens"] for b in reference[0]]))
 
@@ -113,27 +116,25 @@ def test_row_stream_does_not_depend_on_the_batch_plan(reference, tekken, german_
 def test_orbax_checkpoint_round_trip(tekken, german_jsonl, tmp_path):
     ocp = pytest.importorskip("orbax.checkpoint")
     config = three_component_config(german_jsonl)
-    iterator = build_train_pipeline(config, tekken, SEQ_LEN, 4)
+    iterator = train_iterator(config, tekken, SEQ_LEN, 4)
     take(iterator, 13)
     manager = ocp.CheckpointManager(tmp_path)
     manager.save(13, args=ocp.args.Composite(data_iter=grain.checkpoint.CheckpointSave(iterator)))
     manager.wait_until_finished()
     expected = take(iterator, 3)
-    restored = build_train_pipeline(config, tekken, SEQ_LEN, 4)
+    restored = train_iterator(config, tekken, SEQ_LEN, 4)
     manager.restore(13, args=ocp.args.Composite(data_iter=grain.checkpoint.CheckpointRestore(restored)))
     assert_same_batches(take(restored, 3), expected)
 
 
 def test_hosts_split_each_global_batch(tekken, german_jsonl):
     config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)]}}, "goldfish": {"k": 0}}
-    hosts = [
-        build_train_pipeline(config, tekken, SEQ_LEN, 6, process_index=p, process_count=3) for p in range(3)
-    ]
+    hosts = [train_iterator(config, tekken, SEQ_LEN, 6, process_index=p, process_count=3) for p in range(3)]
     batches = [next(h) for h in hosts]
     assert all(b["tokens"].shape == (2, SEQ_LEN) for b in batches)
     assert len({b["tokens"].tobytes() for b in batches}) == 3
     with pytest.raises(ValueError, match="divisible"):
-        next(build_train_pipeline(config, tekken, SEQ_LEN, 4, process_index=0, process_count=3))
+        next(train_iterator(config, tekken, SEQ_LEN, 4, process_index=0, process_count=3))
 
 
 def test_taken_subset_keeps_held_out_documents_out(tekken, german_jsonl):
@@ -142,12 +143,12 @@ def test_taken_subset_keeps_held_out_documents_out(tekken, german_jsonl):
         "components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)], "take": 150}},
         "goldfish": {"k": 0},
     }
-    iterator = build_train_pipeline(config, tekken, 256, 16)
+    iterator = train_iterator(config, tekken, 256, 16)
     rows = np.concatenate([b["tokens"] for b in take(iterator, 20)])
     assert iterator.stats()["components"]["german"]["epochs"] > 1.5
     stream = np.concatenate([rows[0], rows[1:, 1:].reshape(-1)]).astype("<i4").tobytes()  # undo the overlap
-    spec = iterator.config["components"]["german"]
-    component = components.load_component("german", spec, tekken)
+    spec = iterator.pipeline.components["german"]
+    component = spec.load("german", tekken)
     kept = set(mixture.host_documents(component, spec, split_seed=0, process_index=0, process_count=1))
     kept_texts = {component.documents[i].tobytes() for i in kept}
     held_out = [component.documents[i] for i in range(200) if i not in kept]
@@ -163,31 +164,29 @@ def test_stage_running_out_of_documents_is_an_error(tekken, german_jsonl):
         "components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)], "epochs": 1}},
         "stages": [{"until_tokens": 10**9}, {}],
     }
-    iterator = build_train_pipeline(config, tekken, 512, 64)
+    iterator = train_iterator(config, tekken, 512, 64)
     with pytest.raises(ValueError, match="ran out of documents"):
         take(iterator, 100)
 
 
 def test_finite_stream_ends_with_padding(tekken, german_jsonl):
     config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)], "epochs": 1}}}
-    batches = list(build_train_pipeline(config, tekken, 512, 8))
+    batches = list(train_iterator(config, tekken, 512, 8))
     last = batches[-1]
     assert (last["tokens"] == tekken.pad_id).any()
     assert (last["segment_ids"][last["tokens"] == tekken.pad_id] == 0).all()
     assert (last["loss_mask"][last["targets"] == tekken.pad_id] == 0).all()
     real = sum(int((b["targets"] != tekken.pad_id).sum()) for b in batches)
-    component = components.load_component(
-        "german", normalize_data_config(config)["components"]["german"], tekken
-    )
+    component = parse_pipeline(config).components["german"].load("german", tekken)
     # Every token but the very first is a target exactly once.
     assert real == sum(len(d) for d in component.documents) - 1
 
 
 def test_state_from_another_pipeline_is_rejected(tekken, german_jsonl):
     config = three_component_config(german_jsonl)
-    state = build_train_pipeline(config, tekken, SEQ_LEN, 4, seed=0).get_state()
+    state = train_iterator(config, tekken, SEQ_LEN, 4, seed=0).get_state()
     with pytest.raises(ValueError, match="different pipeline"):
-        build_train_pipeline(config, tekken, SEQ_LEN, 4, seed=1).set_state(state)
+        train_iterator(config, tekken, SEQ_LEN, 4, seed=1).set_state(state)
 
 
 def test_phased_curriculum_switches_components_at_the_boundary(tekken, german_jsonl):
@@ -200,7 +199,7 @@ def test_phased_curriculum_switches_components_at_the_boundary(tekken, german_js
         "stages": [{"until_tokens": 8 * SEQ_LEN, "weights": {"a": 1}}, {"weights": {"b": 1}}],
         "goldfish": {"k": 0},
     }
-    iterator = build_train_pipeline(config, tekken, SEQ_LEN, 4)
+    iterator = train_iterator(config, tekken, SEQ_LEN, 4)
     take(iterator, 2)
     stats = iterator.stats()
     assert stats["stage"] == "stage1" and stats["components"]["a"]["documents"] > 0
@@ -215,7 +214,7 @@ def test_empty_raw_source_is_an_error(tekken, tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"text": ""}\n')
     with pytest.raises(ValueError, match="no documents"):
-        build_train_pipeline({"components": {"e": {"kind": "jsonl", "paths": [str(empty)]}}}, tekken, 64, 1)
+        train_iterator({"components": {"e": {"kind": "jsonl", "paths": [str(empty)]}}}, tekken, 64, 1)
 
 
 def test_global_batch_from_process_local_pieces(tekken, german_jsonl):
@@ -224,7 +223,7 @@ def test_global_batch_from_process_local_pieces(tekken, german_jsonl):
     from jax.sharding import NamedSharding, PartitionSpec
 
     config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)]}}}
-    local = next(build_train_pipeline(config, tekken, SEQ_LEN, 8, jax.process_index(), jax.process_count()))
+    local = next(train_iterator(config, tekken, SEQ_LEN, 8, jax.process_index(), jax.process_count()))
     mesh = jax.make_mesh((jax.device_count(),), ("data",))
     sharding = NamedSharding(mesh, PartitionSpec("data"))
     batch = {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local.items()}
@@ -252,7 +251,7 @@ def test_tokenizer_without_pad_token_keeps_eod_targets(german_jsonl, tmp_path):
     tokenizer = HFTokenizer(str(tmp_path / "tokenizer.json"))
     assert tokenizer.pad_id == tokenizer.eod_id
     config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)]}}, "goldfish": {"k": 0}}
-    batches = take(build_train_pipeline(config, tokenizer, SEQ_LEN, 4), 6)
+    batches = take(train_iterator(config, tokenizer, SEQ_LEN, 4), 6)
     eod_targets = 0
     for batch in batches:
         assert (batch["segment_ids"] > 0).all()  # an endless stream has no padding
@@ -274,7 +273,7 @@ def test_length_buckets_are_recorded_in_the_state_and_resume_bitwise(tekken, ger
             "plain": {"kind": "jsonl", "paths": [str(german_jsonl)], "take": 50},
         }
     }
-    first = build_train_pipeline(config, tekken, SEQ_LEN, 4)
+    first = train_iterator(config, tekken, SEQ_LEN, 4)
     before = take(first, 5)
     state = json.loads(json.dumps(first.get_state()))
     recorded = state["length_buckets"]["bucketed"]
@@ -285,7 +284,7 @@ def test_length_buckets_are_recorded_in_the_state_and_resume_bitwise(tekken, ger
         and first.stats()["length_buckets"]["bucketed"] == recorded
     )
     after = take(first, 5)
-    resumed = build_train_pipeline(config, tekken, SEQ_LEN, 4)
+    resumed = train_iterator(config, tekken, SEQ_LEN, 4)
     resumed.set_state(state)
     assert_same_batches(take(resumed, 5), after)
     assert len(before) == 5
@@ -306,7 +305,7 @@ def test_mixed_goldfish_drops_the_same_targets_of_a_document_in_every_epoch(tekk
         "goldfish": {"k": 4, "h": 50, "hash": "mixed"},
     }
     seq_len = 1024
-    iterator = build_train_pipeline(config, tekken, seq_len, 2)
+    iterator = train_iterator(config, tekken, seq_len, 2)
     tokens = tekken.encode_document(document["text"])
     targets, loss_mask = [], []
     while iterator.stats()["components"]["doc"]["documents"] < 42:
@@ -325,3 +324,53 @@ def test_mixed_goldfish_drops_the_same_targets_of_a_document_in_every_epoch(tekk
     hash_dropped = masks == 0
     assert 20 < hash_dropped[0].sum() < 80
     np.testing.assert_array_equal(hash_dropped, np.broadcast_to(hash_dropped[0], hash_dropped.shape))
+
+
+_SEQ_LEN, _ROWS = 64, 4
+
+
+def _two_stage_config():
+    return {
+        "components": {
+            "prose": {"kind": "demo", "sources": ["german_prose"], "weight": 0.5},
+            "udhr": {"kind": "demo", "sources": ["udhr"], "weight": 0.5},
+        },
+        "stages": [
+            {"name": "mixed", "until_tokens": 5 * _ROWS * _SEQ_LEN, "weights": {"prose": 0.5, "udhr": 0.5}},
+            {"name": "udhr", "until_tokens": None, "weights": {"udhr": 1.0}},
+        ],
+        "goldfish": {"k": 0},
+    }
+
+
+def _walk_targets(iterator, stage: int, rows: int) -> np.ndarray:
+    """Independent count: walks stage `stage`'s (component, document) stream and attributes stream tokens
+    1 .. rows * T (the targets of its first `rows` rows) to their components."""
+    packer = iterator._stage_packer(stage)
+    counts = np.zeros(len(iterator.components), np.int64)
+    position, index = 0, 0
+    end = rows * _SEQ_LEN
+    while position <= end:
+        component, document = packer.stream[index]
+        length = len(iterator.components[component].documents[document])
+        first, last = max(position, 1), min(position + length - 1, end)
+        counts[component] += max(0, last - first + 1)
+        position, index = position + length, index + 1
+    return counts
+
+
+def test_tokens_consumed_match_the_stream_across_a_stage_change():
+    iterator = train_iterator(_two_stage_config(), demo_tokenizer(1024), _SEQ_LEN, _ROWS)
+    for _ in range(8):
+        next(iterator)
+    counts = iterator.tokens_consumed()
+    expected = _walk_targets(iterator, 0, 5 * _ROWS) + _walk_targets(iterator, 1, 3 * _ROWS)
+    assert counts == expected.tolist()
+    assert sum(counts) == 8 * _ROWS * _SEQ_LEN and min(counts) > 0
+    # The counts are part of the iterator state: a restored iterator continues them exactly.
+    restored = train_iterator(_two_stage_config(), demo_tokenizer(1024), _SEQ_LEN, _ROWS)
+    restored.set_state(json.loads(json.dumps(iterator.get_state())))
+    assert restored.tokens_consumed() == counts
+    next(iterator), next(restored)
+    assert restored.tokens_consumed() == iterator.tokens_consumed()
+    assert iterator.consumed()["tokens"] == dict(zip(["prose", "udhr"], iterator.tokens_consumed()))

@@ -13,10 +13,10 @@ import pytest
 seqio = pytest.importorskip("seqio")
 tf = pytest.importorskip("tensorflow")
 
-from apertus_jax.data import components, mixture, seqio_export, seqio_import, seqio_vocabulary  # noqa: E402
-from apertus_jax.data.config import normalize_data_config  # noqa: E402
+from apertus_jax.data import mixture, seqio_export, seqio_import, seqio_vocabulary  # noqa: E402
+from apertus_jax.data.config import parse_pipeline  # noqa: E402
 from apertus_jax.data.demo_corpus import load_demo_documents, load_german_prose  # noqa: E402
-from apertus_jax.data.pipeline import build_train_pipeline  # noqa: E402
+from apertus_jax.data.pipeline import TrainIterator  # noqa: E402
 
 UDHR_HELDOUT = {"kind": "demo", "split": "heldout", "sources": ["udhr"]}
 
@@ -49,14 +49,22 @@ def register_function_task(name, examples, output_features, preprocessors=(), sp
 
 
 def seqio_spec(task, feature, split="validation", **extra):
-    config = normalize_data_config(
+    config = parse_pipeline(
         {"components": {"c": {"kind": "seqio", "task": task, "split": split, "feature": feature, **extra}}}
     )
-    return config["components"]["c"]
+    return config.components["c"]
 
 
 def first_batches(data_config, tokenizer, count=5):
-    pipeline = build_train_pipeline(data_config, tokenizer, seq_len=256, batch_size=4, seed=3)
+    pipeline = TrainIterator(
+        parse_pipeline(data_config),
+        tokenizer,
+        seq_len=256,
+        batch_size=4,
+        process_index=0,
+        process_count=1,
+        seed=3,
+    )
     return [next(pipeline) for _ in range(count)]
 
 
@@ -139,8 +147,8 @@ def test_bad_seqio_sources_are_rejected(tekken, udhr_task):
         seqio_import.load_component("c", seqio_spec(udhr_task, "text", split="train"), tekken)
     with pytest.raises(ValueError, match="has no feature 'inputs'"):
         seqio_import.load_component("c", seqio_spec(udhr_task, "inputs"), tekken)
-    with pytest.raises(ValueError, match=r"\['task'\] must name"):
-        normalize_data_config({"components": {"c": {"kind": "seqio"}}})
+    with pytest.raises(ValueError, match="task must name"):
+        parse_pipeline({"components": {"c": {"kind": "seqio"}}})
 
     foreign = seqio.PassThroughVocabulary(tekken.vocab_size, eos_id=tekken.eod_id)
     register_function_task(
@@ -172,17 +180,17 @@ def test_exported_mixture_has_our_token_shares_and_round_trips(tekken):
             },
         }
     }
-    names = seqio_export.register_seqio_tasks(data_config, tekken, prefix="roundtrip_")
+    names = seqio_export.register_seqio_tasks(parse_pipeline(data_config), tekken, prefix="roundtrip_")
     assert names == {
         "tasks": {"udhr": "roundtrip_udhr", "prose": "roundtrip_prose"},
         "mixtures": {"stage1": "roundtrip_stage1_mixture"},
     }
 
     # Our documents, computed here from the corpus (prose: the pipeline's fixed `take` subset).
-    config = normalize_data_config(data_config)
+    config = parse_pipeline(data_config)
     expected = {}
-    for name, spec in config["components"].items():
-        component = components.load_component(name, spec, tekken)
+    for name, spec in config.components.items():
+        component = spec.load(name, tekken)
         indices = mixture.host_documents(component, spec, split_seed=0, process_index=0, process_count=1)
         expected[name] = [component.documents[i] for i in indices]
     assert [len(expected["udhr"]), len(expected["prose"])] == [_udhr_heldout_count(), 40]
@@ -224,7 +232,7 @@ def test_exported_mixture_has_our_token_shares_and_round_trips(tekken):
             "prose": {"kind": "seqio", "task": "roundtrip_prose", "split": "heldout", "weight": 0.3},
         }
     }
-    for name, spec in normalize_data_config(round_trip)["components"].items():
+    for name, spec in parse_pipeline(round_trip).components.items():
         documents = seqio_import.load_component(name, spec, tekken).documents
         assert len(documents) == len(expected[name])
         for got, want in zip(documents, expected[name]):

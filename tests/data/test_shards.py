@@ -1,4 +1,5 @@
-"""Shard sets and the tokenize_data CLI: round trip, manifest, atomic writes, clear errors on bad input."""
+"""Shard sets written by `prep.tokenize` (the tokenize_data command's job): round trip, manifest, atomic
+writes, clear errors on bad input."""
 
 import copy
 import json
@@ -8,28 +9,30 @@ import shutil
 import numpy as np
 import pytest
 
-from apertus_jax.data import components, mixture, shards
-from apertus_jax.data.pipeline import build_train_pipeline
-from experiments import tokenize_data
+from apertus_jax.data import mixture, shards
+from apertus_jax.prep.tokenize import run_tokenize, tokenize_job
+
+from .conftest import train_iterator
 
 
-def run_cli(tmp_path, inputs, out_name="shards", *extra):
-    argv = [f"--input={i}" for i in inputs] + [
-        "--tokenizer=tekken",
-        f"--out={tmp_path / out_name}",
-        "--source=demo-german",
-        "--licence=GPL-2.0+",
-        "--score_field=score",
-        "--shard_tokens=4000",
-        *extra,
-    ]
-    return tokenize_data.main(argv)
+def tokenize(tmp_path, inputs, out_name="shards"):
+    """The manifest of the shard set `tmp_path/out_name` written from `inputs` (`tokenize_data`'s job)."""
+    job = tokenize_job(
+        [str(i) for i in inputs],
+        str(tmp_path / out_name),
+        "tekken",
+        "demo-german",
+        "GPL-2.0+",
+        score_field="score",
+        shard_tokens=4000,
+    )
+    return run_tokenize(job)
 
 
 @pytest.fixture(scope="module")
 def shard_set(tmp_path_factory, german_jsonl):
     tmp_path = tmp_path_factory.mktemp("shards")
-    assert run_cli(tmp_path, [german_jsonl]) == 0
+    assert tokenize(tmp_path, [german_jsonl])["documents"] == 200
     return tmp_path / "shards"
 
 
@@ -61,9 +64,9 @@ def test_arrayrecord_component_sorted_by_score(shard_set, tekken):
         },
         "goldfish": {"k": 0},
     }
-    iterator = build_train_pipeline(config, tekken, 128, 4)
-    spec = iterator.config["components"]["web"]
-    component = components.load_component("web", spec, tekken)
+    iterator = train_iterator(config, tekken, 128, 4)
+    spec = iterator.pipeline.components["web"]
+    component = spec.load("web", tekken)
     order = mixture.host_documents(component, spec, split_seed=0, process_index=0, process_count=1)
     assert np.all(np.diff(component.scores[order]) >= 0)
     first = next(iterator)["tokens"][0]
@@ -102,25 +105,24 @@ def test_token_id_beyond_vocab(tmp_path, tekken):
         shards.ShardSource(tmp_path / "big", tekken)[0]
 
 
-def test_empty_source_fails_and_writes_nothing(tmp_path, capsys):
+def test_empty_source_fails_and_writes_nothing(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"text": "   "}\n{"text": ""}\n')
-    assert run_cli(tmp_path, [empty], "out") == 2
-    err = capsys.readouterr().err
-    assert "input is empty" in err and err.startswith("error: ") and err.count("\n") == 1
+    with pytest.raises(FileNotFoundError, match="input is empty"):
+        tokenize(tmp_path, [empty], "out")
     assert sorted(os.listdir(tmp_path)) == ["empty.jsonl"]
 
 
 def test_invalid_utf8_is_replaced_and_counted(tmp_path, tekken):
     raw = tmp_path / "raw.jsonl"
     raw.write_bytes(b'{"text": "gr\xfc\xdfe aus Z\xfcrich"}\n{"text": "ok \xef\xbf\xbd"}\n')
-    assert run_cli(tmp_path, [raw], "out") == 0
+    assert tokenize(tmp_path, [raw], "out") == shards.load_manifest(tmp_path / "out")
     manifest = shards.load_manifest(tmp_path / "out", tekken)
     assert manifest["replaced_invalid_utf8"] == 3 and manifest["documents"] == 2
     text = tekken.decode(shards.ShardSource(tmp_path / "out", tekken)[0])
     assert text == "gr\ufffd\ufffde aus Z\ufffdrich"
 
 
-def test_existing_output_needs_overwrite(shard_set, german_jsonl, tmp_path, capsys):
-    assert run_cli(shard_set.parent, [german_jsonl]) == 2
-    assert "--overwrite" in capsys.readouterr().err
+def test_existing_output_needs_overwrite(shard_set, german_jsonl):
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        tokenize(shard_set.parent, [german_jsonl])

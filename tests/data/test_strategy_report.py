@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from apertus_jax.data import boldt_demo
+from apertus_jax.data.config import parse_pipeline
 from apertus_jax.data.strategy_report import strategy_report
-from apertus_jax.train.inputs import demo_tokenizer
+from apertus_jax.data.tokenizer import demo_tokenizer
+from apertus_jax.prep import boldt_demo
 from configs.ablations import boldt_strategies
 
 ROWS, SEQ_LEN = 8, 64
@@ -18,7 +19,7 @@ def reports(tmp_path_factory):
     paths = boldt_demo.write_demo_subsets(str(tmp_path_factory.mktemp("boldt")))
     tokenizer = demo_tokenizer(1024)
     return {
-        name: strategy_report(pipeline, tokenizer, seq_len=SEQ_LEN, rows=ROWS, steps=STEPS)
+        name: strategy_report(parse_pipeline(pipeline), tokenizer, seq_len=SEQ_LEN, rows=ROWS, steps=STEPS)
         for name, pipeline in boldt_strategies.pipelines(paths, BUDGET).items()
     }
 

@@ -1,5 +1,5 @@
 """Local lm-eval task files: the written JSON Lines and YAML, loaded by lm-eval's TaskManager into the
-requests of `eval.multiple_choice`; the CLI's bad input."""
+requests of `eval.multiple_choice`; the exams-qa task of `experiments.lm_eval_task` and its bad input."""
 
 import json
 import os
@@ -8,7 +8,7 @@ import pathlib
 import pytest
 import yaml
 
-from apertus_jax.eval.lm_eval_tasks import main, task_config, write_multiple_choice_task
+from apertus_jax.eval.lm_eval_tasks import task_config, write_exams_qa_task, write_multiple_choice_task
 from apertus_jax.eval.tasks import parse_exams_qa_lines
 
 EXTRACT = pathlib.Path(__file__).parent / "assets" / "german_exams_qa_first20.jsonl"
@@ -46,15 +46,17 @@ def test_lm_eval_builds_our_requests_from_it(exams_task_dir):
     assert [r.args for r in requests] == [(first.prompt, option) for option in first.options]
 
 
-def test_cli_writes_a_limited_task_and_rejects_bad_input(tmp_path, capsys):
+def test_exams_qa_task_is_limited_and_bad_input_writes_nothing(tmp_path):
     out = tmp_path / "tasks"
-    assert main([f"--output_dir={out}", f"--samples={EXTRACT}", "--limit=3"]) == 0
+    path, count = write_exams_qa_task(str(out), samples=str(EXTRACT), limit=3)
+    assert (path, count) == (str(out / "german_exams_qa.yaml"), 3)
     assert len((out / "german_exams_qa.jsonl").read_text("utf-8").splitlines()) == 3
+    assert sorted(os.listdir(out)) == ["german_exams_qa.jsonl", "german_exams_qa.yaml"]  # no temp file left
     bad = tmp_path / "bad"
-    assert main([f"--output_dir={bad}", f"--samples={tmp_path / 'missing.jsonl'}"]) == 2
-    assert main([f"--output_dir={bad}", f"--samples={EXTRACT}", "--limit=-1"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "missing.jsonl" in err[0] and "--limit=-1" in err[1]
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+        write_exams_qa_task(str(bad), samples=str(tmp_path / "missing.jsonl"))
+    with pytest.raises(ValueError, match="--limit=-1"):
+        write_exams_qa_task(str(bad), samples=str(EXTRACT), limit=-1)
     assert not bad.exists()
     with pytest.raises(ValueError, match="no questions"):
         write_multiple_choice_task(str(bad), "x", [])

@@ -20,7 +20,7 @@ def test_bash_syntax(script):
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_missing_arguments_print_usage_and_exit_2(script):
     result = subprocess.run(
-        ["bash", os.path.join(ROOT, script), "configs/apertus_8b.py"],
+        ["bash", os.path.join(ROOT, script), "configs/runs/apertus_8b.py"],
         capture_output=True,
         text=True,
         cwd=ROOT,

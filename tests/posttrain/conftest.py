@@ -11,7 +11,7 @@ ASSETS = os.path.join(os.path.dirname(apertus_jax.posttrain.__file__), "assets")
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from apertus_jax.train.inputs import demo_tokenizer
+    from apertus_jax.data.tokenizer import demo_tokenizer
 
     return demo_tokenizer(4096)
 
@@ -60,14 +60,3 @@ def small_model():
         return nnx.merge(graphdef, p)(tokens, positions, segment_ids)
 
     return apply_fn, params.to_pure_dict()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def compilation_cache(tmp_path_factory):
-    """A persistent XLA cache for this session's in-process runs and CLI subprocesses."""
-    import jax
-
-    path = str(tmp_path_factory.mktemp("xla_cache"))
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-    return path

@@ -10,35 +10,33 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = """
-from configs import {base}
+from configs.posttrain import {base}
 
 
 def get_config():
     config = {base}.get_config()
     config.unlock()
-    config.data.pipeline.components["{kind}"]["paths"] = ["{path}"]
+    config.posttrain.data = ("{path}",)
     config.checkpoint.init_from = "{init_from}"
     return config
 """
 
 
 @pytest.mark.parametrize(
-    "job, base, kind, line",
+    "job, base, line",
     [
-        ("sft", "sft_tiny", "chat", {"messages": [{"role": "robot", "content": "Hallo"}]}),
-        ("qrpo", "qrpo_tiny", "preference", {"prompt": "", "completions": [], "reference_rewards": [1]}),
+        ("sft", "sft_tiny", {"messages": [{"role": "robot", "content": "Hallo"}]}),
+        ("qrpo", "qrpo_tiny", {"prompt": "", "completions": [], "reference_rewards": [1]}),
     ],
 )
-def test_bad_jsonl_line_is_one_line_and_nothing_is_written(
-    job, base, kind, line, tmp_path, compilation_cache
-):
+def test_bad_jsonl_line_is_one_line_and_nothing_is_written(job, base, line, tmp_path, compilation_cache):
     data = tmp_path / "data.jsonl"
     good = {
         "messages": [{"role": "user", "content": "Hallo"}, {"role": "assistant", "content": "Guten Tag."}]
     }
     data.write_text(json.dumps(good) + "\n" + json.dumps(line) + "\n")
     config = tmp_path / "config.py"
-    config.write_text(CONFIG.format(base=base, kind=kind, path=data, init_from=tmp_path / "pretrained"))
+    config.write_text(CONFIG.format(base=base, path=data, init_from=tmp_path / "pretrained"))
     workdir = tmp_path / "workdir"
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": compilation_cache}
     env.pop("XLA_FLAGS", None)  # one CPU device: the tiny configs' 4-row batches

@@ -91,5 +91,7 @@ def test_write_jsonl_keeps_unicode_and_leaves_no_temporary(tmp_path):
     path = tmp_path / "sub" / "rows.jsonl"
     demo.write_jsonl(rows, str(path))
     assert [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] == rows
-    assert "Grüße, 世界" in path.read_text(encoding="utf-8")
+    assert (
+        path.read_bytes() == '{"text": "Grüße, 世界", "label": 1}\n{"text": "Zürich", "label": 0}\n'.encode()
+    )
     assert [p.name for p in path.parent.iterdir()] == ["rows.jsonl"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from datatrove.data import Document
 
-from apertus_jax.prep import steps
+from apertus_jax.prep import steps, toxicity
 
 
 def _doc(i, text="Die Würde des Menschen ist unantastbar.", **meta):
@@ -65,6 +65,7 @@ def test_decontaminate_step_writes_flagged_pairs(tmp_path):
     docs = [_doc(0, f"User: {prompt}\nAssistant: Sie wird null."), _doc(1)]
     kept, stats = _run(steps.Decontaminate(str(bench), str(tmp_path / "report")), docs)
     assert [d.id for d in kept] == ["d1"] and stats["reason/benchmark_contamination/docs"] == 1
+    assert [p.name for p in (tmp_path / "report").iterdir()] == ["00000.jsonl"]
     pairs = [json.loads(line) for line in (tmp_path / "report" / "00000.jsonl").read_text().splitlines()]
     assert [(p["doc_id"], p["prompt_id"]) for p in pairs] == [("d0", "q1")]
     assert pairs[0]["overlap"] == pairs[0]["prompt_tokens"]
@@ -73,6 +74,26 @@ def test_decontaminate_step_writes_flagged_pairs(tmp_path):
         steps.Decontaminate(str(bench), str(tmp_path / "report"))
     with pytest.raises(FileNotFoundError, match="benchmark prompts"):
         steps.Decontaminate(str(tmp_path / "none.jsonl"), str(tmp_path / "report"))
+
+
+def test_thresholds_step_writes_the_whole_file(tmp_path):
+    scored = tmp_path / "scored"
+    scored.mkdir()
+    scores = {"de": [0.1 * i for i in range(40)], "sw": [0.5, 0.9]}
+    with open(scored / "00000.jsonl", "w") as f:
+        for lang, values in scores.items():
+            for i, score in enumerate(values):
+                meta = {"lang": lang, "score_toxicity": score}
+                f.write(json.dumps({"text": "t", "id": f"{lang}{i}", "metadata": meta}) + "\n")
+    output = tmp_path / "out" / "thresholds.json"
+    assert list(steps.ComputeToxicityThresholds(str(scored), str(output), top_fraction=0.1).run()) == []
+    expected = {
+        "top_fraction": 0.1,
+        "thresholds": toxicity.language_thresholds(scores, 0.1),
+        "documents": {"de": 40, "sw": 2},
+    }
+    assert output.read_text() == json.dumps(expected, indent=1, sort_keys=True)  # no trailing newline
+    assert [p.name for p in output.parent.iterdir()] == ["thresholds.json"]
 
 
 def test_toxicity_and_tier_steps(tmp_path):

@@ -10,7 +10,7 @@ from datatrove.executor import SlurmPipelineExecutor
 
 from apertus_jax.data import shards, sources
 from apertus_jax.data.demo_corpus import load_demo_documents
-from apertus_jax.prep.tokenize import TokenizeJob, build_executors, run_tokenize
+from apertus_jax.prep.tokenize import TokenizeJob, build_executors, run_tokenize, tokenize_job
 from apertus_jax.tokenizers import load_tokenizer
 
 SHARD_TOKENS = 20_000
@@ -130,16 +130,44 @@ def test_slurm_executors(inputs, tmp_path):
     assert pathlib.Path(job.staging).name == ".out.staging"
 
 
-def test_cli_runs_tasks(inputs, reference, tmp_path, capsys):
-    from experiments import tokenize_data
-
-    argv = [f"--input={inputs}", "--tokenizer=tekken", f"--out={tmp_path / 'cli'}", "--source=demo corpus"]
-    argv += [
-        "--licence=see DATA_CARD.md",
-        "--score_field=score",
-        "--tasks=3",
-        f"--shard_tokens={SHARD_TOKENS}",
-    ]
-    assert tokenize_data.main(argv) == 0
-    assert "from 3 tasks" in capsys.readouterr().err
+def test_command_line_job_runs_tasks(inputs, reference, tmp_path):
+    job = tokenize_job(
+        [str(inputs)],
+        str(tmp_path / "cli"),
+        "tekken",
+        "demo corpus",
+        "see DATA_CARD.md",
+        score_field="score",
+        tasks=3,
+        shard_tokens=SHARD_TOKENS,
+    )
+    assert job.executor == {"kind": "local", "workers": 1, "skip_completed": False, "slurm": {}, "ray": {}}
+    assert job.batch_documents == 1024 and job.logging_dir is None
+    manifest = run_tokenize(job)
+    assert manifest["tasks"] == 3
     assert _records(tmp_path / "cli")[1] == _records(reference[0])[1]
+
+
+def test_command_line_job_on_slurm_needs_a_logging_dir(tmp_path):
+    slurm = {
+        "partition": "normal",
+        "time": "04:00:00",
+        "cpus_per_task": 1,
+        "mem_per_cpu_gb": 4,
+        "venv_path": None,
+    }
+    job = tokenize_job(
+        ["in"],
+        "out",
+        "tekken",
+        "s",
+        "l",
+        executor="slurm",
+        workers=8,
+        slurm=slurm,
+        logging_dir="/scratch/logs",
+    )
+    assert job.executor == {"kind": "slurm", "workers": 8, "skip_completed": True, "slurm": slurm, "ray": {}}
+    assert job.logging_dir == "/scratch/logs"
+    with pytest.raises(ValueError, match="--executor=slurm/ray needs --logging_dir on shared storage"):
+        tokenize_job(["in"], "out", "tekken", "s", "l", executor="ray")

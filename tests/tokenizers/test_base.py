@@ -1,11 +1,9 @@
-"""The Tokenizer interface: file checksums, document framing, the default batch encoder."""
-
-import hashlib
+"""The Tokenizer interface: document framing, the default batch encoder."""
 
 import numpy as np
 import pytest
 
-from apertus_jax.tokenizers.base import Tokenizer, file_sha256
+from apertus_jax.tokenizers.base import Tokenizer
 
 
 class Utf8Tokenizer(Tokenizer):
@@ -19,19 +17,6 @@ class Utf8Tokenizer(Tokenizer):
 
     def decode(self, ids):
         return bytes(i - 4 for i in ids if i >= 4).decode("utf-8")
-
-
-def test_file_sha256_matches_hashlib_across_read_blocks(tmp_path, udhr_sample):
-    data = ("\n".join(udhr_sample.values()) * 400).encode("utf-8")  # > 1 MiB: several read blocks
-    assert len(data) > 1 << 20
-    path = tmp_path / "udhr.txt"
-    path.write_bytes(data)
-    assert file_sha256(path) == hashlib.sha256(data).hexdigest()
-
-
-def test_file_sha256_of_known_bytes(tmp_path):
-    (tmp_path / "abc").write_bytes(b"abc")
-    assert file_sha256(tmp_path / "abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
 def test_encode_document_frames_with_bod_and_eod(udhr_sample):

@@ -1,18 +1,24 @@
-"""Fairness report: per-language metrics from real encodings, tables, plot, atomic writes."""
+"""Fairness report: per-language metrics from real encodings, tables, plot, atomic writes, the UDHR report."""
 
 import csv
 import io
 
 import pytest
+import tokenizers
+from tokenizers import decoders, models, pre_tokenizers, trainers
 
+from apertus_jax.data.demo_corpus import load_demo_documents, load_udhr, udhr_languages
+from apertus_jax.files import write_text
 from apertus_jax.tokenizers import fairness, load_tokenizer
 from apertus_jax.tokenizers.report import (
     LANGUAGE_COLUMNS,
+    SUMMARY_COLUMNS,
     csv_table,
     evaluate,
     markdown_table,
+    one_per_language,
     plot_costs,
-    write_text,
+    write_fairness_report,
 )
 from apertus_jax.tokenizers.words import count_words
 
@@ -79,3 +85,84 @@ def test_plot_and_atomic_write(report, tmp_path):
     write_text(str(tmp_path / "t.md"), "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["figures", "t.md"]
     assert [p.name for p in (tmp_path / "figures").iterdir()] == ["plot.png"]
+
+
+FAIRNESS_LANGS = ["eng", "deu_1996", "fra", "rus", "cmn_hans", "jpn", "arb", "hin", "tha", "amh"]
+
+
+def test_udhr_fairness_report(tmp_path, udhr_sample):
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.train_from_iterator(
+        [udhr_sample["eng"]],
+        trainers.BpeTrainer(
+            vocab_size=300, special_tokens=["</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    hf.save(str(tmp_path / "tokenizer.json"))
+
+    out = tmp_path / "report"
+    logged = []
+    rows = write_fairness_report(
+        str(out),
+        load_udhr(),
+        udhr_languages(),
+        load_demo_documents,
+        languages=FAIRNESS_LANGS,
+        bpe_vocab_size=4000,
+        hf_tokenizers=[f"toy={tmp_path}/tokenizer.json"],
+        log=logged.append,
+    )
+    names = {"tekken", "sentencepiece_bpe4k_demo.model", "toy"}
+    assert {p.name for p in out.iterdir()} == {f"{n}.{e}" for n in names for e in ("csv", "md")} | {
+        "summary.csv",
+        "summary.md",
+        "by_script.csv",
+        "by_script.md",
+        "tokenizer_fairness.png",
+        "bpe4k_demo.model",
+    }
+    summary = list(csv.DictReader(open(out / "summary.csv", encoding="utf-8")))
+    assert list(summary[0]) == list(SUMMARY_COLUMNS)
+    assert [row["tokenizer"] for row in summary] == [row["tokenizer"] for row in rows]
+    assert [float(row["gini"]) for row in summary] == sorted(float(row["gini"]) for row in summary)
+    assert {row["tokenizer"] for row in summary} == {"tekken", "sentencepiece:bpe4k_demo.model", "toy"}
+    assert all(row["translations"] == "10" for row in summary)
+    assert all(float(row["gini_latin"]) < float(row["gini_non_latin"]) for row in summary)
+    by_script = list(csv.DictReader(open(out / "by_script.csv", encoding="utf-8")))
+    assert by_script[0]["script"] == "Latin" and by_script[0]["translations"] == "3"
+    assert sum(int(row["translations"]) for row in by_script) == 10
+    tekken_rows = {row["lang"]: row for row in csv.DictReader(open(out / "tekken.csv", encoding="utf-8"))}
+    assert list(tekken_rows) == sorted(tekken_rows, key=lambda lang: int(tekken_rows[lang]["tokens"]))
+    english = load_udhr()["eng"]
+    assert int(tekken_rows["eng"]["tokens"]) == len(load_tokenizer("tekken").encode(english))
+    assert float(tekken_rows["eng"]["parity"]) == 1.0
+    assert logged[0].startswith("UDHR: 10 translations of 10 identified languages in ")
+    assert logged[-1].startswith(
+        f"lowest Gini: {rows[0]['tokenizer']} ({rows[0]['gini']:.4f}); tekken ranks "
+    )
+    assert "UTF-8 bytes, characters, words: bytes 0." in (out / "summary.md").read_text()
+
+
+def test_udhr_fairness_report_rejects_unknown_codes_before_writing(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown UDHR codes \['xx'\]"):
+        write_fairness_report(
+            str(tmp_path / "bad"), load_udhr(), udhr_languages(), load_demo_documents, languages=["eng", "xx"]
+        )
+    with pytest.raises(ValueError, match="reference language 'eng'"):
+        write_fairness_report(
+            str(tmp_path / "bad"), load_udhr(), udhr_languages(), load_demo_documents, languages=["fra"]
+        )
+    assert not (tmp_path / "bad").exists()
+
+
+def test_one_per_language_takes_the_first_identified_translation():
+    languages = [
+        {"code": "cmn_hans", "iso6393": "cmn"},
+        {"code": "cmn_hant", "iso6393": "cmn"},
+        {"code": "eng", "iso6393": "eng"},
+        {"code": "xyz", "iso6393": "und"},
+    ]
+    assert one_per_language({"cmn_hant", "cmn_hans", "xyz", "eng"}, languages) == ["cmn_hans", "eng"]
+    assert one_per_language({"cmn_hant"}, languages) == ["cmn_hant"]

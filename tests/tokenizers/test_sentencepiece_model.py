@@ -3,7 +3,7 @@
 import pytest
 import sentencepiece as spm
 
-from apertus_jax.tokenizers.base import file_sha256
+from apertus_jax.files import file_sha256
 from apertus_jax.tokenizers.sentencepiece_model import SentencePieceTokenizer
 
 

@@ -46,27 +46,19 @@ def _tiny_model_and_params(seed: int = 0):
 
 def _demo_iterator(seq_len: int = 32, rows: int = 8):
     """The real data pipeline over the UDHR part of the demo corpus with the 1,024-id demo BPE."""
-    from apertus_jax.data.pipeline import build_train_pipeline
-    from apertus_jax.train.inputs import demo_tokenizer
+    from apertus_jax.data.config import parse_pipeline
+    from apertus_jax.data.pipeline import TrainIterator
+    from apertus_jax.data.tokenizer import demo_tokenizer
 
-    return build_train_pipeline(
-        {"components": {"demo": {"kind": "demo", "sources": ["udhr"]}}},
+    return TrainIterator(
+        parse_pipeline({"components": {"demo": {"kind": "demo", "sources": ["udhr"]}}}),
         demo_tokenizer(1024),
         seq_len=seq_len,
         batch_size=rows,
+        process_index=0,
+        process_count=1,
+        seed=0,
     )
-
-
-@pytest.fixture(scope="session", autouse=True)
-def compilation_cache(tmp_path_factory):
-    """A persistent XLA cache shared by this session's in-process runs and subprocesses: each train step
-    compiles once (a restarted run reuses it, as a resumed job does with the CLI's cache)."""
-    import jax
-
-    path = str(tmp_path_factory.mktemp("xla_cache"))
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -82,35 +74,3 @@ def tiny_model():
 @pytest.fixture(scope="session")
 def demo_iterator():
     return _demo_iterator
-
-
-def _read_metrics(workdir: str) -> list[dict]:
-    """The records of WORKDIR/metrics.jsonl."""
-    import json
-    import os
-
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
-@pytest.fixture(scope="session")
-def read_records():
-    """workdir -> the records of its metrics.jsonl."""
-    return _read_metrics
-
-
-@pytest.fixture(scope="session")
-def losses_of():
-    """workdir -> [(step, loss), ...] from its metrics.jsonl."""
-    return lambda workdir: [(r["step"], r["loss"]) for r in _read_metrics(workdir)]
-
-
-@pytest.fixture(scope="session")
-def uninterrupted(tmp_path_factory):
-    """An uninterrupted in-process run of configs/tiny_resume.py: the reference for every resume test."""
-    from apertus_jax.train.loop import train
-    from configs import tiny_resume
-
-    workdir = str(tmp_path_factory.mktemp("uninterrupted"))
-    assert train(tiny_resume.get_config(), workdir) == "done"
-    return workdir

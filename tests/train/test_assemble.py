@@ -6,10 +6,14 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
+from apertus_jax.jobs.config import parse
+from apertus_jax.models.presets import get_config
 from apertus_jax.train.assemble import Run, step_config
-from configs import tiny_demo
+from apertus_jax.train.step import Objective
+from configs.runs import tiny_demo
 
 
 def test_train_step_is_built_once_per_row_count_with_the_configured_microbatches():
@@ -17,7 +21,7 @@ def test_train_step_is_built_once_per_row_count_with_the_configured_microbatches
     with config.unlocked():
         config.train.microbatch_size = 8
         config.mesh.data, config.mesh.fsdp = 1, -1  # 8 virtual devices: fsdp 8
-    run = Run(config)
+    run = Run(parse(config).run)
     step = run.train_step(16)
     assert run.train_step(16) is step
     assert (step.rows, step.num_microbatches) == (16, 2)
@@ -29,12 +33,26 @@ def test_train_step_is_built_once_per_row_count_with_the_configured_microbatches
 
 
 def test_step_config_feeds_own_batches_and_rejects_unknown_optim_fields():
-    model = {"preset": "tiny", **dict(tiny_demo.get_config().model)}
+    model = get_config("tiny", vocab_size=4096)
     config = step_config(model, seq_len=32, rows=8, steps=5, optim=dict(name="adamw", peak_lr=1e-3))
     run = Run(config)
-    assert (run.sections.optim.name, run.sections.train.batch_plan) == ("adamw", ((0, 256),))
-    with pytest.raises(ValueError, match="optim: unknown field 'lr'"):
+    assert (run.config.optim.name, run.config.train.batch_plan) == ("adamw", ((0, 256),))
+    with pytest.raises(ValueError, match=r"optim: unknown fields \['lr'\]"):
         step_config(model, seq_len=32, rows=8, steps=5, optim=dict(lr=1e-3))
+
+
+def test_an_objective_declares_its_batch_arrays_for_the_lowered_step():
+    def loss_fn(logits, mb):
+        return (mb["weight"][:, 0] * logits[:, 0, 0]).sum(), {"count": np.float32(8)}
+
+    objective = Objective(loss_fn, {"weight": ((3,), "float32")})
+    run = Run(step_config(get_config("tiny"), seq_len=32, rows=8, steps=1, optim={}), objective=objective)
+    batch = run.abstract_batch(8)
+    assert batch["weight"].shape == (8, 3) and batch["weight"].dtype == np.float32
+    assert batch["tokens"].shape == (8, 32) and batch["tokens"].dtype == np.int32
+    assert "tensor<8x3xf32>" in run.lower_train_step(8).as_text()
+    assert run.reads_pipeline  # no batch source given: data.pipeline (and its Goldfish metric)
+    assert not Run(run.config, batch_source=lambda run: iter(())).reads_pipeline
 
 
 # The loop's path (`Run(config)` over all devices, `run.train_step(rows)`) and the memory plan's
@@ -45,13 +63,15 @@ _COMPARE = textwrap.dedent(
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=64"
     os.environ["JAX_PLATFORMS"] = "cpu"
     import jax
+    from apertus_jax.jobs import memory_plan
+    from apertus_jax.jobs.config import parse
     from apertus_jax.train.assemble import Run
-    from configs import apertus_8b
-    from experiments import memory_plan
+    from configs.runs import apertus_8b
 
     config = apertus_8b.get_config()
     with config.unlocked():
         config.model.attention_impl = "xla"  # CPU: no cuDNN kernel (the memory plan does the same)
+    config = parse(config).run
     loop_run = Run(config)
     planned = memory_plan.plan_run(config, (1, 64, 1))
     rows = 2048  # the largest batch of the plan (8.4M tokens), which the memory plan compiles

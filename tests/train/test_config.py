@@ -1,121 +1,47 @@
-"""The run schema: every numeric field is range-checked before anything is built or written."""
+"""The trainer's typed config: sections check themselves, `check_layout` the rules that need devices."""
 
-import math
-import os
-import subprocess
-import sys
+import dataclasses
 
-import ml_collections
 import pytest
 
-from apertus_jax.train import config as config_lib
-from configs import tiny_demo
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# Numeric fields inside data.pipeline (its own schema, apertus_jax.data.config), checked the same way.
-PIPELINE_FIELDS = [
-    ("data", "pipeline", "goldfish", "k"),
-    ("data", "pipeline", "goldfish", "h"),
-    ("data", "pipeline", "split_seed"),
-    ("data", "pipeline", "components", "prose", "weight"),
-]
+from apertus_jax.data.config import DataConfig
+from apertus_jax.models.partitioning import MeshConfig
+from apertus_jax.train.config import RunConfig, TrainConfig, check_layout
 
 
-def numeric_fields(tree: dict, prefix=()) -> list[tuple[str, ...]]:
-    """Paths of every int/float leaf of the schema (bools excluded; data.pipeline has its own list)."""
-    paths = []
-    for key, value in tree.items():
-        path = prefix + (key,)
-        if path == ("data", "pipeline"):
-            continue
-        if isinstance(value, dict):
-            paths += numeric_fields(value, path)
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            paths.append(path)
-    return paths
+def _config(**sections) -> RunConfig:
+    return RunConfig(data=DataConfig(seq_len=128), **sections)
 
 
-def _with(path: tuple[str, ...], value) -> ml_collections.ConfigDict:
-    tree = tiny_demo.get_config().to_dict()
-    node = tree
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    return ml_collections.ConfigDict(tree)  # a fresh ConfigDict: types follow the new values
-
-
-def test_the_walk_covers_every_section_of_a_valid_config():
-    config_lib.validate(_with(("seed",), 0), 1)  # the rebuilt ConfigDict itself is valid
-    sections = {path[0] for path in numeric_fields(tiny_demo.get_config().to_dict())}
-    assert sections == {
-        "seed",
-        "model",
-        "data",
-        "train",
-        "optim",
-        "mesh",
-        "checkpoint",
-        "faults",
-        "posttrain",
-        "profile",
-        "eval",
-    }
+def test_defaults_are_the_tiny_demo_run_and_resolve_the_mesh():
+    config = RunConfig()
+    assert config.model.n_layers == 2 and config.data.pipeline.components["demo"].kind == "demo"
+    assert check_layout(config, 8, 1) == (8, 1, 1, 1)
+    assert config.train.plan.batch_tokens_at_step(0) == 16 * 128
+    assert config.to_dict()["data"]["pipeline"]["goldfish"] == {"k": 50, "h": 50, "hash": "apertus"}
 
 
 @pytest.mark.parametrize(
-    "path", numeric_fields(tiny_demo.get_config().to_dict()) + PIPELINE_FIELDS, ids=".".join
-)
-@pytest.mark.parametrize("bad", [-2, math.nan, math.inf], ids=["negative", "nan", "inf"])
-def test_every_numeric_field_rejects_a_bad_value_in_one_line(path, bad):
-    with pytest.raises(ValueError) as error:
-        config_lib.validate(_with(path, bad), 1)
-    message = str(error.value)
-    assert "\n" not in message and path[-1] in message, message
-
-
-@pytest.mark.parametrize(
-    "path, bad",
+    "sections, devices, processes, message",
     [
-        (("optim", "b1"), 1.0),
-        (("optim", "b3"), 1.5),
-        (("optim", "init_fraction"), 1.5),
-        (("optim", "final_fraction"), 2.0),
-        (("optim", "peak_lr"), 0.0),
-        (("optim", "eps"), 0.0),
-        (("train", "steps"), 0),
-        (("train", "batch_plan"), ((0, 0),)),
-        (("train", "batch_plan"), ((5, 2048),)),
-        (("data", "seq_len"), 1),
-        (("checkpoint", "keep"), 0),
-        (("mesh", "fsdp"), 0),
-        (("model", "rope_factor"), 0.5),
+        ({"train": TrainConfig(batch_plan=((0, 100),))}, 1, 1, "not a multiple of data.seq_len=128"),
+        ({"train": TrainConfig(batch_plan=((0, 6 * 128),))}, 4, 1, "not divisible by the data\\*fsdp"),
+        ({"train": TrainConfig(microbatch_size=3)}, 1, 1, "train.microbatch_size=3 must divide"),
+        ({"mesh": MeshConfig(data=1, context=3)}, 3, 1, "does not split over mesh.context=3"),
+        ({}, 8, 3, "multiple of the 3 processes"),
     ],
-    ids=lambda v: ".".join(v) if isinstance(v, tuple) and isinstance(v[0], str) else str(v),
 )
-def test_upper_bounds_and_zero(path, bad):
-    with pytest.raises(ValueError) as error:
-        config_lib.validate(_with(path, bad), 1)
-    assert "\n" not in str(error.value)
+def test_layout_rules_fail_in_one_line(sections, devices, processes, message):
+    config = _config(**sections)
+    if processes > 1:
+        config = config.replace(data=dataclasses.replace(config.data, num_shards=4))
+    with pytest.raises(ValueError, match=message):
+        check_layout(config, devices, processes)
 
 
-def test_cli_bad_microbatch_is_one_line_exit_2_and_writes_nothing(tmp_path):
-    workdir = tmp_path / "w"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.pretrain",
-            "--config=configs/tiny_demo.py",
-            f"--workdir={workdir}",
-            "--config.train.microbatch_size=-1",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 2, result.stderr[-2000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert errors == ["error: train.microbatch_size must be an integer >= 0, got -1"], result.stderr[-2000:]
-    assert not workdir.exists()
+def test_sections_check_themselves():
+    with pytest.raises(ValueError, match="train.steps must be a positive integer"):
+        TrainConfig(steps=0)
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        RunConfig(seed=-1)
+    assert TrainConfig(batch_plan=[[0, 2048], [4096, 4096]]).batch_plan == ((0, 2048), (4096, 4096))

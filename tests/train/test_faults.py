@@ -6,9 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from apertus_jax.train import assemble, inputs, loop
+from apertus_jax.jobs.config import parse
+from apertus_jax.train import assemble, batches, loop
 from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
-from configs import tiny_resume
+from configs.runs import tiny_resume
 
 
 def test_counter_rolls_back_after_n_in_a_row():
@@ -28,7 +29,7 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
     served = []
     make_step = assemble.make_train_step
 
-    next_batch = inputs.ShardedIterator.__next__
+    next_batch = batches.ShardedSource.__next__
 
     def poisoning_next(self):
         batch = next_batch(self)
@@ -44,13 +45,13 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
 
         return make_step(apply_fn, tx, num_microbatches, hidden_fn=hidden, **kwargs)
 
-    monkeypatch.setattr(inputs.ShardedIterator, "__next__", poisoning_next)
+    monkeypatch.setattr(batches.ShardedSource, "__next__", poisoning_next)
     monkeypatch.setattr(assemble, "make_train_step", nan_on_negative_position)
     config = tiny_resume.get_config()
     config.unlock()
     config.train.steps, config.train.batch_plan, config.faults.max_nonfinite_in_a_row = 8, ((0, 256),), 2
     config.train.prefetch_batches = 0  # `served` counts pipeline reads; a prefetch thread reads ahead
-    assert loop.train(config, str(tmp_path)) == "done"
+    assert loop.train(assemble.Run(parse(config).run), str(tmp_path)) == "done"
 
     records = read_records(str(tmp_path))
     assert [r["step"] for r in records] == list(range(1, 9))  # the skipped steps' lines were rewound

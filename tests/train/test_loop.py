@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from apertus_jax.train import metrics as metrics_lib
-from apertus_jax.train.loop import train
-from configs import tiny_resume
+from configs.runs import tiny_resume
+
+from ..conftest import train
 
 # Crash right after these steps: the first step of the doubled batch (7), the first step of stage 2 (9),
 # and three other random steps.
@@ -113,7 +114,7 @@ def test_bad_inputs_fail_in_one_line_and_write_nothing(uninterrupted, changes, m
 
 
 def test_config_json_keeps_the_original_run_config(tmp_path):
-    from apertus_jax.train.loop import record_config
+    from apertus_jax.jobs.records import record_config
 
     workdir = str(tmp_path)
     original = {"train": {"steps": 12, "batch_plan": ((0, 256),)}}
@@ -144,6 +145,7 @@ def test_readme_outputs_table_lists_everything_a_run_writes(uninterrupted):
 def test_init_from_starts_from_the_params_with_a_fresh_optimizer(uninterrupted, tmp_path, losses_of):
     import jax
 
+    from apertus_jax.jobs.config import parse
     from apertus_jax.train.assemble import Run
     from apertus_jax.train.checkpoint import restore_workdir_params
     from apertus_jax.train.sharding import make_global_batch
@@ -153,9 +155,9 @@ def test_init_from_starts_from_the_params_with_a_fresh_optimizer(uninterrupted, 
         config.train.steps, config.checkpoint.init_from = 1, uninterrupted
     assert train(config, str(tmp_path / "b")) == "done"
     # The same first step by hand: the uninterrupted run's final params, a fresh optimizer state.
-    run = Run(config)
+    run = Run(parse(config).run)
     params, _ = restore_workdir_params(uninterrupted, run.spec.abstract["params"])
-    batch = make_global_batch(next(run.data_iterator()), run.mesh)
+    batch = make_global_batch(next(run.batch_source()), run.mesh)
     with jax.set_mesh(run.mesh):
         _, _, metrics = run.train_step(batch["tokens"].shape[0]).fn(
             params, run.spec.init_opt_state(params), batch
@@ -185,11 +187,12 @@ def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypa
     """Batch 5 keeps the loss of a single token: its gradient norm is many times the running mean, so the
     guard drops that update. Crashes after step 6 (resume from step 4, before the spike) and after step 7
     (resume from step 6, after it) reproduce the uninterrupted run bitwise."""
-    from apertus_jax.train import assemble, inputs
+    from apertus_jax.jobs.config import parse
+    from apertus_jax.train import assemble, batches
 
-    reference = assemble.Run(_spike_config()).data_iterator()
+    reference = assemble.Run(parse(_spike_config()).run).batch_source()
     spike_tokens = [next(reference) for _ in range(5)][-1]["tokens"]
-    next_batch = inputs.ShardedIterator.__next__
+    next_batch = batches.ShardedSource.__next__
 
     def spiking_next(self):
         batch = next_batch(self)
@@ -198,7 +201,7 @@ def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypa
             batch["loss_mask"][0, 10] = 1
         return batch
 
-    monkeypatch.setattr(inputs.ShardedIterator, "__next__", spiking_next)
+    monkeypatch.setattr(batches.ShardedSource, "__next__", spiking_next)
     straight = str(tmp_path / "straight")
     assert train(_spike_config(), straight) == "done"
     records = read_records(straight)

@@ -1,4 +1,4 @@
-"""Per-step metrics: peak FLOP/s lookup, MFU against the Apertus report, metrics.jsonl on resume, loss.png."""
+"""Per-step metrics: peak FLOP/s lookup, MFU against the Apertus report, metrics.jsonl on resume."""
 
 import json
 import os
@@ -86,14 +86,3 @@ def test_resume_drops_records_after_the_checkpoint(tmp_path):
     with open(tmp_path / "metrics.jsonl") as f:
         assert json.loads(f.readlines()[-1])["loss"] == 2.6
     assert list((tmp_path / "tensorboard").iterdir())
-
-
-def test_plot_loss_writes_a_png(tmp_path):
-    writer = metrics.MetricsWriter(str(tmp_path), total_steps=40, resume_step=0)
-    for step in range(1, 41):
-        writer.write(record(step, 5.0 / step))
-    writer.close()
-    png = tmp_path / "loss.png"
-    metrics.plot_loss(str(tmp_path / "metrics.jsonl"), str(png))
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not (tmp_path / "loss.png.tmp.png").exists()

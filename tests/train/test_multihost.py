@@ -1,6 +1,6 @@
 """Two processes on localhost (CPU, gloo collectives) run the real main job and match one process.
 
-configs/tiny_resume.py fixes `data.num_shards = 2`, so its global batch is the same whether one process reads
+configs/runs/tiny_resume.py fixes `data.num_shards = 2`, so its global batch is the same whether one process reads
 both shards or each of two processes reads one; each process builds its rows into the global batch with
 `jax.make_array_from_process_local_data` (apertus_jax.train.sharding). Both runs use the same (1, 2, 1) mesh:
 two processes with one CPU device each, or one process with two devices.
@@ -14,9 +14,11 @@ import sys
 
 import numpy as np
 
+from apertus_jax.data.tokenizer import run_tokenizer
+from apertus_jax.jobs.config import parse
 from apertus_jax.optim import BatchSizePlan
-from apertus_jax.train import inputs
-from configs import tiny_resume
+from apertus_jax.train import batches
+from configs.runs import tiny_resume
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 4
@@ -27,7 +29,7 @@ def _command(workdir):
         sys.executable,
         "-m",
         "experiments.pretrain",
-        "--config=configs/tiny_resume.py",
+        "--config=configs/runs/tiny_resume.py",
         f"--config.train.steps={STEPS}",
         f"--config.checkpoint.every_steps={STEPS}",
         f"--workdir={workdir}",
@@ -56,15 +58,14 @@ def _free_loopback_port():
 
 
 def test_each_process_reads_its_own_shard_and_together_the_global_batch(monkeypatch):
-    config = tiny_resume.get_config()
-    tokenizer = inputs.load_run_tokenizer(config.data)
-    plan = BatchSizePlan(config.train.batch_plan)
-    single = next(inputs.make_train_iterator(config, tokenizer, plan))
-    monkeypatch.setattr(inputs.jax, "process_count", lambda: 2)
+    config = parse(tiny_resume.get_config()).run
+    tokenizer = run_tokenizer(config.data.tokenizer, config.data.demo_tokenizer_vocab)
+    single = next(batches.pipeline_source(config, tokenizer))
+    monkeypatch.setattr(batches.jax, "process_count", lambda: 2)
     per_process = []
     for index in range(2):
-        monkeypatch.setattr(inputs.jax, "process_index", lambda index=index: index)
-        per_process.append(next(inputs.make_train_iterator(config, tokenizer, plan)))
+        monkeypatch.setattr(batches.jax, "process_index", lambda index=index: index)
+        per_process.append(next(batches.pipeline_source(config, tokenizer)))
     rows = [{tuple(row) for row in batch["tokens"]} for batch in per_process]
     assert all(len(batch["tokens"]) == len(single["tokens"]) // 2 for batch in per_process)
     assert not rows[0] & rows[1]  # disjoint documents give different rows

@@ -16,11 +16,14 @@ def _equal(a, b):
 @pytest.mark.parametrize("depth", [0, 1, 3])
 def test_same_batches_and_state_of_the_last_consumed_batch(demo_iterator, depth):
     reference = demo_iterator()
-    expected = [next(reference) for _ in range(6)]
+    expected = [next(reference) for _ in range(3)]
+    consumed_after_three = reference.consumed()
+    expected += [next(reference) for _ in range(3)]
     prefetcher = Prefetcher(demo_iterator(), depth)
     for i in range(3):
         assert _equal(next(prefetcher), expected[i])
-    time.sleep(0.3)  # let the thread fill its queue: the state must not move with it
+    time.sleep(0.3)  # let the thread fill its queue: the state and the counts must not move with it
+    assert prefetcher.consumed() == consumed_after_three and consumed_after_three["tokens"]["demo"] > 0
     state = prefetcher.get_state()
     resumed = demo_iterator()
     resumed.set_state(state)
@@ -61,6 +64,9 @@ class _FailsAfter:
 
     def set_state(self, state):
         self.iterator.set_state(state)
+
+    def consumed(self):
+        return self.iterator.consumed()
 
 
 def test_errors_surface_in_order(demo_iterator):

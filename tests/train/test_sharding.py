@@ -74,13 +74,23 @@ def packed_rows_and_model():
     """4 packed rows of 64 tokens of German prose from the demo corpus (documents of ~40 tokens, so rows
     hold several and documents cross the context-shard boundaries) and a tiny
     4-head GQA model over the 1,024-id demo BPE."""
-    from apertus_jax.data.pipeline import build_train_pipeline
+    from apertus_jax.data.config import parse_pipeline
+    from apertus_jax.data.pipeline import TrainIterator
+    from apertus_jax.data.tokenizer import demo_tokenizer
     from apertus_jax.models.presets import get_config
-    from apertus_jax.train.inputs import demo_tokenizer
     from apertus_jax.train.train_state import make_param_spec
 
     prose = {"components": {"demo": {"kind": "demo", "sources": ["german_prose"], "take": 300}}}
-    batch = next(build_train_pipeline(prose, demo_tokenizer(1024), seq_len=64, batch_size=4))
+    pipeline = TrainIterator(
+        parse_pipeline(prose),
+        demo_tokenizer(1024),
+        seq_len=64,
+        batch_size=4,
+        process_index=0,
+        process_count=1,
+        seed=0,
+    )
+    batch = next(pipeline)
     model_config = get_config(
         "tiny", vocab_size=1024, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, mlp_hidden=64
     )

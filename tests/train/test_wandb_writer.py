@@ -11,8 +11,9 @@ import pytest
 
 from apertus_jax.train import metrics as metrics_lib
 from apertus_jax.train import wandb_writer
-from apertus_jax.train.loop import train
-from configs import tiny_resume
+from configs.runs import tiny_resume
+
+from ..conftest import train
 
 wandb = pytest.importorskip("wandb")
 

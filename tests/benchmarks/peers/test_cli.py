@@ -1,16 +1,37 @@
 """`python -m benchmarks.peers`: usage errors exit 2 before anything is installed or run."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import pytest
 
-from benchmarks.peers.__main__ import main
+from benchmarks.peers import run
+
+ROOT = pathlib.Path(__file__).parents[3]
 
 
 @pytest.mark.parametrize(
-    "args", (["maxtext", "--vocab=512"], ["transformers", "--vocab=0"], ["all", "--steps=0"])
+    "peer, kwargs",
+    (("maxtext", {"vocab": 512}), ("transformers", {"vocab": 0}), ("all", {"steps": 0}), ("nosuch", {})),
 )
-def test_usage_errors_exit_2(args, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main([*args, f"--cache={tmp_path}"])
-    assert exit_info.value.code == 2
-    assert "error:" in capsys.readouterr().err
+def test_usage_errors_are_refused_before_anything_is_installed(peer, kwargs, tmp_path):
+    with pytest.raises(ValueError):
+        next(run.run_peers(peer, str(tmp_path), **kwargs))
+    assert not any(tmp_path.iterdir())  # nothing installed
+
+
+def test_usage_error_exits_2_with_one_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.peers", "maxtext", "--vocab=512", f"--cache={tmp_path}"],
+        cwd=ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert line == "error: --vocab is for the transformers peer only, not 'maxtext'"
     assert not any(tmp_path.iterdir())  # nothing installed

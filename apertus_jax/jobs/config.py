@@ -1,0 +1,162 @@
+"""The config layer: the run schema as a ConfigDict, parsed once into typed sections.
+
+A config file in `configs/` is a Python file whose `get_config()` returns `base_config()` with changed values;
+absl flags override single values (`--config.train.steps=100`). The schema is the key set of `base_config()`:
+a config file or override that adds, misspells or drops a key is rejected. `parse` turns the ConfigDict into a
+`Config` (every section typed and checked, `data.pipeline` included) before anything is built or written;
+nothing below this layer receives or reads a ConfigDict.
+
+Sections and their owners: the trainer's `RunConfig` (`apertus_jax.train.config`: `seed`, `model`, `data`,
+`train`, `optim`, `mesh`, `checkpoint`, `faults`, `metrics`, `profile`), `posttrain`
+(`apertus_jax.posttrain.config`) and `eval` (`apertus_jax.eval.config`), the sections of the jobs above the
+trainer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+from typing import Any
+
+import ml_collections
+
+from apertus_jax.data import config as data_config
+from apertus_jax.eval import config as eval_config
+from apertus_jax.eval.config import EvalConfig
+from apertus_jax.models import presets as model_presets
+from apertus_jax.models.partitioning import MeshConfig
+from apertus_jax.optim import config as optim_config
+from apertus_jax.posttrain import config as posttrain_config
+from apertus_jax.posttrain.config import PosttrainConfig
+from apertus_jax.train.config import (
+    CheckpointConfig,
+    FaultsConfig,
+    MetricsConfig,
+    RunConfig,
+    TrainConfig,
+)
+from apertus_jax.train.profiling import ProfileConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """A parsed run config: the trainer's sections and those of the jobs above it.
+
+    Attributes:
+      run: the trainer's sections.
+      posttrain, eval: the post-training and in-loop evaluation sections.
+      model_preset: the label of the model section (`model.preset`); the fields themselves are `run.model`.
+    """
+
+    run: RunConfig = dataclasses.field(default_factory=RunConfig)
+    posttrain: PosttrainConfig = dataclasses.field(default_factory=PosttrainConfig)
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    model_preset: str = "tiny"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as a plain dict of the `base_config()` schema, every default filled in and the pipeline
+        normalized (`parse` of it gives an equal Config): what `config.json` records."""
+        out = self.run.to_dict()
+        out["model"] = {"preset": self.model_preset, **out["model"]}
+        out["posttrain"] = dataclasses.asdict(self.posttrain)
+        out["eval"] = dataclasses.asdict(self.eval)
+        return {key: out[key] for key in base_config()}
+
+
+def _fields(cls) -> dict:
+    return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
+def base_config() -> ml_collections.ConfigDict:
+    """Defaults of every section, each from its owner; config files change values, never keys."""
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.model = model_presets.model_section("tiny")
+    c.data = ml_collections.ConfigDict(data_config.section())
+    c.train = ml_collections.ConfigDict(_fields(TrainConfig))
+    c.optim = ml_collections.ConfigDict(optim_config.section())
+    c.mesh = ml_collections.ConfigDict(_fields(MeshConfig))
+    c.checkpoint = ml_collections.ConfigDict(_fields(CheckpointConfig))
+    c.faults = ml_collections.ConfigDict(_fields(FaultsConfig))
+    c.metrics = ml_collections.ConfigDict(_fields(MetricsConfig))
+    c.posttrain = ml_collections.ConfigDict(posttrain_config.section())
+    c.profile = ml_collections.ConfigDict(_fields(ProfileConfig))
+    c.eval = ml_collections.ConfigDict(eval_config.section())
+    return c
+
+
+def _keys(c, prefix=""):
+    keys = set()
+    for k, v in c.items():
+        keys.add(prefix + k)
+        if isinstance(v, (dict, ml_collections.ConfigDict)) and prefix + k != "data.pipeline":
+            keys |= _keys(v, prefix + k + ".")
+    return keys
+
+
+def _plain(section: Any) -> dict:
+    return section.to_dict() if hasattr(section, "to_dict") else dict(section)
+
+
+def parse(config: ml_collections.ConfigDict | dict) -> Config:
+    """The typed `Config` of a run config (a ConfigDict of the `base_config()` schema, or its `to_dict()`).
+
+    Raises:
+      ValueError: one line naming the offending key or field and what to do (an unknown or missing key, a
+        value out of range, an invalid pipeline).
+    """
+    expected, got = _keys(base_config()), _keys(config)
+    if got != expected:
+        unknown, missing = sorted(got - expected), sorted(expected - got)
+        raise ValueError(
+            f"config keys differ from the schema (apertus_jax/jobs/config.py): unknown {unknown}, missing {missing}"
+        )
+    run = RunConfig(
+        seed=config["seed"],
+        model=model_presets.from_section(_plain(config["model"])),
+        data=data_config.from_section(config["data"]),
+        train=TrainConfig(**_plain(config["train"])),
+        optim=optim_config.from_section(_plain(config["optim"])),
+        mesh=MeshConfig(**_plain(config["mesh"])),
+        checkpoint=CheckpointConfig(**_plain(config["checkpoint"])),
+        faults=FaultsConfig(**_plain(config["faults"])),
+        metrics=MetricsConfig(**_plain(config["metrics"])),
+        profile=ProfileConfig(**_plain(config["profile"])),
+    )
+    return Config(
+        run=run,
+        posttrain=PosttrainConfig(**_plain(config["posttrain"])),
+        eval=EvalConfig(**_plain(config["eval"])),
+        model_preset=str(config["model"]["preset"]),
+    )
+
+
+def apply_preset_override(config: ml_collections.ConfigDict, argv: list[str]) -> None:
+    """Gives `--config.model.preset=NAME` its meaning: the model section becomes preset NAME's fields, with the
+    other `--config.model.*` overrides in `argv` applied on top (the config file's own model fields are
+    dropped). Without a preset override, nothing changes.
+
+    Raises:
+      ValueError: NAME is not a model preset (one line listing the valid names).
+    """
+    names = {a[len("--config.model.") :].split("=")[0] for a in argv if a.startswith("--config.model.")}
+    if "preset" not in names:
+        return
+    overrides = {name: config.model[name] for name in names - {"preset"}}
+    with config.unlocked():
+        config.model = model_presets.model_section(config.model.preset, **overrides)
+
+
+def load_module(path: str, name: str = "config_file"):
+    """The Python module of a config file (`configs/...py`), executed once.
+
+    Raises:
+      ValueError: `path` is not a file.
+    """
+    if not os.path.isfile(path):
+        raise ValueError(f"--config={path} is not a file")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,47 @@
+"""The loss curve of a run, `<workdir>/loss.png`, drawn by a loop hook after the checkpoint of the last step."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+
+from apertus_jax import plots
+from apertus_jax.train.hooks import Hook, LoopContext
+
+FILE = "loss.png"
+
+
+def plot_loss(metrics_path: str, png_path: str) -> None:
+    """Draws loss vs step from metrics.jsonl, raw and as a trailing mean over 5% of the run, into a PNG."""
+    with open(metrics_path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    records = [r for r in records if "loss" in r]  # training steps (eval records have their own keys)
+    steps, losses = [r["step"] for r in records], [r["loss"] for r in records]
+    window = max(1, len(losses) // 20)
+    smoothed = [
+        sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1])
+        for i in range(len(losses))
+    ]
+    fig = plots.figure((7, 4))
+    ax = fig.subplots()
+    ax.plot(steps, losses, alpha=0.35, label="per step")
+    ax.plot(steps, smoothed, label=f"mean of the last {window} steps")
+    ax.legend()
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats/token)")
+    ax.grid(alpha=0.3)
+    plots.save(fig, png_path)
+
+
+class LossPlot(Hook):
+    """Draws `loss.png` from the run's metrics.jsonl (process 0) once the last step is checkpointed."""
+
+    def start(self, context: LoopContext) -> None:
+        self.context = context
+
+    def after_save(self, step: int) -> None:
+        if step == self.context.run.config.train.steps and jax.process_index() == 0:
+            workdir = self.context.workdir
+            plot_loss(os.path.join(workdir, "metrics.jsonl"), os.path.join(workdir, FILE))

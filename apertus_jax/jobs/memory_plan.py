@@ -1,0 +1,197 @@
+"""Memory plan: the train step of a run AOT-compiled on a mesh of virtual devices, per-device bytes.
+
+    for line in plan_lines(config, "apertus-8b", mesh_shapes(config, ["1x64x1"]), rows_per_device=1):
+        print(line)
+
+Nothing is allocated: the run is assembled by `apertus_jax.train.assemble.Run`, the same code the training
+loop uses, and THE train step the loop would run for the config's largest batch (same shardings, donation and
+`train.microbatch_size` microbatches; traced under `jax.set_mesh` so the model's activation constraints
+apply) is lowered on `jax.ShapeDtypeStruct`s over the first devices and compiled. The caller provides the
+devices: `python -m experiments.memory_plan` makes 256 virtual CPU devices (XLA_FLAGS, set before jax is
+imported). Per device:
+
+  params       float32 parameters, from their shardings (exact)
+  optimizer    optimizer state (AdEMAMix: 3 float32 moments per parameter, counters), from the shardings
+  activations  the compiled executable's temporaries: activations kept for the backward pass, gradients,
+               collective and matmul workspace (`memory_analysis().temp_size_in_bytes`)
+  total        everything the executable needs: arguments + outputs - donated aliases + temporaries
+
+The microbatch is the config's `train.microbatch_size`, or, with `rows_per_device=N`, N sequences per
+batch-sharded (data x fsdp) device of each mesh (the plan then sets `train.microbatch_size` to
+data x fsdp x N for that mesh). Gradient accumulation over more microbatches adds no activation memory (they
+run one after another under `lax.scan`).
+
+Caveats: the CPU compiler's buffer assignment approximates a GPU/TPU one; attention is lowered with the plain
+XLA implementation (it materializes the [heads, T, T] scores that cuDNN/splash kernels avoid), so activation
+figures are upper bounds for configs that use those kernels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator, Sequence
+
+import jax
+import numpy as np
+
+from apertus_jax.models.partitioning import MeshConfig
+from apertus_jax.train.assemble import Run
+from apertus_jax.train.config import RunConfig
+
+GB = 1e9
+DEVICE_MEMORY_GB = {"H100 80GB": 80, "H200 141GB": 141, "TPU v5p 95GB": 95}
+DEFAULT_MESHES = {  # by d_model: 8B on 64 devices, 70B on 256
+    4096: ["1x64x1", "1x16x4"],
+    8192: ["1x256x1", "1x64x4"],
+}
+
+
+def shard_bytes(tree) -> int:
+    """Bytes one device holds of a tree of ShapeDtypeStructs with NamedShardings (the largest shard)."""
+    return sum(
+        int(np.prod(x.sharding.shard_shape(x.shape))) * x.dtype.itemsize for x in jax.tree.leaves(tree)
+    )
+
+
+def plan_run(config: RunConfig, mesh_shape: tuple[int, ...], rows_per_device: int = 0) -> Run:
+    """The run of `config` (typed sections) on a `mesh_shape` mesh of the first devices, as the loop assembles
+    it; XLA einsum attention (the CPU compiler has no flash kernel: an upper bound); nothing allocated.
+
+    Args:
+      mesh_shape: (data, fsdp, tensor) or (data, fsdp, tensor, context).
+      rows_per_device: > 0 sets `train.microbatch_size` to data x fsdp x rows_per_device.
+
+    Raises:
+      ValueError: a mesh with more devices than exist, or a config the mesh does not fit (one line).
+    """
+    devices = int(np.prod(mesh_shape))
+    if devices > jax.device_count():
+        raise ValueError(
+            f"mesh {'x'.join(map(str, mesh_shape))} needs {devices} devices, {jax.device_count()} exist"
+        )
+    data, fsdp, tensor, context = (*mesh_shape, 1)[:4]
+    config = config.replace(
+        mesh=MeshConfig(data=data, fsdp=fsdp, tensor=tensor, context=context),
+        model=config.model.replace(attention_impl="xla"),
+    )
+    if rows_per_device:
+        config = config.replace(
+            train=dataclasses.replace(config.train, microbatch_size=data * fsdp * rows_per_device)
+        )
+    return Run(config, devices=jax.devices()[:devices])
+
+
+def state_spec(config, mesh_shape: tuple[int, ...]):
+    """(train-state spec, optax transformation, mesh) of `config` on `mesh_shape`; nothing allocated.
+
+    Raises:
+      ValueError: as `plan_run`.
+    """
+    run = plan_run(config, mesh_shape)
+    return run.spec, run.tx, run.mesh
+
+
+def plan_one(config, mesh_shape: tuple[int, ...], rows_per_device: int = 0) -> dict:
+    """Compiles the loop's train step for the config's largest batch on `mesh_shape`; returns per-device
+    bytes (module docstring), the batch rows, the microbatch rows (`rows`), the microbatch count and the
+    compile time in seconds (`compile_s`).
+
+    Raises:
+      ValueError: as `plan_run`.
+    """
+    run = plan_run(config, mesh_shape, rows_per_device)
+    batch_rows = max(tokens for _, tokens in run.config.train.batch_plan) // run.config.data.seq_len
+    step = run.train_step(batch_rows)
+    start = time.time()
+    compiled = run.lower_train_step(batch_rows).compile()
+    memory = compiled.memory_analysis()
+    total = (
+        memory.argument_size_in_bytes
+        + memory.output_size_in_bytes
+        - memory.alias_size_in_bytes
+        + memory.temp_size_in_bytes
+    )
+    return {
+        "mesh": "x".join(map(str, mesh_shape)),
+        "devices": int(np.prod(mesh_shape)),
+        "batch_rows": batch_rows,
+        "microbatches": step.num_microbatches,
+        "rows": batch_rows // step.num_microbatches,
+        "params": shard_bytes(run.spec.abstract["params"]),
+        "opt_state": shard_bytes(run.spec.abstract["opt_state"]),
+        "activations": memory.temp_size_in_bytes,
+        "total": total,
+        "compile_s": time.time() - start,
+    }
+
+
+def parse_mesh(text: str) -> tuple[int, ...]:
+    """ "1x64x1" -> (1, 64, 1) (data, fsdp, tensor); "1x16x1x4" -> (1, 16, 1, 4) (..., context).
+
+    Raises:
+      ValueError: not three or four positive integers joined by "x".
+    """
+    parts = text.split("x")
+    if len(parts) not in (3, 4) or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(
+            f"mesh {text!r}: use DATAxFSDPxTENSOR or DATAxFSDPxTENSORxCONTEXT with positive sizes, e.g. 1x64x1"
+        )
+    return tuple(int(p) for p in parts)
+
+
+def mesh_shapes(config: RunConfig, meshes: Sequence[str] = ()) -> list[tuple[int, ...]]:
+    """The mesh shapes of `meshes` ("DATAxFSDPxTENSOR[xCONTEXT]" each), or the two default meshes of the
+    config's model size (`DEFAULT_MESHES`) when `meshes` is empty.
+
+    Raises:
+      ValueError: a malformed mesh, or no meshes and no defaults for the model's d_model.
+    """
+    meshes = list(meshes) or DEFAULT_MESHES.get(config.model.d_model)
+    if not meshes:
+        raise ValueError(
+            "no default meshes for this model size; pass --meshes=DATAxFSDPxTENSOR[xCONTEXT],..."
+        )
+    return [parse_mesh(m) for m in meshes]
+
+
+def plan_lines(
+    config: RunConfig, name: str, shapes: Sequence[tuple[int, ...]], rows_per_device: int = 0
+) -> Iterator[str]:
+    """The memory plan of `config` (model label `name`) on each of `shapes` as a markdown table: a title
+    line, the header, one row per mesh (in GB = 1e9 bytes per device; yielded as each mesh has compiled, a
+    few seconds to minutes each) and a closing hint on `train.microbatch_size`.
+
+    Raises:
+      ValueError: a mesh with more devices than exist, or a config the mesh does not fit (`plan_run`).
+    """
+    per_device = (
+        f"{rows_per_device} row(s) per batch-sharded device" if rows_per_device else "train.microbatch_size"
+    )
+    yield (
+        f"{name}: the training loop's own step (apertus_jax.train.assemble), seq_len {config.data.seq_len}, "
+        f"microbatches of {per_device}, compute {config.model.dtype}, remat {config.model.remat_policy}, "
+        "XLA einsum attention; GB = 1e9 bytes per device"
+    )
+    header = [
+        "mesh (data x fsdp x tensor [x context])",
+        "params",
+        "optimizer",
+        "activations+temps",
+        "total",
+        *(f"fits {k}" for k in DEVICE_MEMORY_GB),
+    ]
+    yield "| " + " | ".join(header) + " |"
+    yield "|" + "---|" * len(header)
+    for shape in shapes:
+        r = plan_one(config, shape, rows_per_device)
+        fits = ["yes" if r["total"] <= gb * GB else "no" for gb in DEVICE_MEMORY_GB.values()]
+        yield (
+            f"| {r['mesh']} ({r['devices']} dev; batch {r['batch_rows']} rows = {r['microbatches']} x "
+            f"{r['rows']}) | {r['params'] / GB:.2f} | {r['opt_state'] / GB:.2f} | {r['activations'] / GB:.2f} | "
+            f"{r['total'] / GB:.2f} | " + " | ".join(fits) + f" |  (compiled in {r['compile_s']:.0f} s)"
+        )
+    yield (
+        "Train with the same microbatches: --config.train.microbatch_size=ROWS of a microbatch (the 'x ROWS' "
+        f"above; this config has {config.train.microbatch_size}, 0 = the whole batch in one pass)."
+    )

@@ -1,0 +1,98 @@
+"""Training a parsed config: the hooks every job's run gets, and the pretraining job.
+
+    status = pretrain(parse(config_dict), workdir)      # "done" | "preempted"
+
+`train` assembles the trainer's `Run` from a `Config` with the standard hooks (the config record, the
+provenance record, the loss curve, in-loop evaluation when `eval.every_steps` > 0, the probe manifest when the pipeline
+injects documents) plus a job's own objective, batch source and hooks, and runs the loop. Post-training
+(`apertus_jax.jobs.posttrain`), the long-context stages and the studies call it with their plug-ins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from apertus_jax.eval.in_loop import InLoopEvaluation
+from apertus_jax.jobs.config import Config
+from apertus_jax.jobs.loss_plot import LossPlot
+from apertus_jax.jobs.probes import ProbeManifest
+from apertus_jax.jobs.records import ProvenanceRecord, RecordConfig
+from apertus_jax.train import loop
+from apertus_jax.train.assemble import Run
+from apertus_jax.train.batches import BatchSource
+from apertus_jax.train.hooks import Hook
+from apertus_jax.train.step import Objective
+
+
+def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[Hook]:
+    """The hooks of every run of `config` (module docstring), in the order they run.
+
+    Args:
+      data: {name: description} of what a job's own batch source reads; None: the run reads `data.pipeline`
+        (its components describe themselves, and injected ones get the probe manifest).
+    """
+    pipeline = config.run.data.pipeline
+    described = (
+        data if data is not None else {name: spec.describe() for name, spec in pipeline.components.items()}
+    )
+    hooks: list[Hook] = [RecordConfig(config.to_dict()), ProvenanceRecord(described), LossPlot()]
+    if config.eval.every_steps:
+        hooks.append(InLoopEvaluation(config.eval, pipeline))
+    if data is None and pipeline.injected():
+        hooks.append(ProbeManifest())
+    return hooks
+
+
+def assemble(
+    config: Config,
+    *,
+    objective: Objective | None = None,
+    batch_source: Callable[[Run], BatchSource] | None = None,
+    data: dict[str, dict] | None = None,
+    hooks: Sequence[Hook] = (),
+    devices: Sequence | None = None,
+) -> Run:
+    """The `Run` of `config` with the standard hooks followed by `hooks`.
+
+    Args:
+      batch_source, data: a job's own batch source and the description of what it reads (both or neither;
+        without them the run reads `data.pipeline`).
+
+    Raises:
+      ValueError: a batch source without its description, or a config the devices or processes cannot run
+        (`apertus_jax.train.config.check_layout`).
+    """
+    if (batch_source is None) != (data is None):
+        raise ValueError("a job's own batch source needs the description of what it reads (data=...)")
+    return Run(
+        config.run,
+        objective=objective,
+        batch_source=batch_source,
+        hooks=[*standard_hooks(config, data), *hooks],
+        devices=devices,
+    )
+
+
+def train(config: Config, workdir: str, **plugins) -> str:
+    """Trains (or resumes) `config` in `workdir` with the standard hooks and `plugins` (as `assemble`);
+    returns "done" or "preempted".
+
+    Raises:
+      ValueError / FileNotFoundError / WorkdirLockedError: as `apertus_jax.train.loop.train`.
+    """
+    run = assemble(config, **plugins)
+    return loop.train(run, workdir)
+
+
+def pretrain(config: Config, workdir: str) -> str:
+    """The pretraining job: `config`'s `data.pipeline` with the cross-entropy (and Goldfish) objective.
+
+    Raises:
+      ValueError: `posttrain.data` is set (those runs are `apertus_jax.jobs.posttrain`'s); as `train`.
+    """
+    if config.posttrain.data:
+        raise ValueError(
+            "posttrain.data is set: train it with `python -m experiments.sft` (conversations) or "
+            "`python -m experiments.qrpo` (preference records), not experiments.pretrain"
+        )
+    return train(config, workdir)

@@ -1,0 +1,42 @@
+"""experiments.plot_schedules as a CLI: an unknown preset is one line and exit 2; the README's command."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).parents[2]
+
+
+def test_unknown_preset_is_one_line_and_nothing_is_written(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.plot_schedules",
+            f"--out={tmp_path / 'out'}",
+            "--preset=apertus-1b",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith("error: ") and "apertus-1b" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_readme_command_writes_the_figure_it_names():
+    """The README's plot_schedules command writes the PNG that the README (and docs/figures) hold."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(
+        r"python -m experiments\.plot_schedules --out=(\S+)` draws .*?`([^`]+\.png)`", readme, re.S
+    )
+    assert match, "README lost its plot_schedules command"
+    out, figure = match.groups()
+    assert f"{out.rstrip('/')}/apertus8b_schedules.png" == figure
+    assert (ROOT / figure).is_file()

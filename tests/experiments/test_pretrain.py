@@ -1,0 +1,142 @@
+"""The CLI in subprocesses: kill -9, SIGTERM and SIGINT (Ctrl-C) then resume, one-line errors.
+Two processes on localhost: test_multihost.py."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COMMAND = [sys.executable, "-m", "experiments.pretrain", "--config=configs/runs/tiny_resume.py"]
+
+
+def _env(compilation_cache, **extra):
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=compilation_cache, **extra)
+    env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+    return env
+
+
+def _last_step(workdir):
+    try:
+        with open(os.path.join(workdir, "metrics.jsonl")) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return 0
+    return json.loads(lines[-1])["step"] if lines else 0
+
+
+def _start(workdir, env):
+    return subprocess.Popen(
+        COMMAND + [f"--workdir={workdir}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _inode(workdir):
+    try:
+        return os.stat(os.path.join(workdir, "metrics.jsonl")).st_ino
+    except FileNotFoundError:
+        return None
+
+
+def _signal_after_step(process, workdir, step, signum):
+    """Sends `signum` once this process has rewritten metrics.jsonl (a resumed run first drops the lines after
+    its checkpoint, replacing the file) and logged a step > `step`, or the run ended."""
+    old_inode = _inode(workdir)
+    while process.poll() is None and (_inode(workdir) == old_inode or _last_step(workdir) <= step):
+        time.sleep(0.02)
+    process.send_signal(signum)
+    return process.wait(timeout=300)
+
+
+def test_kill9_sigterm_and_sigint_then_resume_match_uninterrupted(
+    uninterrupted, losses_of, compilation_cache, tmp_path
+):
+    workdir, env = str(tmp_path), _env(compilation_cache)
+    _signal_after_step(_start(workdir, env), workdir, 4, signal.SIGKILL)
+    killed_at = _last_step(workdir)
+    assert killed_at < 12
+
+    process = _start(workdir, env)
+    resumed_from = max(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
+    assert _signal_after_step(process, workdir, resumed_from, signal.SIGTERM) == 0, process.stderr.read()
+    stopped_at = _last_step(workdir)
+    steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
+    assert steps[-1] == stopped_at  # SIGTERM: a checkpoint at the current step
+
+    # Ctrl-C behaves like SIGTERM: a checkpoint at the current step, one line naming SIGINT, exit 0.
+    process = _start(workdir, env)
+    assert _signal_after_step(process, workdir, stopped_at, signal.SIGINT) == 0
+    stderr = process.stderr.read()
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-2000:]
+    interrupted_at = _last_step(workdir)
+    lines = [line for line in stderr.splitlines() if "SIGINT" in line]
+    assert len(lines) == 1 and f"saving a checkpoint at step {interrupted_at}" in lines[0], stderr[-2000:]
+    steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
+    assert steps[-1] == interrupted_at < 12
+
+    final = subprocess.run(
+        COMMAND + [f"--workdir={workdir}"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert final.returncode == 0, final.stderr[-2000:]
+    resumed, reference = losses_of(workdir), losses_of(uninterrupted)
+    assert [s for s, _ in resumed] == [s for s, _ in reference]
+    # Bitwise in-process (test_loop.py). Across processes, 1 of 4 runs under heavy machine load differed by one
+    # float32 ulp at one step (unexplained; not reproduced in 8 scripted runs), hence the ulp-level bound.
+    np.testing.assert_allclose(
+        [loss for _, loss in resumed], [loss for _, loss in reference], rtol=2e-7, atol=0
+    )
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--config.train.bogus=1", "bogus"),
+        ("--config.model.vocab_size=512", "error: tokenizer sentencepiece:demo_bpe1024"),
+    ],
+)
+def test_cli_errors_are_one_line(flag, message, compilation_cache, tmp_path):
+    result = subprocess.run(
+        COMMAND + [f"--workdir={tmp_path}/w", flag],
+        cwd=ROOT,
+        env=_env(compilation_cache),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if message in line]
+    assert len(errors) == 1, result.stderr[-2000:]
+    assert not os.path.exists(f"{tmp_path}/w/checkpoints")
+
+
+@pytest.mark.parametrize("kind", ["under /proc", "file as parent"])
+def test_unusable_workdir_fails_before_the_mesh_with_one_line(kind, compilation_cache, tmp_path):
+    """A workdir the run cannot create: one line naming it and the fix, exit 2, before devices start."""
+    if kind == "under /proc":
+        workdir = "/proc/apertus-workdir-test/run"
+    else:
+        (tmp_path / "file").write_text("not a directory")
+        workdir = str(tmp_path / "file" / "run")
+    result = subprocess.run(
+        COMMAND + [f"--workdir={workdir}"],
+        cwd=ROOT,
+        env=_env(compilation_cache),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: workdir {workdir} "), result.stderr[-2000:]
+    assert "--workdir=" in lines[0]
+    assert os.listdir(tmp_path) in ([], ["file"])

@@ -1,0 +1,87 @@
+"""apertus_jax.jobs.ablations: a 3-variant tiny ablation end to end through `experiments.ablate`, then a second
+call that skips every run; overrides and the shipped ablations in process."""
+
+import json
+import os
+import subprocess
+import sys
+
+import ml_collections
+import pytest
+
+from apertus_jax.jobs import ablations
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = os.path.join(ROOT, "configs", "ablations", "tiny.py")
+
+
+def _ablate(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.ablate", f"--config={TINY}", *args],
+        cwd=ROOT,
+        env={**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, "JAX_PLATFORMS": "cpu"},  # 1 device
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_three_variants_end_to_end_then_skipped(tmp_path):
+    workdir = tmp_path / "tiny"
+    first = _ablate(f"--workdir={workdir}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    result = json.loads(first.stdout[: first.stdout.index("\n}\n") + 2])
+    labels = ["baseline/seed0", "lr3e-3/seed0", "no_qk_norm/seed0"]
+    assert result["trained"] == labels and result["skipped"] == []
+    assert os.path.getsize(workdir / "comparison.png") > 10_000
+    table = (workdir / "comparison.md").read_text().splitlines()
+    rows = [line for line in table if line.startswith("| ") and not line.startswith(("| variant", "| ---"))]
+    assert [row.split(" | ")[0][2:] for row in rows] == ["baseline", "lr3e-3", "no_qk_norm"]
+    assert "held-out loss" in table[2] and "demo/bits_per_byte" in table[2]
+    reach = rows[0].split(" | ")[
+        -2
+    ]  # the baseline reaches its own final held-out loss by its end at the latest
+    assert reach.endswith("%") and 0 < int(reach[:-1]) <= 100
+    for label in labels:
+        with open(workdir / label / "metrics.jsonl") as f:
+            records = [json.loads(line) for line in f]
+        assert [r["step"] for r in records if "loss" in r] == list(range(1, 9))
+        assert [r["step"] for r in records if "eval/demo/loss" in r] == [4, 8]
+    stamps = {label: os.path.getmtime(workdir / label / "metrics.jsonl") for label in labels}
+
+    second = _ablate(f"--workdir={workdir}", "--variants=baseline,no_qk_norm")
+    assert second.returncode == 0, second.stderr[-3000:]
+    result = json.loads(second.stdout[: second.stdout.index("\n}\n") + 2])
+    assert result["trained"] == [] and result["skipped"] == ["baseline/seed0", "no_qk_norm/seed0"]
+    assert stamps == {label: os.path.getmtime(workdir / label / "metrics.jsonl") for label in labels}
+
+
+def test_bad_variant_is_one_line_and_writes_nothing(tmp_path):
+    done = _ablate(f"--workdir={tmp_path / 'w'}", "--variants=baseline,nope")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("error: --variants: unknown ['nope']")
+    assert not (tmp_path / "w").exists()
+
+
+def test_overrides_reach_every_variant_and_unknown_keys_are_refused():
+    ablation = ablations.load_ablation(TINY)
+    # this process has 8 virtual devices (tests/conftest.py): a mesh the 4-row batches split over
+    sets = ablations.parse_sets(["train.steps=5", "mesh.data=1", "mesh.fsdp=2", "mesh.tensor=-1"])
+    runs = ablations.variant_configs(ablation, None, [3], sets)
+    assert [(name, seed, c.run.train.steps) for name, seed, c in runs] == [
+        ("baseline", 3, 5),
+        ("lr3e-3", 3, 5),
+        ("no_qk_norm", 3, 5),
+    ]
+    assert [c.run.optim.peak_lr for _, _, c in runs] == [1e-2, 3e-3, 1e-2]
+    assert [c.run.model.qk_norm for _, _, c in runs] == [True, True, False]
+    with pytest.raises(ValueError, match="train.stpes: unknown key"):
+        ablations.apply_overrides(ml_collections.ConfigDict(ablation["base"]), {"train.stpes": 5})
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        ablations.parse_sets(["train.steps"])
+
+
+@pytest.mark.parametrize("name, runs", [("apertus_components", 21), ("boldt_strategies", 15)])
+def test_shipped_ablations_validate(name, runs):
+    ablation = ablations.load_ablation(os.path.join(ROOT, "configs", "ablations", f"{name}.py"))
+    assert len(ablations.variant_configs(ablation, None, None, {})) == runs

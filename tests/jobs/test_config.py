@@ -1,0 +1,158 @@
+"""The run schema and its parse: every numeric field is range-checked before anything is built or written;
+the typed Config round-trips through its dict."""
+
+import math
+import os
+import subprocess
+import sys
+
+import ml_collections
+import pytest
+
+from apertus_jax.jobs.config import Config, base_config, parse
+from apertus_jax.train.config import check_layout
+from configs.runs import tiny_demo
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Numeric fields inside data.pipeline (its own typed specs, apertus_jax.data.config), checked the same way.
+PIPELINE_FIELDS = [
+    ("data", "pipeline", "goldfish", "k"),
+    ("data", "pipeline", "goldfish", "h"),
+    ("data", "pipeline", "split_seed"),
+    ("data", "pipeline", "components", "prose", "weight"),
+]
+
+
+def numeric_fields(tree: dict, prefix=()) -> list[tuple[str, ...]]:
+    """Paths of every int/float leaf of the schema (bools excluded; data.pipeline has its own list)."""
+    paths = []
+    for key, value in tree.items():
+        path = prefix + (key,)
+        if path == ("data", "pipeline"):
+            continue
+        if isinstance(value, dict):
+            paths += numeric_fields(value, path)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            paths.append(path)
+    return paths
+
+
+def _with(path: tuple[str, ...], value) -> ml_collections.ConfigDict:
+    tree = tiny_demo.get_config().to_dict()
+    node = tree
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return ml_collections.ConfigDict(tree)  # a fresh ConfigDict: types follow the new values
+
+
+def validate(config, devices: int, processes: int = 1):
+    """The checks of a run start: the parse, then the layout rules."""
+    return check_layout(parse(config).run, devices, processes)
+
+
+def test_the_walk_covers_every_section_of_a_valid_config():
+    validate(_with(("seed",), 0), 1)  # the rebuilt ConfigDict itself is valid
+    sections = {path[0] for path in numeric_fields(tiny_demo.get_config().to_dict())}
+    assert sections == {
+        "seed",
+        "model",
+        "data",
+        "train",
+        "optim",
+        "mesh",
+        "checkpoint",
+        "faults",
+        "posttrain",
+        "profile",
+        "eval",
+    }
+
+
+@pytest.mark.parametrize(
+    "path", numeric_fields(tiny_demo.get_config().to_dict()) + PIPELINE_FIELDS, ids=".".join
+)
+@pytest.mark.parametrize("bad", [-2, math.nan, math.inf], ids=["negative", "nan", "inf"])
+def test_every_numeric_field_rejects_a_bad_value_in_one_line(path, bad):
+    with pytest.raises(ValueError) as error:
+        validate(_with(path, bad), 1)
+    message = str(error.value)
+    assert "\n" not in message and path[-1] in message, message
+
+
+@pytest.mark.parametrize(
+    "path, bad",
+    [
+        (("optim", "b1"), 1.0),
+        (("optim", "b3"), 1.5),
+        (("optim", "init_fraction"), 1.5),
+        (("optim", "final_fraction"), 2.0),
+        (("optim", "peak_lr"), 0.0),
+        (("optim", "eps"), 0.0),
+        (("train", "steps"), 0),
+        (("train", "batch_plan"), ((0, 0),)),
+        (("train", "batch_plan"), ((5, 2048),)),
+        (("data", "seq_len"), 1),
+        (("checkpoint", "keep"), 0),
+        (("mesh", "fsdp"), 0),
+        (("model", "rope_factor"), 0.5),
+    ],
+    ids=lambda v: ".".join(v) if isinstance(v, tuple) and isinstance(v[0], str) else str(v),
+)
+def test_upper_bounds_and_zero(path, bad):
+    with pytest.raises(ValueError) as error:
+        validate(_with(path, bad), 1)
+    assert "\n" not in str(error.value)
+
+
+def test_cli_bad_microbatch_is_one_line_exit_2_and_writes_nothing(tmp_path):
+    workdir = tmp_path / "w"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.pretrain",
+            "--config=configs/runs/tiny_demo.py",
+            f"--workdir={workdir}",
+            "--config.train.microbatch_size=-1",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: train.microbatch_size must be an integer >= 0, got -1"], result.stderr[-2000:]
+    assert not workdir.exists()
+
+
+def test_parse_round_trips_through_the_dict_and_fills_the_pipeline():
+    config = parse(tiny_demo.get_config())
+    assert isinstance(config, Config) and config.model_preset == "tiny"
+    assert config.run.data.pipeline.components["prose"].sources == ("german_prose",)
+    assert parse(config.to_dict()) == config
+    assert set(config.to_dict()) == set(base_config())
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c.train.unlock().__setitem__("colour", 1), "unknown \\['train.colour'\\]"),
+        (
+            lambda c: c.data.pipeline.components.prose.__setitem__("colour", 1),
+            "prose: unknown keys \\['colour'\\]",
+        ),
+        (
+            lambda c: c.data.pipeline.components.prose.__setitem__("kind", "csv"),
+            "kind='csv' is not a component kind",
+        ),
+    ],
+)
+def test_unknown_keys_are_refused_anywhere_in_the_schema(change, message):
+    config = tiny_demo.get_config()
+    config.unlock()
+    change(config)
+    with pytest.raises(ValueError, match=message):
+        parse(config)

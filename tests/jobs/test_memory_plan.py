@@ -1,0 +1,109 @@
+"""apertus_jax.jobs.memory_plan on the tiny demo config over the 8 virtual CPU devices of the test session, and
+the table `experiments.memory_plan` prints."""
+
+import pytest
+
+from apertus_jax.jobs import memory_plan
+from apertus_jax.jobs.config import parse
+from apertus_jax.models import flops
+from configs.runs import apertus_8b, tiny_demo
+
+FLOAT32_BYTES = 4
+
+
+@pytest.fixture(scope="module")
+def config():
+    return parse(tiny_demo.get_config()).run
+
+
+def _analytical_param_bytes(model, fsdp: int, tensor: int) -> int:
+    """Float32 parameter bytes per device from the ModelConfig shapes and the rule table
+    (apertus_jax/models/partitioning.py): matrices and embeddings are split over fsdp x tensor, the
+    d_model-sized norm scales over fsdp only, the per-head q/k norm scales and the two xIELU scalars of each
+    layer are replicated; k/v projections fall back to fsdp only when the kv heads do not divide over tensor."""
+    norms = (2 * model.n_layers + 1) * model.d_model
+    replicated = model.n_layers * (2 * model.head_dim + 2)
+    kv = 2 * model.n_layers * model.d_model * model.n_kv_heads * model.head_dim
+    kv_tensor = tensor if model.n_kv_heads % tensor == 0 else 1
+    matrices = flops.param_count(model) - norms - replicated - kv
+    return FLOAT32_BYTES * (
+        matrices // (fsdp * tensor) + kv // (fsdp * kv_tensor) + norms // fsdp + replicated
+    )
+
+
+# (1, 2, 4): 2 kv heads do not divide over tensor 4 (the fallback rule of partitioning.py).
+@pytest.mark.parametrize("mesh_shape", [(1, 1, 1), (1, 8, 1), (2, 2, 2), (1, 2, 4)])
+def test_state_bytes_per_device_match_the_analytical_count(config, mesh_shape):
+    spec, _, _ = memory_plan.state_spec(config, mesh_shape)
+    model = config.model
+    params, opt_state = (memory_plan.shard_bytes(spec.abstract[k]) for k in ("params", "opt_state"))
+    assert params == _analytical_param_bytes(model, *mesh_shape[1:])
+    if mesh_shape == (1, 1, 1):
+        assert params == FLOAT32_BYTES * flops.param_count(model)
+    # AdEMAMix keeps three float32 moments per parameter (fast and slow EMA, second moment) plus step counters.
+    assert 0 <= opt_state - 3 * params < 1024
+
+
+def test_compiled_plan(config):
+    one, two = (memory_plan.plan_one(config, (2, 2, 2), rows_per_device=r) for r in (1, 2))
+    assert one["params"] == two["params"] == _analytical_param_bytes(config.model, 2, 2)
+    assert one["rows"] == 4 and two["rows"] == 8
+    assert one["total"] >= one["params"] + one["opt_state"] + one["activations"]
+    assert one["activations"] >= one["params"]  # at least the float32 gradient of the local shard
+    # One more row per device needs at least its float32 logits ([T, V / tensor]) for the loss.
+    logits_bytes = config.data.seq_len * config.model.vocab_size // 2 * FLOAT32_BYTES
+    assert two["activations"] - one["activations"] >= logits_bytes
+
+
+def test_mesh_argument_errors():
+    assert memory_plan.parse_mesh("1x64x4") == (1, 64, 4)
+    for bad in ("64", "1x64", "1x0x4", "ax1x1"):
+        with pytest.raises(ValueError, match="DATAxFSDPxTENSOR"):
+            memory_plan.parse_mesh(bad)
+    with pytest.raises(ValueError, match="needs 16 devices, 8 exist"):
+        memory_plan.state_spec(parse(tiny_demo.get_config()).run, (1, 16, 1))
+
+
+def test_context_axis_splits_activations_and_parameters():
+    """1,024-token rows of the tiny demo model, where a row's activations outweigh the weights' gradients."""
+    assert memory_plan.parse_mesh("1x16x1x4") == (1, 16, 1, 4)
+    config = tiny_demo.get_config()
+    with config.unlocked():
+        config.data.seq_len = config.model.max_seq_len = 1024
+        config.train.batch_plan = ((0, 2 * 1024),)
+    config = parse(config).run
+    plain, split = (
+        memory_plan.plan_one(config, shape, rows_per_device=1) for shape in ((1, 2, 1), (1, 2, 1, 4))
+    )
+    # Weights split over fsdp x context (8 ways) instead of fsdp (2 ways); q/k norm scales replicated.
+    assert 0.25 * plain["params"] <= split["params"] < 0.26 * plain["params"]
+    assert 0 <= split["opt_state"] - 3 * split["params"] < 1024
+    assert split["rows"] == plain["rows"] == 2
+    # Each device keeps a quarter of every row's activations (the K/V of a layer are gathered whole).
+    assert split["activations"] < 0.6 * plain["activations"]
+
+
+def test_mesh_shapes_default_per_model_size(config):
+    assert memory_plan.mesh_shapes(config, ["1x8x1", "2x2x2x1"]) == [(1, 8, 1), (2, 2, 2, 1)]
+    eight_b = parse(apertus_8b.get_config()).run
+    assert memory_plan.mesh_shapes(eight_b) == [(1, 64, 1), (1, 16, 4)]
+    with pytest.raises(ValueError, match="no default meshes for this model size"):
+        memory_plan.mesh_shapes(config)
+    with pytest.raises(ValueError, match="DATAxFSDPxTENSOR"):
+        memory_plan.mesh_shapes(config, ["1x8"])
+
+
+def test_plan_lines_are_a_table_of_the_plan(config):
+    lines = list(memory_plan.plan_lines(config, "tiny", [(2, 2, 2)], rows_per_device=1))
+    assert (
+        len(lines) == 5
+        and lines[0].startswith("tiny: the training loop's own step (")
+        and "seq_len" in lines[0]
+    )
+    assert lines[1].count("|") == 9 and lines[2] == "|" + "---|" * 8
+    plan = memory_plan.plan_one(config, (2, 2, 2), rows_per_device=1)
+    cells = [c.strip() for c in lines[3].split("|")]
+    assert cells[1] == f"2x2x2 (8 dev; batch {plan['batch_rows']} rows = {plan['microbatches']} x 4)"
+    assert cells[2:6] == [f"{plan[k] / 1e9:.2f}" for k in ("params", "opt_state", "activations", "total")]
+    assert cells[6:9] == ["yes", "yes", "yes"]
+    assert lines[4].startswith("Train with the same microbatches:")

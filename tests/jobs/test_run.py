@@ -1,0 +1,46 @@
+"""The pretraining job and the standard hooks every job's run gets."""
+
+import pytest
+
+from apertus_jax.eval.in_loop import InLoopEvaluation
+from apertus_jax.jobs import run as run_job
+from apertus_jax.jobs.config import parse
+from apertus_jax.jobs.loss_plot import LossPlot
+from apertus_jax.jobs.probes import ProbeManifest
+from apertus_jax.jobs.records import ProvenanceRecord, RecordConfig
+from configs.runs import tiny_demo
+from configs.studies import memorization_tiny
+
+
+def test_standard_hooks_follow_the_config():
+    demo = parse(tiny_demo.get_config())  # in-loop evaluation on, no injected components
+    hooks = run_job.standard_hooks(demo)
+    assert [type(h) for h in hooks] == [RecordConfig, ProvenanceRecord, LossPlot, InLoopEvaluation]
+    assert hooks[0].config_dict == demo.to_dict()
+    assert set(hooks[1].components) == {"prose", "udhr"} and hooks[1].components["prose"]["kind"] == "demo"
+    study = parse(memorization_tiny.get_config().run)  # probes and canaries, no evaluation
+    assert [type(h) for h in run_job.standard_hooks(study)] == [
+        RecordConfig,
+        ProvenanceRecord,
+        LossPlot,
+        ProbeManifest,
+    ]
+    own = {"mine": {"kind": "mine", "licence": None}}
+    hooks = run_job.standard_hooks(study, data=own)  # a job's own data: no probe manifest of the pipeline
+    assert [type(h) for h in hooks] == [RecordConfig, ProvenanceRecord, LossPlot] and hooks[
+        1
+    ].components == own
+
+
+def test_a_batch_source_needs_the_description_of_its_data():
+    with pytest.raises(ValueError, match="needs the description of what it reads"):
+        run_job.assemble(parse(tiny_demo.get_config()), batch_source=lambda run: iter(()))
+
+
+def test_pretrain_refuses_post_training_data(tmp_path):
+    config = tiny_demo.get_config()
+    config.unlock()
+    config.posttrain.data = ("chat.jsonl",)
+    with pytest.raises(ValueError, match="posttrain.data is set: train it with `python -m experiments.sft`"):
+        run_job.pretrain(parse(config), str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()

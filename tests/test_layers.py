@@ -1,0 +1,216 @@
+"""The layers of docs/architecture.md hold: every import, those inside functions included, points down.
+
+Three rules over the repository's packages (`apertus_jax`, `configs`, `experiments`, `benchmarks`):
+1. a unit (a top-level module of `apertus_jax`, a subpackage of it, or an outer package) imports only units of
+   lower layers and itself: no upward import and no import between units of one layer, hence no package
+   cycle;
+2. no cycle between modules;
+3. an import inside a function is of an optional extra only (the packages of `setup.py`'s extras, or a
+   project module that needs one to import): no function-level import of the project's own modules or of a
+   core dependency otherwise.
+"""
+
+import ast
+import pathlib
+
+import apertus_jax
+
+REPO = pathlib.Path(apertus_jax.__file__).parent.parent
+PACKAGES = ("apertus_jax", "configs", "experiments", "benchmarks")
+LAYERS = (
+    ("apertus_jax", "apertus_jax.checks", "apertus_jax.cache", "apertus_jax.files"),
+    ("apertus_jax.plots", "apertus_jax.pypi", "apertus_jax.tokenizers"),
+    ("apertus_jax.models", "apertus_jax.optim"),
+    ("apertus_jax.data",),
+    ("apertus_jax.train", "apertus_jax.prep"),
+    ("apertus_jax.eval",),
+    ("apertus_jax.posttrain",),
+    ("apertus_jax.jobs",),
+    ("configs",),
+    ("experiments",),
+    ("benchmarks",),
+)
+# Importable only with an extra of setup.py (hf, eval, wandb, prep, seqio, dev), or importing one when it is
+# installed: imported where they are used.
+OPTIONAL_EXTRAS = {
+    "torch",
+    "transformers",
+    "accelerate",
+    "lm_eval",
+    "yaml",
+    "wandb",
+    "datatrove",
+    "loguru",
+    "multiprocess",
+    "protego",
+    "pyarrow",
+    "orjson",
+    "spacy",
+    "seqio",
+    "tensorflow",
+    "tensorflow_text",
+    "tensorflow_datasets",
+    "robots",  # fast-robotstxt, the reference of the robots.txt tests
+    "tensorboardX",  # imports torch (the hf extra) whenever it is installed
+}
+LAYER_OF = {unit: index for index, units in enumerate(LAYERS) for unit in units}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, pathlib.Path]:
+    return {_module_name(p): p for package in PACKAGES for p in (REPO / package).rglob("*.py")}
+
+
+def unit_of(module: str) -> str:
+    """The layered unit of a module: `apertus_jax.data.pipeline` -> `apertus_jax.data`."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "apertus_jax" and len(parts) > 1 else parts[0]
+
+
+def imports(path: pathlib.Path) -> list[tuple[str, int, bool]]:
+    """(imported module, line, inside a function) of every absolute import of a file."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, child.lineno, in_function) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                found.extend(
+                    (f"{child.module}.{alias.name}", child.lineno, in_function) for alias in child.names
+                )
+            visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+def resolve(name: str, known: dict[str, pathlib.Path]) -> str | None:
+    """The project module an import names (`from pkg import name` names `pkg.name` or `pkg`), else None."""
+    while name:
+        if name in known:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of `graph` as [a, b, ..., a], or None (iterative depth-first search)."""
+    state = {}  # 1: on the current path, 2: done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path, stack = [start], [iter(sorted(graph[start]))]
+        state[start] = 1
+        while stack:
+            child = next(stack[-1], None)
+            if child is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                return path[path.index(child) :] + [child]
+            elif not state.get(child):
+                state[child] = 1
+                path.append(child)
+                stack.append(iter(sorted(graph[child])))
+    return None
+
+
+def layer_violations(edges: list[tuple[str, str, str]]) -> list[str]:
+    """`where: a -> b` for each import of unit b by unit a that does not point to a lower layer."""
+    bad = []
+    for where, source, target in edges:
+        a, b = unit_of(source), unit_of(target)
+        if a != b and LAYER_OF[b] >= LAYER_OF[a]:
+            bad.append(f"{where}: {a} -> {b}")
+    return bad
+
+
+def extra_bound(known: dict[str, pathlib.Path]) -> set[str]:
+    """The project modules that import an optional extra at module level, directly or through another."""
+    direct = {name: [(i, f) for i, _, f in imports(path) if not f] for name, path in known.items()}
+    bound = {
+        name for name, found in direct.items() if any(i.split(".")[0] in OPTIONAL_EXTRAS for i, _ in found)
+    }
+    while True:
+        more = {
+            name
+            for name, found in direct.items()
+            if name not in bound and any(resolve(i, known) in bound for i, _ in found)
+        }
+        if not more:
+            return bound
+        bound |= more
+
+
+def _project_edges():
+    known = modules()
+    bound = extra_bound(known)
+    edges, function_level = [], []
+    for name, path in known.items():
+        for imported, line, in_function in imports(path):
+            where = f"{path.relative_to(REPO)}:{line}"
+            target = resolve(imported, known)
+            if target is not None and target != name:
+                edges.append((where, name, target))
+            optional = imported.split(".")[0] in OPTIONAL_EXTRAS or target in bound
+            if in_function and not optional:
+                function_level.append(f"{where}: {imported}")
+    return known, edges, function_level
+
+
+def test_find_cycle_and_layer_rules_on_toy_graphs(tmp_path):
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+    edges = [
+        ("x.py:1", "apertus_jax.train.loop", "apertus_jax.data.pipeline"),  # down: fine
+        ("x.py:2", "apertus_jax.data.pipeline", "apertus_jax.train.loop"),  # up
+        ("x.py:3", "apertus_jax.train.loop", "apertus_jax.prep.steps"),  # same layer, other unit
+        ("x.py:4", "apertus_jax.train.loop", "apertus_jax.train.step"),  # within a unit
+    ]
+    assert layer_violations(edges) == [
+        "x.py:2: apertus_jax.data -> apertus_jax.train",
+        "x.py:3: apertus_jax.train -> apertus_jax.prep",
+    ]
+    source = "import os\n\ndef f():\n    import torch\n    from apertus_jax.data import config\n"
+    path = tmp_path / "probe.py"
+    path.write_text(source)
+    assert imports(path) == [("os", 1, False), ("torch", 4, True), ("apertus_jax.data.config", 5, True)]
+
+
+def test_every_unit_has_a_layer():
+    known = modules()
+    assert len(known) > 150 and "apertus_jax.train.assemble" in known
+    assert {unit_of(m) for m in known} <= set(LAYER_OF), {unit_of(m) for m in known} - set(LAYER_OF)
+
+
+def test_imports_point_down_the_layers():
+    _, edges, _ = _project_edges()
+    assert not layer_violations(edges), "\n".join(layer_violations(edges))
+
+
+def test_no_module_cycle():
+    known, edges, _ = _project_edges()
+    graph = {name: set() for name in known}
+    for _, source, target in edges:
+        graph[source].add(target)
+    cycle = find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_function_level_imports_are_optional_extras_only():
+    _, _, function_level = _project_edges()
+    assert not function_level, "\n".join(function_level)
+
+
+def test_extra_bound_modules_are_found_through_their_imports():
+    known = modules()
+    bound = extra_bound(known)
+    assert {"apertus_jax.data.seqio_import", "apertus_jax.jobs.lm_eval", "apertus_jax.prep.steps"} <= bound
+    assert "apertus_jax.train.loop" not in bound and "apertus_jax.data.pipeline" not in bound

@@ -1,0 +1,150 @@
+"""The trainer's front door from typed sections alone (no ConfigDict): hooks are called at their points, a hook
+can ask for the clean stop of a SIGTERM, and the resumed run equals the uninterrupted one bitwise."""
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+from apertus_jax.data.components import DemoSpec
+from apertus_jax.data.config import DataConfig, PipelineSpec, StageSpec
+from apertus_jax.data.goldfish import GoldfishSpec
+from apertus_jax.models.partitioning import MeshConfig
+from apertus_jax.models.presets import get_config
+from apertus_jax.optim.config import OptimConfig
+from apertus_jax.train import loop
+from apertus_jax.train.assemble import Run
+from apertus_jax.train.config import CheckpointConfig, RunConfig, TrainConfig
+from apertus_jax.train.hooks import Hook
+
+ROWS, SEQ_LEN, STEPS = 8, 32, 6
+
+
+def typed_config() -> RunConfig:
+    """A tiny Apertus on the demo corpus's UDHR and German prose, two stages, Goldfish k = 4: every section a
+    dataclass."""
+    pipeline = PipelineSpec(
+        components={"udhr": DemoSpec(sources=("udhr",)), "prose": DemoSpec(sources=("german_prose",))},
+        stages=(
+            StageSpec("mixed", until_tokens=3 * ROWS * SEQ_LEN, weights={"udhr": 0.5, "prose": 0.5}),
+            StageSpec("prose", weights={"prose": 1.0}),
+        ),
+        goldfish=GoldfishSpec(k=4, h=8),
+    )
+    return RunConfig(
+        model=get_config(
+            "tiny", vocab_size=1024, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64
+        ),
+        data=DataConfig(demo_tokenizer_vocab=1024, seq_len=SEQ_LEN, num_shards=2, pipeline=pipeline),
+        train=TrainConfig(steps=STEPS, batch_plan=((0, ROWS * SEQ_LEN),), prefetch_batches=1),
+        optim=OptimConfig(
+            peak_lr=1e-2, warmup_tokens=ROWS * SEQ_LEN, decay_tokens=0, total_tokens=STEPS * ROWS * SEQ_LEN
+        ),
+        mesh=MeshConfig(data=-1, fsdp=2),
+        checkpoint=CheckpointConfig(every_steps=2, async_save=False),
+    )
+
+
+class Recorder(Hook):
+    """Records every call; due at step 3; asks for a stop after the checkpoint of `stop_after`."""
+
+    def __init__(self, stop_after: int | None = None):
+        self.calls, self.stop_after = [], stop_after
+
+    def start(self, context):
+        self.context = context
+        self.calls.append(("start", context.step, context.resumed))
+
+    def due(self, step):
+        return step == 3
+
+    def at_step(self, step, params):
+        self.calls.append(("at_step", step, sorted(params)))
+        return {"hook/params": float(len(params))}
+
+    def after_save(self, step):
+        self.calls.append(("after_save", step, sum(self.context.batches.consumed()["tokens"].values())))
+        if step == self.stop_after:
+            self.context.request_stop("a test's hook")
+
+    def close(self):
+        self.calls.append(("close",))
+
+
+def _records(workdir):
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def _losses(workdir):
+    return [(r["step"], r["loss"], r["goldfish_dropped_fraction"]) for r in _records(workdir) if "loss" in r]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("straight"))
+    recorder = Recorder()
+    assert loop.train(Run(typed_config(), hooks=[recorder]), workdir) == "done"
+    return workdir, recorder
+
+
+def test_hooks_are_called_at_their_points_and_record_their_scalars(straight):
+    workdir, recorder = straight
+    assert recorder.calls == [
+        ("start", 0, False),
+        ("after_save", 2, 2 * ROWS * SEQ_LEN),  # the batch source's count of the batches handed out
+        ("at_step", 3, sorted(["embed", "final_norm", "layers", "lm_head"])),
+        ("after_save", 4, 4 * ROWS * SEQ_LEN),
+        ("after_save", 6, 6 * ROWS * SEQ_LEN),
+        ("close",),
+    ]
+    hook_records = [r for r in _records(workdir) if "hook/params" in r]
+    assert hook_records == [{"step": 3, "tokens": 3 * ROWS * SEQ_LEN, "hook/params": 4.0}]
+    losses = _losses(workdir)
+    assert [step for step, _, _ in losses] == list(range(1, STEPS + 1))
+    assert all(0.1 < dropped < 0.4 for _, _, dropped in losses)  # Goldfish k = 4 of the pipeline
+
+
+def test_a_hook_can_stop_the_run_cleanly_and_the_resumed_run_is_bitwise(straight, tmp_path):
+    workdir = str(tmp_path)
+    stopper = Recorder(stop_after=2)
+    assert loop.train(Run(typed_config(), hooks=[stopper]), workdir) == "preempted"
+    assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2"]
+    resumed = Recorder()
+    assert loop.train(Run(typed_config(), hooks=[resumed]), workdir) == "done"
+    assert resumed.calls[0] == ("start", 2, True)
+    assert _losses(workdir) == _losses(straight[0])  # float equality of every step
+
+
+def test_another_batch_source_replaces_the_pipeline(straight, tmp_path):
+    config = typed_config()
+    pipeline_run = Run(config)
+    source = pipeline_run.batch_source()
+    batches = [next(source) for _ in range(STEPS)]
+
+    class Replay:
+        def __init__(self):
+            self.step = 0
+
+        def __next__(self):
+            self.step += 1
+            return batches[self.step - 1]
+
+        def get_state(self):
+            return {"step": self.step}
+
+        def set_state(self, state):
+            self.step = state["step"]
+
+        def consumed(self):
+            return {}
+
+    run = Run(dataclasses.replace(config, seed=0), batch_source=lambda run: Replay())
+    assert loop.train(run, str(tmp_path)) == "done"
+    assert not run.reads_pipeline
+    replayed = _losses(str(tmp_path))
+    assert [loss for _, loss, _ in replayed] == [
+        loss for _, loss, _ in _losses(straight[0])
+    ]  # the same batches
+    assert all(dropped == 0.0 for _, _, dropped in replayed)  # not the pipeline: no Goldfish metric
