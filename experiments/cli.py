@@ -29,7 +29,14 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from apertus_jax.cache import cache_dir
-from apertus_jax.jobs.config import apply_preset_override, parse
+from apertus_jax.jobs.config import (
+    apply_preset_override,
+    base_config,
+    closest_keys,
+    key_paths,
+    load_module,
+    parse,
+)
 from apertus_jax.train.checkpoint import WorkdirLockedError
 
 USAGE_ERROR = 2
@@ -59,17 +66,46 @@ def enable_compilation_cache() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
+def _config_arg(argv: list[str]) -> str | None:
+    """The `PATH[:ARG]` of `--config=PATH[:ARG]` in `argv`, or None."""
+    values = [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
+    return values[-1] if values else None
+
+
+def _unknown_key(argv: list[str], error: Exception, default: str | None = None) -> str:
+    """The one-line message of an override of a key that the config does not have, with the closest keys
+    of the config's schema (any section); `default` is the config file when `argv` names none."""
+    arg = _config_arg(argv) or default
+    try:
+        if arg is None:
+            config = base_config()
+        else:
+            path, _, config_arg = arg.partition(":")
+            module = load_module(path)
+            config = module.get_config(config_arg) if config_arg else module.get_config()
+        known = key_paths(config)
+    except Exception:  # noqa: BLE001 - the config itself is broken: report ml_collections' own words
+        detail = re.sub(r"[\\'\"]+", "", re.sub(r"(\\+n)+", " ", str(error))).strip()
+        return f"unknown config key: {detail}; the schema is in apertus_jax/jobs/config.py"
+    overrides = [a[len("--config.") :].split("=")[0] for a in argv if a.startswith("--config.")]
+    unknown = next((key for key in overrides if key not in known), "?")
+    close = closest_keys(unknown, known)
+    hint = f"; did you mean --config.{' or --config.'.join(close)}?" if close else ""
+    return f"unknown config key {unknown}{hint} (the schema: apertus_jax/jobs/config.py)"
+
+
 def _parse_flags(argv: list[str]) -> list[str]:
-    """absl flag parsing with one-line errors (exit 2), including an override of a config key that the
-    config does not have (ml_collections raises AttributeError / KeyError with nested reprs)."""
+    """absl flag parsing with one-line errors (exit 2): a missing config file, an override of a key that the
+    config does not have (ml_collections raises AttributeError / KeyError with nested reprs), a bad flag."""
+    arg = _config_arg(argv)
+    if arg is not None and not os.path.isfile(arg.partition(":")[0]):
+        usage_error(
+            f"--config={arg}: {arg.partition(':')[0]} does not exist (a Python config file, e.g. configs/runs/tiny_demo.py)"
+        )
     try:
         return flags.FLAGS(argv)
     except (AttributeError, KeyError) as error:
-        detail = re.sub(r"[\\'\"]+", "", re.sub(r"(\\+n)+", " ", str(error))).strip()
-        usage_error(
-            f"unknown config key: {detail}; the schema is in apertus_jax/jobs/config.py "
-            "(data.pipeline: apertus_jax/data/config.py)"
-        )
+        usage_error(_unknown_key(argv, error))
     except (flags.Error, OSError) as error:
         usage_error(f"{error} (see --helpshort)")
 
@@ -94,7 +130,10 @@ def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False)
 
 def define_config(default: str | None, help_text: str = "Run config (a Python file).") -> flags.FlagHolder:
     """The `--config` flag of a run config file (`--config.section.field=value` overrides)."""
-    return config_flags.DEFINE_config_file("config", default, help_text)
+    try:
+        return config_flags.DEFINE_config_file("config", default, help_text)
+    except (AttributeError, KeyError) as error:  # the default file is parsed here, with sys.argv's overrides
+        usage_error(_unknown_key(sys.argv, error, default))
 
 
 def parsed_config(holder: flags.FlagHolder):

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
+
+from absl import logging
 
 from apertus_jax.cache import cache_dir
 from apertus_jax.data import demo_corpus
@@ -34,9 +37,18 @@ def demo_tokenizer(vocab_size: int) -> Tokenizer:
     texts = [d["text"] for d in demo_corpus.load_demo_documents("train")]
     path = demo_tokenizer_path(vocab_size, texts)
     if not os.path.exists(path):
+        logging.info(
+            "tokenizer: training the demo SentencePiece BPE (%d ids) on the demo corpus, once; cached as %s",
+            vocab_size,
+            path,
+        )
+        start = time.time()
         # 0.98 coverage: rare characters of the 440 UDHR languages fall back to bytes instead of taking most of
         # a small vocabulary (at 0.9995, 3,371 characters need their own id; at 0.995, 1,843).
         train_sentencepiece(texts, path, BPEConfig(vocab_size=vocab_size, character_coverage=0.98))
+        logging.info("tokenizer: trained in %.1f s", time.time() - start)
+    else:
+        logging.info("tokenizer: the demo SentencePiece BPE (%d ids) from %s", vocab_size, path)
     return load_tokenizer(f"sentencepiece:{path}")
 
 
@@ -49,4 +61,5 @@ def run_tokenizer(spec: str, demo_vocab: int) -> Tokenizer:
     """
     if spec == "demo":
         return demo_tokenizer(demo_vocab)
+    logging.info("tokenizer: loading %s", spec)
     return load_tokenizer(spec)

@@ -171,12 +171,20 @@ class InLoopEvaluation(Hook):
             raise ValueError(
                 f"eval.batch_rows={self.batch_rows} must be a multiple of the data*fsdp mesh axes ({batch_ways})"
             )
+        logging.info("eval: loading the held-out sets and the tasks %s", list(self.config.tasks))
+        start = time.time()
         self.heldout = heldout_sets(self.config, self.pipeline, self.tokenizer)
         self.questions = {}
         for task in self.config.tasks:
             loaded = tasks.load_exams_qa(task[: -len(EXAMS_QA_SUFFIX)])
             loaded = loaded[: self.config.task_questions] if self.config.task_questions else loaded
             self.questions[task] = fitting_questions(loaded, self.tokenizer, self.seq_len + 1)
+        logging.info(
+            "eval: %d held-out sets, %d questions, ready in %.1f s",
+            len(self.heldout),
+            sum(map(len, self.questions.values())),
+            time.time() - start,
+        )
         scoring = make_token_logprobs(run, lambda: self._params)
         should_stop = context.should_stop
 

@@ -15,6 +15,7 @@ trainer.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib.util
 import os
 from typing import Any
@@ -95,6 +96,36 @@ def _keys(c, prefix=""):
     return keys
 
 
+def key_paths(config: Any, prefix: str = "") -> set[str]:
+    """Every dotted key path of a nested ConfigDict or dict (`data.pipeline.goldfish.k` included)."""
+    paths = set()
+    for key, value in config.items():
+        paths.add(prefix + key)
+        if isinstance(value, (dict, ml_collections.ConfigDict)):
+            paths |= key_paths(value, prefix + key + ".")
+    return paths
+
+
+def closest_keys(key: str, known: set[str] | list[str], n: int = 2) -> list[str]:
+    """Up to `n` leaf keys of `known` closest to the unknown dotted `key`, anywhere in the schema, best first.
+
+    A candidate qualifies when its last part holds the unknown last part as one of its `_`-separated words
+    (`train.lr` -> `optim.peak_lr`) or is `difflib`-similar to it (ratio >= 0.6), or the whole paths are
+    (ratio >= 0.8); candidates rank by the sum of both ratios, the shared word adding 0.5.
+    """
+    leaves = [k for k in known if not any(other.startswith(k + ".") for other in known)]
+    leaf = key.rpartition(".")[2]
+    scored = []
+    for candidate in leaves:
+        candidate_leaf = candidate.rpartition(".")[2]
+        word = leaf in candidate_leaf.split("_")
+        leaf_ratio = difflib.SequenceMatcher(None, leaf, candidate_leaf).ratio()
+        path_ratio = difflib.SequenceMatcher(None, key, candidate).ratio()
+        if word or leaf_ratio >= 0.6 or path_ratio >= 0.8:
+            scored.append((-(leaf_ratio + path_ratio + 0.5 * word), candidate))
+    return [candidate for _, candidate in sorted(scored)[:n]]
+
+
 def _plain(section: Any) -> dict:
     return section.to_dict() if hasattr(section, "to_dict") else dict(section)
 
@@ -109,8 +140,11 @@ def parse(config: ml_collections.ConfigDict | dict) -> Config:
     expected, got = _keys(base_config()), _keys(config)
     if got != expected:
         unknown, missing = sorted(got - expected), sorted(expected - got)
+        close = closest_keys(unknown[0], expected) if unknown else []
+        hint = f"; {unknown[0]}: did you mean {' or '.join(close)}?" if close else ""
         raise ValueError(
-            f"config keys differ from the schema (apertus_jax/jobs/config.py): unknown {unknown}, missing {missing}"
+            f"config keys differ from the schema (apertus_jax/jobs/config.py): unknown {unknown}, "
+            f"missing {missing}{hint}"
         )
     run = RunConfig(
         seed=config["seed"],

@@ -14,9 +14,15 @@ mesh shape or device count (Orbax restores each array onto the sharding of its t
 another layout is refused with one line, never set aside or overwritten.
 """
 
+import contextlib
 import fcntl
+import gc
+import inspect
 import os
+import re
 import shutil
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import grain
@@ -67,16 +73,67 @@ def param_shapes(params) -> dict[str, list[int]]:
     return {jax.tree_util.keystr(path, simple=True, separator="/"): list(leaf.shape) for path, leaf in flat}
 
 
+def describe_model(shapes: dict[str, list[int]]) -> str:
+    """The model of a `param_shapes` record in words: layers, d_model, heads, MLP width, vocabulary.
+
+    Reads the Apertus parameter names (`embed` [V, D]; `layers/<i>/...` unscanned, or `layers/...` with a
+    leading layer axis when scanned); a field whose parameter is absent is left out.
+    """
+    words = []
+    layer_indices = {name.split("/")[1] for name in shapes if re.match(r"layers/\d+/", name)}
+    scanned = "layers/attn/q_proj" in shapes
+    if layer_indices or scanned:
+        count = len(layer_indices) if layer_indices else shapes["layers/attn/q_proj"][0]
+        words.append(f"{count} layer{'s' if count != 1 else ''}")
+    prefix = "layers/attn/" if scanned else "layers/0/attn/"
+    trim = 1 if scanned else 0  # the leading layer axis of scanned parameters
+    if "embed" in shapes:
+        words.append(f"d_model {shapes['embed'][1]}")
+    if prefix + "q_proj" in shapes and prefix + "k_proj" in shapes:
+        _, heads, head_dim = shapes[prefix + "q_proj"][trim:]
+        words.append(f"{heads} query and {shapes[prefix + 'k_proj'][trim + 1]} KV heads of {head_dim}")
+    mlp = prefix.replace("attn/", "mlp/up")
+    if mlp in shapes:
+        words.append(f"MLP width {shapes[mlp][-1]}")
+    if "embed" in shapes:
+        words.append(f"a {shapes['embed'][0]}-id vocabulary")
+    return ", ".join(words) or f"{len(shapes)} parameters"
+
+
 def check_same_model(saved: dict[str, list[int]], current: dict[str, list[int]], where: str) -> None:
-    """Raises ValueError naming the first parameter whose shape differs between checkpoint and config."""
+    """Raises ValueError saying, in words, which model the checkpoint holds and which the config asks for,
+    and the first parameter that differs."""
     if saved == current:
         return
-    for name in sorted(set(saved) | set(current)):
-        if saved.get(name) != current.get(name):
-            raise ValueError(
-                f"{where} holds a checkpoint of a different model shape ({name}: checkpoint "
-                f"{saved.get(name)}, config {current.get(name)}); use a new --workdir or the matching config"
-            )
+    name = next(n for n in sorted(set(saved) | set(current)) if saved.get(n) != current.get(n))
+
+    def shape(shapes):
+        return "x".join(map(str, shapes[name])) if name in shapes else "no such parameter"
+
+    raise ValueError(
+        f"{where} holds a checkpoint of another model: the checkpoint has {describe_model(saved)}; the config "
+        f"asks for {describe_model(current)} (first difference: {name}: checkpoint {shape(saved)}, config "
+        f"{shape(current)}); use a new --workdir or the config the checkpoint was trained with"
+    )
+
+
+@contextlib.contextmanager
+def _unfinished_reads_unreported() -> Iterator[None]:
+    """Orbax reads a checkpoint with one coroutine per array; when one read fails, the others can be collected
+    unfinished, and Python would print "Exception ignored in: <coroutine ...>" with a traceback for each. The
+    failure itself is reported once, by `Checkpointer._set_aside`."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        if not inspect.iscoroutine(unraisable.object):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        gc.collect()  # collect the unfinished reads while the hook is in place
+        sys.unraisablehook = previous
 
 
 class Checkpointer:
@@ -173,7 +230,8 @@ class Checkpointer:
                 )
             check_same_model(meta["param_shapes"], param_shapes(abstract_params), self.directory)
             try:
-                restored = self.manager.restore(step, args=ocp.args.Composite(**items))
+                with _unfinished_reads_unreported():
+                    restored = self.manager.restore(step, args=ocp.args.Composite(**items))
             except Exception as e:  # noqa: BLE001
                 self._set_aside(step, e)
                 continue
@@ -182,12 +240,13 @@ class Checkpointer:
 
     def _set_aside(self, step: int, error: Exception) -> None:
         target = os.path.join(self.directory + "_corrupt", str(step))
+        reason = str(error).splitlines()[0].split(" See full TensorStore details")[0][:200]
         logging.warning(
             "checkpoint %d in %s is unreadable (%s: %s); moved to %s, trying the previous one",
             step,
             self.directory,
             type(error).__name__,
-            str(error).splitlines()[0][:200],
+            reason,
             target,
         )
         if jax.process_index() == 0:

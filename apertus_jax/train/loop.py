@@ -70,7 +70,10 @@ def train(run: Run, workdir: str) -> str:
       OSError: `workdir` cannot be created.
     """
     run.warn_if_steps_end_before_cooldown()
+    logging.info("data: building this process's batch source (tokenizer, documents, packing)")
+    start = time.time()
     batches = Prefetcher(run.batch_source(), run.config.train.prefetch_batches)
+    logging.info("data: ready in %.1f s", time.time() - start)
     init_from = run.config.checkpoint.init_from
     if init_from and not os.path.isdir(os.path.join(init_from, "checkpoints")):
         raise FileNotFoundError(
@@ -95,7 +98,9 @@ def train(run: Run, workdir: str) -> str:
                 progress = Progress(**meta["progress"])
                 logging.info("resumed from step %d (%d tokens)", progress.step, progress.tokens)
             else:
+                start = time.time()
                 state, progress = _initial_state(run), Progress()
+                logging.info("state: ready in %.1f s", time.time() - start)
             # Under the mesh, the model's activation constraints (partitioning.constrain) take effect; without it
             # XLA picks activation shardings itself and may replicate the batch.
             with jax.set_mesh(run.mesh):
@@ -109,6 +114,7 @@ def _initial_state(run: Run) -> dict:
     """Random initialization, or the parameters of `checkpoint.init_from` with a fresh optimizer state."""
     source = run.config.checkpoint.init_from
     if not source:
+        logging.info("state: initializing the parameters and optimizer state (seed %d)", run.config.seed)
         return run.spec.init()
     params, meta = restore_workdir_params(source, run.spec.abstract["params"])
     logging.info("initialized the parameters from %s (step %d)", source, meta["progress"]["step"])
@@ -150,6 +156,7 @@ class _Loop:
         self.eod_id = run.tokenizer.eod_id
         self.goldfish_k = config.data.pipeline.goldfish.k if run.reads_pipeline else 0
         self.saved_step = progress.step if checkpointer.all_steps() else -1
+        self.shapes_run: set[tuple[int, int]] = set()  # batch shapes whose step was called (compiled)
         self.last_time = self.last_settle = time.time()
         self.context = LoopContext(
             run,
@@ -278,9 +285,19 @@ class _Loop:
         batch = make_global_batch(local_batch, self.run.mesh)
         rows, length = batch["tokens"].shape
         self.profiler.before_step(completed)
+        first, start = (rows, length) not in self.shapes_run, time.time()
+        if first:
+            logging.info(
+                "train step: compiling for batches of %d x %d tokens (a rerun loads it from the XLA cache)",
+                rows,
+                length,
+            )
         params, opt_state, step_metrics = self.run.train_step(rows).fn(
             self.state["params"], self.state["opt_state"], batch
         )
+        if first:
+            self.shapes_run.add((rows, length))
+            logging.info("train step: ready in %.1f s", time.time() - start)
         self.state = {"params": params, "opt_state": opt_state}
         self.profiler.after_step(completed + 1, step_metrics)
         # Time between two returns from the step call: the step period whether the backend runs the step

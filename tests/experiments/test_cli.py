@@ -46,3 +46,48 @@ def test_usage_error_raised_in_main_is_one_line(tmp_path):
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr[
         -2000:
     ]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--config=configs/runs/tiny_demo.py", "--config.train.lr=abc"],
+            "error: unknown config key train.lr; did you mean --config.optim.peak_lr?",
+        ),
+        (
+            ["--config=configs/runs/no_such_run.py"],
+            "error: --config=configs/runs/no_such_run.py: configs/runs/no_such_run.py does not exist",
+        ),
+    ],
+)
+def test_config_errors_name_the_fix_in_one_line(args, message, tmp_path):
+    """An unknown key points to the closest key of any section; a missing config file is named as missing."""
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.pretrain", *args, f"--workdir={tmp_path}/w"],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(message), result.stderr[-2000:]
+    assert not os.path.exists(tmp_path / "w")
+
+
+def test_unknown_key_of_a_default_study_config_points_to_its_schema():
+    """Overrides of a script's default config file (no --config=) are parsed when the flag is defined."""
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.memorization", "--config.run.train.stepz=3"],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith(
+        "error: unknown config key run.train.stepz; did you mean --config.run.train.steps"
+    )

@@ -140,3 +140,61 @@ def test_unusable_workdir_fails_before_the_mesh_with_one_line(kind, compilation_
     assert len(lines) == 1 and lines[0].startswith(f"error: workdir {workdir} "), result.stderr[-2000:]
     assert "--workdir=" in lines[0]
     assert os.listdir(tmp_path) in ([], ["file"])
+
+
+SHORT = [  # tiny_resume for 4 steps, the LR schedule ending with them (no cooldown warning)
+    "--config.train.steps=4",
+    "--config.optim.warmup_tokens=256",
+    "--config.optim.decay_tokens=256",
+    "--config.optim.total_tokens=1024",
+]
+
+
+def test_first_run_on_an_empty_cache_says_what_it_does_before_step_1(compilation_cache, tmp_path):
+    """Every start-up phase that can take more than a couple of seconds has its line: training the tokenizer,
+    building the data, initializing the state, fetching and loading the evaluation data, compiling the step."""
+    result = subprocess.run(
+        COMMAND
+        + SHORT
+        + [f"--workdir={tmp_path}/w", "--config.eval.every_steps=4", "--config.eval.task_questions=5"],
+        cwd=ROOT,
+        env=_env(compilation_cache, APERTUS_JAX_CACHE=str(tmp_path / "empty_cache")),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    before_step_1 = result.stderr.split("step 1/4")[0]
+    phases = [
+        "tokenizer: training the demo SentencePiece BPE",
+        "data: building this process's batch source",
+        "data: ready in",
+        "state: initializing the parameters",
+        "eval: loading the held-out sets and the tasks ['german_exams_qa']",
+        "fetching evals-3.0.1.post1-py3-none-any.whl from the package index (PyPI)",
+        "held-out sets, 5 questions, ready in",
+        "train step: compiling for batches of 4 x 64 tokens",
+        "train step: ready in",
+    ]
+    positions = [before_step_1.find(phase) for phase in phases]
+    assert -1 not in positions, [p for p, i in zip(phases, positions) if i == -1]
+    assert positions == sorted(positions)
+
+
+def test_corrupt_newest_checkpoint_is_one_warning_then_resumed(compilation_cache, tmp_path):
+    """The newest checkpoint's array files cut short: one warning line on stderr (besides the INFO log), the
+    run resumes from the previous checkpoint and ends."""
+    command = COMMAND + SHORT + [f"--workdir={tmp_path}/w"]
+    env = _env(compilation_cache)
+    first = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    arrays = tmp_path / "w" / "checkpoints" / "4" / "params" / "ocdbt.process_0" / "d"
+    for path in arrays.iterdir():
+        path.write_bytes(path.read_bytes()[:100])
+    second = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    not_info = [line for line in second.stderr.splitlines() if not line.startswith("I")]
+    assert len(not_info) == 1 and not_info[0].startswith("W"), not_info
+    assert "checkpoint 4 in" in not_info[0] and "is unreadable" in not_info[0]
+    assert "resumed from step 2" in second.stderr
+    assert _last_step(str(tmp_path / "w")) == 4

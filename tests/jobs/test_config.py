@@ -9,7 +9,7 @@ import sys
 import ml_collections
 import pytest
 
-from apertus_jax.jobs.config import Config, base_config, parse
+from apertus_jax.jobs.config import Config, base_config, closest_keys, key_paths, parse
 from apertus_jax.train.config import check_layout
 from configs.runs import tiny_demo
 
@@ -141,6 +141,10 @@ def test_parse_round_trips_through_the_dict_and_fills_the_pipeline():
     [
         (lambda c: c.train.unlock().__setitem__("colour", 1), "unknown \\['train.colour'\\]"),
         (
+            lambda c: c.train.unlock().__setitem__("lr", 1e-3),
+            "unknown \\['train.lr'\\], missing \\[\\]; train.lr: did you mean optim.peak_lr\\?$",
+        ),
+        (
             lambda c: c.data.pipeline.components.prose.__setitem__("colour", 1),
             "prose: unknown keys \\['colour'\\]",
         ),
@@ -156,3 +160,16 @@ def test_unknown_keys_are_refused_anywhere_in_the_schema(change, message):
     change(config)
     with pytest.raises(ValueError, match=message):
         parse(config)
+
+
+@pytest.mark.parametrize(
+    "key, expected",
+    [
+        ("train.lr", ["optim.peak_lr"]),  # a word of another section's key
+        ("train.step", ["train.steps", "profile.start_step"]),  # a typo ranks above a shared word
+        ("data.seqlen", ["data.seq_len", "model.max_seq_len"]),
+        ("train.colour", []),  # nothing close: no guess
+    ],
+)
+def test_closest_keys_search_every_section(key, expected):
+    assert closest_keys(key, key_paths(base_config())) == expected

@@ -11,7 +11,13 @@ import pytest
 from apertus_jax.models.partitioning import make_mesh
 from apertus_jax.models.presets import get_config
 from apertus_jax.optim import make_optimizer
-from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, WorkdirLockedError, param_shapes
+from apertus_jax.train.checkpoint import (
+    Checkpointer,
+    WorkdirLock,
+    WorkdirLockedError,
+    check_same_model,
+    param_shapes,
+)
 from apertus_jax.train.sharding import batch_sharding, make_global_batch
 from apertus_jax.train.step import make_train_step
 from apertus_jax.train.train_state import make_param_spec, make_train_state_spec
@@ -103,7 +109,7 @@ def test_checkpoint_of_another_model_shape_is_refused_untouched(saved, demo_iter
     before = sorted(os.walk(directory))
     other = MODEL.replace(d_model=48)
     spec = make_train_state_spec(other, TX, make_mesh(1, 8, 1), seed=0)
-    with pytest.raises(ValueError, match="different model shape"):
+    with pytest.raises(ValueError, match="of another model"):
         Checkpointer(directory, keep=5).restore_latest(spec.abstract, demo_iterator())
     assert sorted(os.walk(directory)) == before
 
@@ -155,3 +161,25 @@ def test_workdir_lock_excludes_a_second_run(tmp_path):
                 pass
     with WorkdirLock(str(tmp_path)):  # released
         pass
+
+
+@pytest.mark.parametrize("scan_layers", [False, True])
+def test_another_model_is_described_in_words(scan_layers):
+    """2 layers saved, 4 asked for: the message says so (an unscanned run's missing layer was `None` before)."""
+    mesh = make_mesh(1, 1, 1, jax.devices()[:1])
+
+    def shapes(n_layers):
+        model = MODEL.replace(n_layers=n_layers, scan_layers=scan_layers)
+        return param_shapes(make_param_spec(model, mesh, seed=0).abstract)
+
+    with pytest.raises(ValueError) as error:
+        check_same_model(shapes(2), shapes(4), "/runs/a/checkpoints")
+    message = str(error.value)
+    words = (
+        f"d_model {MODEL.d_model}, {MODEL.n_heads} query and {MODEL.n_kv_heads} KV heads of {MODEL.head_dim}"
+    )
+    assert message.startswith(
+        f"/runs/a/checkpoints holds a checkpoint of another model: the checkpoint has 2 layers, {words}"
+    ), message
+    assert f"; the config asks for 4 layers, {words}" in message
+    assert f"a {MODEL.vocab_size}-id vocabulary" in message and "None" not in message

@@ -101,7 +101,7 @@ def _bad(**changes):
             },
             "/nonexistent/shards",
         ),
-        ({"model.d_model": 64}, "different model shape"),
+        ({"model.d_model": 64}, "of another model"),
     ],
     ids=["unknown-key", "mesh", "batch-vs-data-axis", "tokenizer-vocab", "missing-data", "other-model-shape"],
 )
