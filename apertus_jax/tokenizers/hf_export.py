@@ -41,8 +41,8 @@ from apertus_jax.tokenizers.sentencepiece_model import SentencePieceTokenizer
 from apertus_jax.tokenizers.tekken import NUM_SPECIAL, TekkenTokenizer
 
 SPM_SPACE = "▁"
-# SentencePiece piece types (sentencepiece_model.proto).
-_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
+# SentencePiece piece types (sentencepiece_model.proto); merges form NORMAL pieces only, never UNUSED (5) ones.
+_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _BYTE = 1, 2, 3, 4, 6
 TEKKEN_NAMES = ("<unk>", "<s>", "</s>", "<pad>")
 
 
@@ -82,14 +82,14 @@ def hf_tokenizer(tokenizer: Tokenizer, names: Mapping[int, str] | None = None) -
 
 
 def special_token_names(tokenizer: Tokenizer, hf: tokenizers.Tokenizer) -> dict[str, str]:
-    """`bos_token`, `eos_token`, `pad_token` (and `unk_token` where id 0 is one) of `hf` as `tokenizer` uses
-    them (BoD, EoD, pad ids), for `tokenizer_config.json`."""
+    """`bos_token`, `eos_token`, `pad_token` of `hf` as `tokenizer` uses them (its BoD, EoD and pad ids), and
+    `unk_token` where the model has one, for `tokenizer_config.json`."""
     out = {
         "bos_token": hf.id_to_token(tokenizer.bod_id),
         "eos_token": hf.id_to_token(tokenizer.eod_id),
         "pad_token": hf.id_to_token(tokenizer.pad_id),
     }
-    unk = json.loads(hf.to_str())["model"].get("unk_token")
+    unk = getattr(hf.model, "unk_token", None)
     if unk:
         out["unk_token"] = unk
     return out
@@ -133,7 +133,7 @@ def _from_sentencepiece(tokenizer: SentencePieceTokenizer, names: dict[int, str]
             "train it with `python -m experiments.train_tokenizer`"
         )
     pieces = [(p.piece, p.score, p.type) for p in proto.pieces]
-    if any(kind_ == _USER_DEFINED for _, _, kind_ in pieces):
+    if any(type_ == _USER_DEFINED for _, _, type_ in pieces):
         raise ValueError(f"{kind}: user-defined pieces are not converted")
     vocab = {piece: i for i, (piece, _, _) in enumerate(pieces)}
     renamable = {i for i, (_, _, t) in enumerate(pieces) if t in (_CONTROL, _BYTE, _UNKNOWN)}
