@@ -1,6 +1,6 @@
 """HF export of a training workdir: weights, config, tokenizer files, the provenance record and the model card,
 read back with transformers (`AutoTokenizer`, `AutoModelForCausalLM`, the text-generation pipeline) for a
-demo run, a post-trained run and a tekken run."""
+demo run, a post-trained run, a tekken run and a run with an `hf:` tokenizer.json."""
 
 import json
 import os
@@ -58,7 +58,16 @@ def tekken_export(tmp_path_factory):
     return _export(workdir, tmp_path_factory.mktemp("tekken_hf"))
 
 
-EXPORTS = ("demo_export", "posttrained_export", "tekken_export")
+@pytest.fixture(scope="module")
+def hf_file_export(hf_dir, tmp_path_factory):
+    """A run with an `hf:` tokenizer: the 512-id byte-level BPE tokenizer.json of the `hf_dir` fixture."""
+    workdir = tmp_path_factory.mktemp("hf_file")
+    write_tiny_workdir(str(workdir), 3, tokenizer=f"hf:{hf_dir}/tokenizer.json")
+    return _export(workdir, tmp_path_factory.mktemp("hf_file_hf"))
+
+
+EXPORTS = ("demo_export", "posttrained_export", "tekken_export", "hf_file_export")
+VOCAB_SIZES = {"tekken_export": 131_072, "hf_file_export": 512}
 
 
 def udhr_lines():
@@ -123,7 +132,7 @@ def test_auto_tokenizer_encodes_and_decodes_udhr_like_the_run(which, request):
     framed = [[ours.bod_id, *ids, ours.eod_id] for ids in expected[:50]]
     assert theirs.batch_decode(framed, skip_special_tokens=True) == lines[:50]
     assert (theirs.bos_token_id, theirs.eos_token_id, theirs.pad_token_id) == (1, 2, 3)
-    assert len(theirs) == ours.vocab_size == {"tekken_export": 131_072}.get(which, 1024)
+    assert len(theirs) == ours.vocab_size == VOCAB_SIZES.get(which, 1024)
 
 
 @pytest.mark.parametrize("which", ["demo_export", "tekken_export"])
