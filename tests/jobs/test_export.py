@@ -125,9 +125,8 @@ def test_auto_tokenizer_encodes_and_decodes_udhr_like_the_run(which, request):
     assert len(lines) == 3 * 521 and len(languages) == 439
     expected = ours.encode_batch(lines)
     assert theirs(lines, add_special_tokens=False)["input_ids"] == expected
-    assert theirs(lines)["input_ids"] == [
-        [ours.bod_id, *ids] for ids in expected
-    ]  # BoD first, as in training
+    # With special tokens (transformers' default), BoD comes first, as in every training document.
+    assert theirs(lines)["input_ids"] == [[ours.bod_id, *ids] for ids in expected]
     assert [theirs.decode(ids) for ids in expected] == [ours.decode(ids) for ids in expected] == lines
     framed = [[ours.bod_id, *ids, ours.eod_id] for ids in expected[:50]]
     assert theirs.batch_decode(framed, skip_special_tokens=True) == lines[:50]
@@ -192,26 +191,23 @@ def test_chat_template_renders_the_project_chat_format(spec, posttrained_export,
         hf.apply_chat_template([{"role": "tool", "content": "42"}], tokenize=False)
 
 
-def test_posttrained_export_stops_at_the_end_of_the_answer(posttrained_export):
-    """The chat pipeline renders the prompt with the template and stops at `<|assistant_end|>` (a stop id of
-    generation_config.json), as `chat.decode_reply` cuts our greedy reply."""
+def test_chat_pipeline_answers_like_our_greedy_reply(posttrained_export):
+    """The chat pipeline renders the prompt with the template, answers with the text `chat.decode_reply` makes
+    of our greedy reply, and stops at `<|assistant_end|>` or `</s>` (generation_config.json). The tiny
+    untrained model emits neither in 12 tokens, so both generate all 12."""
     transformers = pytest.importorskip("transformers")
     workdir, out, _ = posttrained_export
     trained = load_workdir(workdir)
     end = chat.role_token_ids(trained.tokenizer)["assistant"][1]
-    generation = json.loads((pathlib.Path(out) / export.GENERATION_CONFIG).read_text())
-    assert generation["eos_token_id"] == [2, end] == [2, 259]
     messages = conversations()[0][:1]
     new = generate(trained.model, [chat.render_prompt(messages, trained.tokenizer)], max_new_tokens=12)[0]
-    stops = [i for i, token in enumerate(new.tolist()) if token in (2, end)]
-    new = new[: stops[0] + 1] if stops else new
+    assert not {2, end} & set(new.tolist())
     generator = transformers.pipeline("text-generation", model=out)
+    assert generator.model.generation_config.eos_token_id == [2, end] == [2, 259]
     (result,) = generator(messages, max_new_tokens=12, do_sample=False)
     assert result["generated_text"][:-1] == messages
-    assert result["generated_text"][-1] == {
-        "role": "assistant",
-        "content": chat.decode_reply(new, trained.tokenizer),
-    }
+    reply = chat.decode_reply(new, trained.tokenizer)
+    assert result["generated_text"][-1] == {"role": "assistant", "content": reply} and len(reply) > 5
 
 
 LOAD_SCRIPT = """
