@@ -2,6 +2,7 @@
 decodes every UDHR translation like the tokenizer itself; role names; refused conversions."""
 
 import pytest
+import sentencepiece as spm
 
 from apertus_jax.data import demo_corpus
 from apertus_jax.data.tokenizer import demo_tokenizer
@@ -67,3 +68,26 @@ def test_names_that_cannot_be_given_are_refused():
         hf_tokenizer(tokenizer, {256: piece})
     with pytest.raises(ValueError, match="ids \\[1000\\] are not control ids"):
         hf_tokenizer(load_tokenizer("tekken"), {1000: "<|user_start|>"})
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"model_type": "unigram"}, "only BPE models with the whitespace as prefix are converted"),
+        ({"normalization_rule_name": "nmt_nfkc"}, "only identity normalization without whitespace removal"),
+    ],
+)
+def test_sentencepiece_models_it_cannot_reproduce_are_refused(settings, message, tmp_path):
+    texts = [demo_corpus.load_udhr()[code] for code in ("eng", "deu_1996", "fra")]
+    path = tmp_path / "other.model"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([line for text in texts for line in text.splitlines() if line.strip()]),
+        model_prefix=str(path.with_suffix("")),
+        vocab_size=400,
+        byte_fallback=True,
+        minloglevel=2,
+        **{"model_type": "bpe", "normalization_rule_name": "identity", **settings},
+    )
+    with pytest.raises(ValueError, match=message) as error:
+        hf_tokenizer(load_tokenizer(f"sentencepiece:{path}"))
+    assert "\n" not in str(error.value)
