@@ -1,10 +1,13 @@
-"""Export a training run as a HF checkpoint with its data statement (`apertus_jax.jobs.export.export_hf`).
+"""Export a training run as a HF checkpoint with its tokenizer and data statement
+(`apertus_jax.jobs.export.export_hf`, docs/export.md).
 
     python -m experiments.export_hf --workdir=/tmp/apertus_demo --out=/tmp/apertus_demo_hf
 
-Writes `config.json` + `model.safetensors` (loadable with transformers' `ApertusForCausalLM`), the run's
-provenance record as `training_data.json` (sources, licences, tokens consumed per component, preparation
-statistics) and a model card `README.md`. A bad workdir ends with one line on stderr and exit status 2.
+Writes `config.json` + `model.safetensors` (loadable with transformers' `ApertusForCausalLM`), `tokenizer.json`,
+`tokenizer_config.json` (special tokens; the chat template of a post-trained run) and `generation_config.json`
+for `AutoTokenizer` and `pipeline("text-generation")`, the run's provenance record as `training_data.json`
+(sources, licences, tokens consumed per component, preparation statistics) and a model card `README.md`. A bad
+workdir ends with one line on stderr and exit status 2.
 """
 
 from absl import flags

@@ -1,8 +1,21 @@
-"""Export a training run as a HF checkpoint with its data statement (`experiments.export_hf`).
+"""Export a training run as a HF checkpoint with its tokenizer and data statement (`experiments.export_hf`).
 
-Writes `config.json` + `model.safetensors` (`apertus_jax.models.hf.save_hf`, loadable with transformers'
-`ApertusForCausalLM`), the run's provenance record (`apertus_jax.jobs.records`) as `training_data.json` and a
-model card `README.md` with the table of sources, licences and tokens.
+Writes, each file atomically with the permissions of a plain `open()` (0644 under the usual umask 022):
+
+- `config.json` + `model.safetensors` (`apertus_jax.models.hf.save_hf`, loadable with transformers'
+  `ApertusForCausalLM` / `LlamaForCausalLM`), with the run tokenizer's BoS/EoS/pad ids;
+- `tokenizer.json`: the run's tokenizer as the `tokenizers` library serializes it
+  (`apertus_jax.tokenizers.hf_export`: the demo SentencePiece BPE, tekken, or the `hf:` file), encoding and
+  decoding like the run's tokenizer, BoD first when special tokens are added;
+- `tokenizer_config.json`: the special tokens as the run uses them (`bos_token` = BoD, `eos_token` = EoD,
+  `pad_token`); for a post-trained run (`posttrain.data` set) also the chat role tokens and the Jinja
+  `chat_template` of the project's chat format (`apertus_jax.posttrain.chat.CHAT_TEMPLATE`);
+- `generation_config.json`: BoS/EoS/pad ids; a post-trained run also stops at `<|assistant_end|>`;
+- the run's provenance record (`apertus_jax.jobs.records`) as `training_data.json` and a model card
+  `README.md` with the table of sources, licences and tokens.
+
+Every file's content is built before the first one is written, so a run that cannot be exported leaves the
+output directory as it was.
 """
 
 from __future__ import annotations
@@ -14,18 +27,64 @@ from apertus_jax import files
 from apertus_jax.jobs.records import load_provenance, model_card
 from apertus_jax.jobs.workdir import load_workdir
 from apertus_jax.models.hf import save_hf
+from apertus_jax.posttrain import chat
+from apertus_jax.tokenizers.base import Tokenizer
+from apertus_jax.tokenizers.hf_export import hf_tokenizer, special_token_names
 
 EXPORT_FILE = "training_data.json"
 MODEL_CARD = "README.md"
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+GENERATION_CONFIG = "generation_config.json"
+
+
+def tokenizer_files(
+    tokenizer: Tokenizer, posttrained: bool
+) -> tuple[dict[str, str], dict[str, int | list[int]]]:
+    """The tokenizer files of an export and the special ids of its `config.json`.
+
+    Args:
+      tokenizer: the run's tokenizer.
+      posttrained: add the chat role tokens, the chat template and `<|assistant_end|>` as a stop id.
+
+    Returns:
+      `({file name: text} of tokenizer.json, tokenizer_config.json, generation_config.json,
+      {"bos_id", "eos_id", "pad_id"})`.
+
+    Raises:
+      ValueError: a tokenizer without a tokenizer.json conversion, or a post-trained run's tokenizer without
+        role tokens (`hf_export.hf_tokenizer`, `chat.role_token_ids`).
+    """
+    roles = chat.role_token_names(tokenizer) if posttrained else {}
+    hf = hf_tokenizer(tokenizer, roles)
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        **special_token_names(tokenizer, hf),
+        # transformers' default cleanup would drop the space before "." or "'s": decode must give the run's text.
+        "clean_up_tokenization_spaces": False,
+    }
+    eos_ids: int | list[int] = tokenizer.eod_id
+    if posttrained:
+        config["additional_special_tokens"] = [roles[i] for i in sorted(roles)]
+        config["chat_template"] = chat.CHAT_TEMPLATE
+        eos_ids = [tokenizer.eod_id, chat.role_token_ids(tokenizer)["assistant"][1]]
+    generation = {"bos_token_id": tokenizer.bod_id, "eos_token_id": eos_ids, "pad_token_id": tokenizer.pad_id}
+    texts = {
+        TOKENIZER_FILE: hf.to_str(),
+        TOKENIZER_CONFIG: json.dumps(config, indent=2, ensure_ascii=False) + "\n",
+        GENERATION_CONFIG: json.dumps(generation, indent=2) + "\n",
+    }
+    return texts, {"bos_id": tokenizer.bod_id, "eos_id": tokenizer.eod_id, "pad_id": tokenizer.pad_id}
 
 
 def export_hf(workdir: str, directory: str) -> dict:
-    """Exports the newest checkpoint of `workdir` as a HF checkpoint with its data statement into
-    `directory`; returns the provenance record.
+    """Exports the newest checkpoint of `workdir` as a HF checkpoint with its tokenizer and data statement
+    into `directory` (module docstring); returns the provenance record.
 
     Raises:
       FileNotFoundError: a missing workdir, no checkpoint or no provenance record.
-      ValueError: the newest checkpoint and the provenance record are of different steps.
+      ValueError: the newest checkpoint and the provenance record are of different steps; as
+        `tokenizer_files` and `models.hf.to_hf`.
     """
     provenance = load_provenance(workdir)
     trained = load_workdir(workdir)
@@ -35,9 +94,10 @@ def export_hf(workdir: str, directory: str) -> dict:
             f"{provenance['step']}; "
             "the run stopped between its checkpoint and its record, resume it to rewrite the record"
         )
-    save_hf(trained.model, directory)
-    files.write_text(
-        os.path.join(directory, EXPORT_FILE), json.dumps(provenance, indent=1, sort_keys=True) + "\n"
-    )
-    files.write_text(os.path.join(directory, MODEL_CARD), model_card(provenance))
+    texts, special_ids = tokenizer_files(trained.tokenizer, posttrained=bool(trained.config.posttrain.data))
+    texts[EXPORT_FILE] = json.dumps(provenance, indent=1, sort_keys=True) + "\n"
+    texts[MODEL_CARD] = model_card(provenance)
+    save_hf(trained.model, directory, **special_ids)
+    for name, text in texts.items():
+        files.write_text(os.path.join(directory, name), text)
     return provenance

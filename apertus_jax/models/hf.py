@@ -174,10 +174,26 @@ def hf_model_type(config: ModelConfig) -> str:
     return "llama"
 
 
-def config_to_hf(config: ModelConfig) -> dict:
+def hf_max_positions(config: ModelConfig) -> int:
+    """`max_position_embeddings` of the HF config of `config`: `max_seq_len`, except under llama3 RoPE scaling
+    with `max_seq_len <= rope_original_max_position_embeddings`, where it is `rope_factor` times the original
+    length: the context the scaled frequencies are made for (Apertus pretraining: 4,096-token rows, original
+    8,192, factor 8 -> 65,536; docs/recipe.md section 1). transformers warns on every load of a llama3 config
+    whose original length is not below `max_position_embeddings`. `max_seq_len` does not enter the forward
+    pass (`ModelConfig`), so the logits are the same; `config_from_hf` reads the value back as `max_seq_len`.
+    """
+    original = config.rope_original_max_position_embeddings
+    if config.rope_scaling == "llama3" and config.max_seq_len <= original:
+        return int(config.rope_factor * original)
+    return config.max_seq_len
+
+
+def config_to_hf(config: ModelConfig, bos_id: int = 1, eos_id: int | list[int] = 2, pad_id: int = 3) -> dict:
     """A `config.json` dict for `transformers.ApertusForCausalLM` or `LlamaForCausalLM` equivalent to `config`.
 
-    The class follows `hf_model_type(config)`.
+    The class follows `hf_model_type(config)`; `max_position_embeddings` is `hf_max_positions(config)`.
+    `bos_id`, `eos_id` (one id or a list), `pad_id`: the tokenizer's special ids (default: the tekken layout
+    BoD 1, EoD 2, pad 3 that the trained SentencePiece models share).
 
     Raises:
       ValueError: as `hf_model_type`.
@@ -203,15 +219,15 @@ def config_to_hf(config: ModelConfig) -> dict:
         "num_key_value_heads": config.n_kv_heads,
         "head_dim": config.head_dim,
         "hidden_act": "xielu",
-        "max_position_embeddings": config.max_seq_len,
+        "max_position_embeddings": hf_max_positions(config),
         "rms_norm_eps": config.rms_norm_eps,
         "rope_parameters": rope,
         "tie_word_embeddings": config.tie_embeddings,
         "attention_bias": False,
         "attention_dropout": 0.0,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "pad_token_id": 3,
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_id,
+        "pad_token_id": pad_id,
         "dtype": "float32",
     }
     if model_type == "llama":
@@ -318,18 +334,19 @@ def _zeros_model(config: ModelConfig) -> Apertus:
     return nnx.merge(graphdef, jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), abstract))
 
 
-def to_hf(model: Apertus) -> tuple[dict[str, np.ndarray], dict]:
+def to_hf(model: Apertus, **special_ids) -> tuple[dict[str, np.ndarray], dict]:
     """The HF state dict (float32 numpy, `[out, in]` linears) and config dict of `model`: an
     `ApertusForCausalLM` one for the Apertus architecture, a `LlamaForCausalLM` one for SwiGLU without QK-norm.
 
     Writes the xIELU constants `beta`/`eps` of Apertus too (they are persistent buffers in transformers). A
-    tied model has no `lm_head.weight` entry (transformers re-ties it from the embedding).
+    tied model has no `lm_head.weight` entry (transformers re-ties it from the embedding). `special_ids`:
+    `bos_id`, `eos_id`, `pad_id` as in `config_to_hf`.
 
     Raises:
       ValueError: `model.config` has no transformers equivalent (see `hf_model_type`).
     """
     cfg = model.config
-    hf_config = config_to_hf(cfg)
+    hf_config = config_to_hf(cfg, **special_ids)
     weights = {name: np.asarray(w, dtype=np.float32) for name, w in export_weights(model).items()}
     state_dict = {
         "model.embed_tokens.weight": weights["embed"],
@@ -349,9 +366,9 @@ def to_hf(model: Apertus) -> tuple[dict[str, np.ndarray], dict]:
 # ---------------------------------------------------------------- files
 
 
-def save_hf(model: Apertus, directory: str | os.PathLike) -> None:
+def save_hf(model: Apertus, directory: str | os.PathLike, **special_ids) -> None:
     """Write `config.json` and `model.safetensors` for `transformers.AutoModelForCausalLM.from_pretrained`
-    (`ApertusForCausalLM` or `LlamaForCausalLM`, see `to_hf`).
+    (`ApertusForCausalLM` or `LlamaForCausalLM`, see `to_hf`; `special_ids` as there).
 
     Each file is written atomically (`apertus_jax.files`), so an interrupted save never leaves a half-written
     file under its final name.
@@ -359,7 +376,7 @@ def save_hf(model: Apertus, directory: str | os.PathLike) -> None:
     Raises:
       ValueError: as `to_hf`.
     """
-    state_dict, hf_config = to_hf(model)
+    state_dict, hf_config = to_hf(model, **special_ids)
     with files.atomic_path(os.path.join(directory, WEIGHTS_FILE)) as tmp:
         save_file(state_dict, tmp, metadata={"format": "pt"})
     files.write_json(os.path.join(directory, CONFIG_FILE), hf_config, indent=2, sort_keys=True)

@@ -33,6 +33,25 @@ from apertus_jax.tokenizers.tekken import TekkenTokenizer
 ROLES = ("system", "developer", "user", "assistant")
 TEKKEN_FIRST_ROLE_ID = 61
 FIRST_SPARE_UTF8_BYTE = 0xF8
+# The names of the role tokens in a HF export (`role_token_names`, `CHAT_TEMPLATE`).
+ROLE_TOKENS = {role: (f"<|{role}_start|>", f"<|{role}_end|>") for role in ROLES}
+
+# `render_conversation` / `render_prompt` as the Jinja chat template of a HF export (transformers'
+# `apply_chat_template` passes `messages`, `add_generation_prompt`, `bos_token`, `eos_token`). The text renders
+# the role tokens by name; the tokenizer.json splits them off before it encodes each message content on its own.
+CHAT_TEMPLATE = (
+    "{{- bos_token -}}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] not in " + repr(list(ROLES)) + " -%}"
+    "{{- raise_exception('unknown chat role ' + message['role'] + '; use one of "
+    + ", ".join(ROLES)
+    + "') -}}"
+    "{%- endif -%}"
+    "{{- '<|' + message['role'] + '_start|>' + message['content'] + '<|' + message['role'] + '_end|>' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '" + ROLE_TOKENS["assistant"][0] + "' -}}"
+    "{%- else -%}{{- eos_token -}}{%- endif -%}"
+)
 
 
 def role_token_ids(tokenizer: Tokenizer) -> dict[str, tuple[int, int]]:
@@ -57,6 +76,16 @@ def role_token_ids(tokenizer: Tokenizer) -> dict[str, tuple[int, int]]:
             "byte-fallback models only; use data.tokenizer 'tekken', 'demo' or 'sentencepiece:PATH'"
         )
     return {role: (ids[2 * i], ids[2 * i + 1]) for i, role in enumerate(ROLES)}
+
+
+def role_token_names(tokenizer: Tokenizer) -> dict[int, str]:
+    """id -> name (`ROLE_TOKENS`, e.g. "<|user_start|>") of the tokenizer's role tokens, for a HF export.
+
+    Raises:
+      ValueError: as `role_token_ids`.
+    """
+    ids = role_token_ids(tokenizer)
+    return {i: name for role in ROLES for i, name in zip(ids[role], ROLE_TOKENS[role])}
 
 
 def render_conversation(messages: Sequence[dict], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:

@@ -11,6 +11,10 @@ Under the reference policy R_q is uniform on [0, 1], so the partition function i
 evaluates its log without overflow. Apertus (tech report section 4.3) divides beta by the completion length
 |y| (tokens) in every term, including the partition function: beta -> b / |y|.
 
+`variant="apertus_trainer"` computes the loss as the Apertus post-training trainer does (docs/posttrain.md):
+b' = min(b / |y|, 0.1) (b' = min(b, 0.1) without length normalization) and b' log Z_q(b') ~ b' log b' + 1, the
+simplified partition function. The cap changes the loss wherever b / |y| > 0.1 (|y| < 50 tokens at b = 5).
+
 DPO (Rafailov et al. 2023): `-log sigmoid(beta log-ratio(chosen) - beta log-ratio(rejected))`, with the same
 optional length normalization (beta / |y| per completion).
 
@@ -78,14 +82,38 @@ def _beta(beta: float, lengths: jax.Array, length_normalized: bool) -> jax.Array
     return beta / jnp.maximum(lengths, 1.0) if length_normalized else jnp.full_like(lengths, beta)
 
 
-def qrpo_terms(logp, ref_logp, quantile, lengths, beta: float, length_normalized: bool):
-    """Per-completion QRPO residual `R_q - b' log Z_q(b') - b' (logp - ref_logp)` and b' (same shapes)."""
+# The Apertus trainer's cap on b' (its reason: the gradient norm grows too large for short completions).
+APERTUS_TRAINER_MAX_BETA = 0.1
+
+
+def qrpo_terms(
+    logp, ref_logp, quantile, lengths, beta: float, length_normalized: bool, variant: str = "exact"
+):
+    """Per-completion QRPO residual `R_q - b' log Z_q(b') - b' (logp - ref_logp)` and b'.
+
+    Args:
+      logp, ref_logp: float32 `[...]` summed log-probabilities (nats) of each completion under the policy and
+        the reference. quantile: float32 `[...]` R_q in [0, 1]. lengths: float32 `[...]` |y| in tokens.
+      beta: b > 0. length_normalized: b' = b / |y| (else b).
+      variant: "exact" (b' log Z_q(b') with `log_partition`) or "apertus_trainer" (b' capped at
+        `APERTUS_TRAINER_MAX_BETA`, b' log Z_q ~ b' log b' + 1; module docstring).
+
+    Returns:
+      `(residual, b')`, float32 arrays of the shape of `logp`.
+    """
     b = _beta(beta, lengths, length_normalized)
-    return quantile - b * log_partition(b) - b * (logp - ref_logp), b
+    if variant == "apertus_trainer":
+        b = jnp.minimum(b, APERTUS_TRAINER_MAX_BETA)
+        # b log(b (e^{1/b} - 1)) without the log(1 - e^{-1/b}) term, which is below 5e-5 for b <= 0.1.
+        b_log_z = b * jnp.log(b) + 1.0
+    else:
+        b_log_z = b * log_partition(b)
+    return quantile - b_log_z - b * (logp - ref_logp), b
 
 
-def qrpo_loss(beta: float, length_normalized: bool) -> Callable:
-    """The train step's `loss_fn(logits, mb) -> (loss_sum, sums)` of QRPO (see the module docstring).
+def qrpo_loss(beta: float, length_normalized: bool, variant: str = "exact") -> Callable:
+    """The train step's `loss_fn(logits, mb) -> (loss_sum, sums)` of QRPO (see the module docstring;
+    `variant` as in `qrpo_terms`).
 
     Every non-empty slot is one example: loss_sum = sum of squared residuals, count = examples.
     sums also hold the per-example means of quantile_reward, log_ratio (log pi/pi_ref of the completion)
@@ -95,7 +123,7 @@ def qrpo_loss(beta: float, length_normalized: bool) -> Callable:
     def loss_fn(logits, mb):
         logp, lengths = slot_logprobs(logits, mb)
         residual, _ = qrpo_terms(
-            logp, mb["ref_logprobs"], mb["quantile_reward"], lengths, beta, length_normalized
+            logp, mb["ref_logprobs"], mb["quantile_reward"], lengths, beta, length_normalized, variant
         )
         valid = lengths > 0
         where = lambda x: jnp.sum(jnp.where(valid, x, 0.0))
@@ -146,7 +174,9 @@ def objective_for(posttrain) -> Objective | None:
     batch arrays `PREFERENCE_KEYS`."""
     arrays = {key: ((SLOTS,), "float32") for key in PREFERENCE_KEYS}
     if posttrain.objective == "qrpo":
-        return Objective(qrpo_loss(posttrain.beta, posttrain.length_normalized), arrays)
+        return Objective(
+            qrpo_loss(posttrain.beta, posttrain.length_normalized, posttrain.qrpo_variant), arrays
+        )
     if posttrain.objective == "dpo":
         return Objective(dpo_loss(posttrain.beta, posttrain.length_normalized), arrays)
     return None

@@ -18,6 +18,8 @@ line by line the way Google's parser does and hands protego a clean file that gi
   5. `User-agent: GPTBot/1.0` applies to GPTBot (the product token `[A-Za-z_-]*` is compared), and a
      group's agent must equal the crawler's name case-insensitively, so `User-agent: Applebot` rules do
      not apply to Applebot-Extended (protego matches it as a prefix).
+A document's URL is read as Google's parser reads it (`split_url`, robots.cc GetPathParamsQuery): a URL
+without a scheme (`example.com/a`, `//example.com/a`) still names its host, and the fragment is dropped.
 docs/robots.md lists the cases where the project deliberately reads a file differently from Google's
 parser; tests/prep/test_robots.py holds a table of Google's parsing behaviour.
 """
@@ -57,6 +59,9 @@ _ASCII_WHITESPACE = " \t\n\v\f\r"
 _LINE_END = re.compile(r"\r\n|\r|\n")
 # Characters that protego's `str.splitlines` would take as line ends but Google's parser keeps in the value.
 _HIDDEN_LINE_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_PATH_START = re.compile("[/?;]")
+# protego reads the path from a URL; with an authority before it, a path that starts with "//" stays a path.
+_MATCH_ORIGIN = "http://robots.invalid"
 
 
 def decode_robots_txt(body: bytes) -> str:
@@ -126,22 +131,58 @@ def _parser(robots_txt: str, agent: str) -> Protego:
     return Protego.parse(normalize_for_agent(robots_txt, agent))
 
 
+def split_url(url: str) -> tuple[str, str]:
+    """(host, path) of `url` as Google's parser reads a URL (google/robotstxt robots.cc, GetPathParamsQuery).
+
+    Two leading slashes are skipped; "://" ends a scheme only if no "/", "?" or ";" comes before it; the path
+    starts at the first "/", "?" or ";" after the scheme (or at the start), so `example.com/a` is host
+    `example.com`, path `/a`, and `a/b` is host `a`, path `/b`. The path runs to the first "#" (the fragment
+    is dropped) and gets a leading "/" when it starts with "?" or ";"; a URL without a path, or with a "#"
+    before it, has path "/". The host is what lies between the scheme and the path (or the "#"), without
+    user info and port, lower-cased; '' for a URL that starts with its path ("/a").
+
+    Returns:
+      `(host, path)`: the host to look up in a snapshot and the path, params and query rules match.
+    """
+    start = 2 if url.startswith("//") else 0
+    early = _PATH_START.search(url, start)
+    scheme_end = url.find("://", start)
+    if scheme_end < 0 or (early and early.start() < scheme_end):
+        authority_start = start
+    else:
+        authority_start = scheme_end + 3
+    path_match = _PATH_START.search(url, authority_start)
+    hash_at = url.find("#", start)
+    path_start = path_match.start() if path_match else len(url)
+    authority_end = path_start if hash_at < 0 else min(path_start, max(hash_at, authority_start))
+    try:
+        host = urlsplit("//" + url[authority_start:authority_end]).hostname or ""
+    except ValueError:  # an unbalanced "[" of an IPv6 literal: no host to look up
+        host = ""
+    if not path_match or 0 <= hash_at < path_start:
+        return host.lower(), "/"
+    path = url[path_start : hash_at if hash_at >= 0 else len(url)]
+    return host.lower(), path if path.startswith("/") else "/" + path
+
+
 def blocked_agents(robots_txt: str | None, url: str, agents: Iterable[str] = AI_AGENTS) -> list[str]:
     """Agents of `agents` that may not fetch `url` under `robots_txt` (None: no file, everything allowed).
 
     Args:
       robots_txt: text of the host's robots.txt, or None when it is missing or unreachable.
-      url: absolute URL (`https://host/path?query`); in `domain` mode pass the host root `https://host/`.
+      url: the document's URL, with or without a scheme (`https://host/path?query`, `host/path`), or a path;
+        rules match its path as `split_url` extracts it. In `domain` mode pass the host root.
     Returns: blocked agent names, in the order of `agents`.
     """
     if robots_txt is None:
         return []
-    return [agent for agent in agents if not _parser(robots_txt, agent).can_fetch(url, agent)]
+    target = _MATCH_ORIGIN + split_url(url)[1]
+    return [agent for agent in agents if not _parser(robots_txt, agent).can_fetch(target, agent)]
 
 
 def host_of(url: str) -> str:
-    """Lower-cased host of an absolute URL, without port; '' if the URL has none."""
-    return (urlsplit(url).hostname or "").lower()
+    """Lower-cased host of `url` as `split_url` reads it (scheme optional), without port; '' if it has none."""
+    return split_url(url)[0]
 
 
 class RobotsSnapshot(Mapping):
@@ -221,7 +262,6 @@ def check_document(
     """
     if mode not in MODES:
         raise ValueError(f"robots mode {mode!r} unknown; use one of {MODES}")
-    host = host_of(url)
+    host, path = split_url(url)
     robots_txt = snapshot.get(host) if host else None
-    target = f"{urlsplit(url).scheme or 'https'}://{host}/" if mode == "domain" else url
-    return blocked_agents(robots_txt, target, tuple(agents))
+    return blocked_agents(robots_txt, "/" if mode == "domain" else path, tuple(agents))

@@ -29,6 +29,9 @@ class HFTokenizer(Tokenizer):
       bod_token, eod_token, pad_token: token strings that override the lookup described above.
       name: display name; defaults to "hf:<parent folder>/<file name>".
 
+    Attributes:
+      path: the `tokenizer.json` file (read again by `tokenizers.hf_export`).
+
     Raises:
       FileNotFoundError: `path` does not exist.
       ValueError: no EoD token can be found, or an explicit token is not in the vocabulary.
@@ -44,6 +47,7 @@ class HFTokenizer(Tokenizer):
     ):
         if not os.path.exists(path):
             raise FileNotFoundError(f"HF tokenizer file {path} not found; pass the path of a tokenizer.json")
+        self.path = path
         self._tokenizer = tokenizers.Tokenizer.from_file(path)
         eod_id = self._find_id(path, eod_token, EOD_TOKENS)
         if eod_id is None:

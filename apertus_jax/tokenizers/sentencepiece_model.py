@@ -22,6 +22,9 @@ class SentencePieceTokenizer(Tokenizer):
       path: the SentencePiece `.model` file.
       num_threads: threads of `encode_batch`.
 
+    Attributes:
+      path: the `.model` file (read again by `tokenizers.hf_export`).
+
     Raises:
       FileNotFoundError: `path` does not exist.
       ValueError: the model has no BoD (bos) or EoD (eos) piece.
@@ -33,6 +36,7 @@ class SentencePieceTokenizer(Tokenizer):
                 f"SentencePiece model {path} not found; train one with "
                 "`python -m experiments.train_tokenizer`"
             )
+        self.path = path
         self._processor = spm.SentencePieceProcessor(model_file=path)
         bod_id, eod_id, pad_id = (
             self._processor.bos_id(),

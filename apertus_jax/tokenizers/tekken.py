@@ -39,6 +39,9 @@ class TekkenTokenizer(Tokenizer):
       path: the tekken json; defaults to the one shipped with `mistral-common`.
       num_threads: threads of `encode_batch`.
 
+    Attributes:
+      path: the tekken json (read again by `tokenizers.hf_export`).
+
     Raises:
       FileNotFoundError: `path` does not exist.
       ValueError: the file's sha256 is not the pinned tekken_240718.json one.
@@ -62,6 +65,7 @@ class TekkenTokenizer(Tokenizer):
             pad_id=PAD_ID,
             checksum=checksum,
         )
+        self.path = path
         with open(path, encoding="utf-8") as f:
             config = json.load(f)
         ranks = {

@@ -14,9 +14,18 @@ from apertus_jax.models import create_model, get_config
 EXAMS_EXTRACT = pathlib.Path(__file__).parents[1] / "eval" / "assets" / "german_exams_qa_first20.jsonl"
 
 
-def write_tiny_workdir(workdir: str, step: int, init_std: float | None = None) -> dict:
+def write_tiny_workdir(
+    workdir: str,
+    step: int,
+    init_std: float | None = None,
+    tokenizer: str = "demo",
+    vocab_size: int = 1024,
+    posttrain_data: tuple[str, ...] = (),
+) -> dict:
     """Writes a workdir as the trainer does (config.json + an Orbax checkpoint at `step`, the trainer's own
-    assembly and checkpointer) of a tiny model with the 1,024-id demo BPE; returns its parameters."""
+    assembly and checkpointer, and the provenance record its hook writes at start-up, nothing consumed) of a
+    tiny model with the 1,024-id demo BPE (or `tokenizer` with `vocab_size` ids; `posttrain_data` makes it
+    a post-training run's workdir); returns its parameters."""
     from apertus_jax.jobs.config import base_config, parse
     from apertus_jax.models.presets import model_section
     from apertus_jax.train.assemble import Run
@@ -26,7 +35,7 @@ def write_tiny_workdir(workdir: str, step: int, init_std: float | None = None) -
     config = base_config()
     config.model = model_section(
         "tiny",
-        vocab_size=1024,
+        vocab_size=vocab_size,
         d_model=32,
         n_heads=4,
         n_kv_heads=2,
@@ -37,6 +46,8 @@ def write_tiny_workdir(workdir: str, step: int, init_std: float | None = None) -
     if init_std is not None:
         config.model.init_std = init_std
     config.data.demo_tokenizer_vocab = 1024
+    config.data.tokenizer = tokenizer
+    config.posttrain.data = list(posttrain_data)
     config.data.seq_len = 64
     config.train.batch_plan = ((0, 8 * 64),)
     config.seed, config.mesh.data = 5, 1
@@ -53,6 +64,10 @@ def write_tiny_workdir(workdir: str, step: int, init_std: float | None = None) -
         {"progress": {"step": step}, "param_shapes": param_shapes(state["params"])},
     )
     checkpointer.close()
+    record = {"step": step, "tokenizer": {"name": run.tokenizer.name, "checksum": run.tokenizer.checksum}}
+    record.update(tokens_consumed={}, tokens_consumed_total=0, components={})
+    with open(os.path.join(workdir, "provenance.json"), "w") as f:
+        json.dump(record, f)
     return jax.device_get(state["params"])
 
 

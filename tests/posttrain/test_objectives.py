@@ -167,3 +167,72 @@ def test_dpo_gradient_raises_chosen_and_lowers_rejected(normalized):
     assert grad[0, 0] < 0 < grad[0, 1]  # descent raises log pi(chosen), lowers log pi(rejected)
     expected = 0.5 * 0.1 / (lengths if normalized else 1.0)
     np.testing.assert_allclose(jnp.abs(grad), expected, rtol=1e-6)
+
+
+def trainer_qrpo_losses(beta, logps, ref_logps, quantiles, lens, normalize_beta_by_length):
+    """Per-completion QRPO losses as the Apertus post-training trainer computes them (github.com/swiss-ai/
+    posttraining, src/post_training/trainers/preference.py, `qrpo_loss`), transcribed to float32 numpy: beta
+    divided by the completion length, capped at 0.1, then beta log Z by its two branches (simplified below
+    0.2, exact above, where beta is floored at 0.2 against overflow), the squared residual. The trainer
+    averages the chosen and the rejected completion's losses per pair, then the pairs."""
+    f32 = np.float32
+    b = np.full(lens.shape, beta, f32)
+    if normalize_beta_by_length:
+        b = b / lens
+    b = np.minimum(b, f32(0.1))
+    simplified = (b <= 0.2).astype(f32)
+    b_log_z = b * np.log(b)
+    floored = np.maximum(b, f32(0.2))
+    b_log_z = b_log_z + floored * np.log(np.exp(1 / floored) - 1) * (1 - simplified) + simplified
+    return (quantiles - b_log_z - b * (logps - ref_logps)) ** 2
+
+
+@pytest.mark.parametrize("normalized", [True, False])
+def test_apertus_trainer_variant_equals_the_trainers_loss(normalized):
+    """Completions of 1 to 1,000 tokens, log-ratios of -0.5..0.5 nats per token: `qrpo_variant=
+    "apertus_trainer"` gives the trainer's losses to float32 rounding; the exact loss differs where the cap
+    binds (b / |y| > 0.1: |y| < 50 at b = 5) and agrees to 1e-5 (relative) elsewhere."""
+    rng = np.random.default_rng(0)
+    lens = np.array([1, 3, 10, 25, 49, 50, 51, 80, 200, 1000, 7, 64], np.float32)
+    ref_logps = (-2.0 * lens).astype(np.float32)
+    logps = (ref_logps + lens * rng.uniform(-0.5, 0.5, lens.shape)).astype(np.float32)
+    quantiles = rng.choice([0.0, 0.1, 0.5, 0.9, 1.0], lens.shape).astype(np.float32)
+    expected = trainer_qrpo_losses(5.0, logps, ref_logps, quantiles, lens, normalized)
+    args = (jnp.asarray(logps), jnp.asarray(ref_logps), jnp.asarray(quantiles), jnp.asarray(lens), 5.0)
+    residual, b = qrpo_terms(*args, normalized, "apertus_trainer")
+    np.testing.assert_allclose(np.asarray(residual) ** 2, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b, np.minimum(5.0 / lens if normalized else 5.0, 0.1), rtol=1e-6)
+    # The trainer's pair mean (chosen = first half, rejected = second half) is the mean over completions.
+    pairs = (expected[:6] + expected[6:]) / 2
+    np.testing.assert_allclose(float(np.mean(np.asarray(residual) ** 2)), pairs.mean(), rtol=1e-6)
+    exact, b_exact = (np.asarray(x) for x in qrpo_terms(*args, normalized, "exact"))
+    gap = exact - np.asarray(residual)
+    capped = b_exact > 0.1
+    assert capped.sum() == (6 if normalized else 12)
+    print("exact - trainer residual where capped:", gap[capped])
+    assert np.all(np.abs(gap[capped]) > 1e-2)
+    # Elsewhere only the dropped term of log Z remains: b' log(1 - e^{-1/b'}), at most 4.6e-6 in size.
+    dropped = b_exact * np.log(-np.expm1(-1 / b_exact.astype(np.float64)))
+    np.testing.assert_allclose(gap[~capped], -dropped[~capped], rtol=0, atol=1e-6)
+
+
+def test_objective_for_reads_the_variant(toy):
+    """`posttrain.qrpo_variant` reaches the train step's loss: on the toy rows (completions of fewer than 50
+    tokens) with uniform logits, the step's loss sum is the trainer's."""
+    from apertus_jax.posttrain.config import PosttrainConfig
+    from apertus_jax.posttrain.objectives import objective_for
+
+    batch = toy["qrpo"]
+    logits = jnp.zeros((*batch["tokens"].shape, 4096))
+    logp, lengths = (np.asarray(x)[:, 0] for x in slot_logprobs(logits, batch))
+    assert np.all(lengths < 50)
+    sums = {}
+    for variant in ("exact", "apertus_trainer"):
+        config = PosttrainConfig(objective="qrpo", data=["toy.jsonl"], qrpo_variant=variant)
+        sums[variant], aux = objective_for(config).loss_fn(logits, batch)
+    expected = trainer_qrpo_losses(
+        5.0, logp, batch["ref_logprobs"][:, 0], batch["quantile_reward"][:, 0], lengths, True
+    )
+    assert float(aux["count"]) == 2
+    np.testing.assert_allclose(float(sums["apertus_trainer"]), expected.sum(), rtol=1e-5)
+    assert abs(float(sums["exact"]) - expected.sum()) > 1e-2

@@ -11,6 +11,8 @@ from apertus_jax.prep.robots import (
     blocked_agents,
     check_document,
     decode_robots_txt,
+    host_of,
+    split_url,
 )
 
 ALL = set(AI_AGENTS)
@@ -585,9 +587,8 @@ def test_google_parser_table(name, robots_txt, agent, url, allowed):
     assert (not blocked_agents(as_text(robots_txt), url, (agent,))) == allowed
 
 
-@pytest.mark.parametrize("name,robots_txt,agent,url,allowed", GOOGLE_CASES, ids=[c[0] for c in GOOGLE_CASES])
-def test_table_agrees_with_googles_parser(name, robots_txt, agent, url, allowed):
-    """Cross-check of the table itself against Google's C++ parser (python bindings `fast-robotstxt`)."""
+def google_allows(robots_txt, agent, url):
+    """The verdict of Google's C++ parser (python bindings `fast-robotstxt`, import name `robotstxt`)."""
     robots = pytest.importorskip("robotstxt.robots")
     matcher = robots.RobotsMatcher()
     body = robots_txt if isinstance(robots_txt, bytes) else robots_txt.encode()
@@ -595,7 +596,13 @@ def test_table_agrees_with_googles_parser(name, robots_txt, agent, url, allowed)
     verdict = robots._lib.robots_allowed_by_robots(
         matcher._ptr, body, len(body), agent_bytes, len(agent_bytes), url_bytes, len(url_bytes)
     )
-    assert bool(verdict) == allowed
+    return bool(verdict)
+
+
+@pytest.mark.parametrize("name,robots_txt,agent,url,allowed", GOOGLE_CASES, ids=[c[0] for c in GOOGLE_CASES])
+def test_table_agrees_with_googles_parser(name, robots_txt, agent, url, allowed):
+    """Cross-check of the table itself against Google's C++ parser."""
+    assert google_allows(robots_txt, agent, url) == allowed
 
 
 def test_table_is_large_enough():
@@ -652,3 +659,115 @@ def test_partial_byte_order_mark_decoded_with_replacement_still_blocks():
     text = b"\xef\xbbUser-agent: *\nDisallow: /\n".decode("utf-8", errors="replace")
     assert text.startswith("\ufffd")
     assert blocked_agents(text, "https://h/") == list(AI_AGENTS)
+
+
+# Google's path extraction, robots_test.cc TestGetPathParamsQuery: URL -> the path, params and query that rules
+# match (no scheme: the text up to the first "/", "?" or ";" is the host; the fragment is dropped).
+GOOGLE_PATHS = [
+    ("", "/"),
+    ("http://www.example.com", "/"),
+    ("http://www.example.com/", "/"),
+    ("http://www.example.com/a", "/a"),
+    ("http://www.example.com/a/", "/a/"),
+    ("http://www.example.com/a/b?c=http://d.e/", "/a/b?c=http://d.e/"),
+    ("http://www.example.com/a/b?c=d&e=f#fragment", "/a/b?c=d&e=f"),
+    ("example.com", "/"),
+    ("example.com/", "/"),
+    ("example.com/a", "/a"),
+    ("example.com/a/", "/a/"),
+    ("example.com/a/b?c=d&e=f#fragment", "/a/b?c=d&e=f"),
+    ("a", "/"),
+    ("a/", "/"),
+    ("/a", "/a"),
+    ("a/b", "/b"),
+    ("example.com?a", "/?a"),
+    ("example.com/a;b#c", "/a;b"),
+    ("//a/b/c", "/b/c"),
+]
+
+
+@pytest.mark.parametrize("url,path", GOOGLE_PATHS)
+def test_path_is_the_one_googles_parser_matches(url, path):
+    assert split_url(url)[1] == path
+
+
+# URLs without a scheme and with fragments: (name, robots.txt, url, Google allows FooBot).
+URL_CASES = [
+    ("no scheme: path matched", "User-agent: FooBot\nDisallow: /a\n", "example.com/a", False),
+    ("no scheme: other path", "User-agent: FooBot\nDisallow: /a\n", "example.com/b", True),
+    ("no scheme: first segment is the host", "User-agent: FooBot\nDisallow: /b\n", "a/b", False),
+    ("no scheme: host is not in the path", "User-agent: FooBot\nDisallow: /example\n", "example.com/x", True),
+    ("two slashes: host skipped", "User-agent: FooBot\nDisallow: /b/c\n", "//a/b/c", False),
+    ("two slashes: host is not a path", "User-agent: FooBot\nDisallow: /a/\n", "//a/b/c", True),
+    ("no scheme: query right after the host", "User-agent: FooBot\nDisallow: /?a\n", "example.com?a", False),
+    (
+        "no scheme: fragment dropped",
+        "User-agent: FooBot\nDisallow: /a/b?c=d&e=f$\n",
+        "example.com/a/b?c=d&e=f#g",
+        False,
+    ),
+    ("no scheme: params kept", "User-agent: FooBot\nDisallow: /a;b$\n", "example.com/a;b#c", False),
+    ("fragment before the path", "User-agent: FooBot\nDisallow: /x\n", "example.com#top/x", True),
+    ("fragment before the path: root", "User-agent: FooBot\nDisallow: /$\n", "example.com#top/x", False),
+    (
+        "scheme: fragment before the path",
+        "User-agent: FooBot\nDisallow: /x\n",
+        "http://example.com#top/x",
+        True,
+    ),
+    (
+        "scheme: fragment dropped",
+        "User-agent: FooBot\nDisallow: /a$\n",
+        "https://example.com/a#Artikel_1",
+        False,
+    ),
+    (
+        "scheme: query with a URL in it",
+        "User-agent: FooBot\nDisallow: /a/b?c=http://d.e/$\n",
+        "http://example.com/a/b?c=http://d.e/",
+        False,
+    ),
+    ("double slash path", "User-agent: FooBot\nDisallow: //x\n", "example.com//x", False),
+    ("scheme in capitals", "User-agent: FooBot\nDisallow: /a\n", "HTTPS://Example.com/a", False),
+    ("user info", "User-agent: FooBot\nDisallow: /p\n", "ftp://user@example.com/p", False),
+]
+
+
+@pytest.mark.parametrize("name,robots_txt,url,allowed", URL_CASES, ids=[c[0] for c in URL_CASES])
+def test_urls_without_scheme_or_with_fragments(name, robots_txt, url, allowed):
+    assert (not blocked_agents(robots_txt, url, ("FooBot",))) == allowed
+
+
+@pytest.mark.parametrize("name,robots_txt,url,allowed", URL_CASES, ids=[c[0] for c in URL_CASES])
+def test_url_table_agrees_with_googles_parser(name, robots_txt, url, allowed):
+    assert google_allows(robots_txt, "FooBot", url) == allowed
+
+
+# fast-robotstxt 1.1.0 reads URLs with the ada-url (WHATWG) parser instead of robots.cc's GetPathParamsQuery;
+# on these URLs the two differ, and we follow robots.cc: (name, robots.txt, url, robots.cc allows FooBot).
+BINDINGS_DIFFER = [
+    # robots.cc: path "/a"; ada reads "example.com" as a scheme and "8080/a" as an opaque path.
+    ("port without a scheme", "User-agent: FooBot\nDisallow: /a\n", "example.com:8080/a", False),
+    # robots.cc: path "/;x"; ada reads "example.com;x" as the host.
+    ("params right after the host", "User-agent: FooBot\nDisallow: /;x\n", "example.com;x", False),
+    # robots.cc keeps the "?" of an empty query (path "/a?"); ada drops it.
+    ("empty query", "User-agent: FooBot\nDisallow: /a?$\n", "example.com/a?#x", False),
+]
+
+
+@pytest.mark.parametrize("name,robots_txt,url,allowed", BINDINGS_DIFFER, ids=[c[0] for c in BINDINGS_DIFFER])
+def test_urls_the_bindings_read_otherwise_follow_robots_cc(name, robots_txt, url, allowed):
+    assert (not blocked_agents(robots_txt, url, ("FooBot",))) == allowed
+    assert google_allows(robots_txt, "FooBot", url) != allowed
+
+
+def test_documents_without_scheme_are_checked_against_their_hosts_file():
+    snapshot = {"news.example": "User-agent: GPTBot\nDisallow: /politik/\n"}
+    assert check_document("news.example/politik/wahl-2025#kommentare", snapshot, "url") == ["GPTBot"]
+    assert check_document("//news.example/politik/", snapshot, "url") == ["GPTBot"]
+    assert check_document("news.example/sport/#politik/", snapshot, "url") == []
+    closed = {"news.example": "User-agent: *\nDisallow: /\n"}
+    assert check_document("News.Example:8080/sport#top", closed, "domain") == list(AI_AGENTS)
+    assert host_of("user@News.Example:8080/a") == "news.example"
+    assert host_of("/politik/wahl") == ""  # a bare path names no host: no file to apply
+    assert check_document("/politik/wahl", closed, "url") == []
