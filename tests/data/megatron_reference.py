@@ -217,11 +217,12 @@ class BlendedReference:
 
 
 def apply_goldfish(labels, k, h, table):
-    """gpt_dataset.py apply_goldfish on one sample's labels (torch): True where the label is dropped."""
+    """gpt_dataset.py apply_goldfish on one sample's labels with the torch float32 `table` (torch.rand of the
+    fork's seed): True where the label is dropped."""
     import torch
 
     labels = torch.from_numpy(np.asarray(labels, np.int64))
     keys = labels.unfold(0, h, 1).prod(dim=-1) % 1_000_003
     dropped = torch.zeros(labels.shape, dtype=torch.bool)
-    dropped[h - 1 :] = torch.from_numpy(table)[keys] < 1 / k
+    dropped[h - 1 :] = table[keys] < 1 / k
     return dropped.numpy()
