@@ -1,6 +1,7 @@
 """Megatron .bin/.idx: round trips against a transcription of Megatron's reader and builder
 (`megatron_reference.py`), every dtype code, and one-line errors for broken files (nothing written)."""
 
+import json
 import os
 import struct
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from apertus_jax.data import megatron
+from apertus_jax.data.config import parse_pipeline
 from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.megatron import (
     IndexedDataset,
@@ -16,8 +18,10 @@ from apertus_jax.data.megatron import (
     read_documents,
     write_indexed_dataset,
 )
+from apertus_jax.data.pipeline import BATCH_KEYS
 
 from . import megatron_reference as reference
+from .conftest import train_iterator
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +146,80 @@ def test_blend_strings_read_as_megatron_reads_data_path():
     with pytest.raises(ValueError, match="blend weights must be > 0"):
         parse_blend("0 /a 1 /b")
     assert MegatronSpec(paths="1 /a 2 /b").paths == ("1", "/a", "2", "/b")
+
+
+SEQ_LEN = 64
+
+
+@pytest.fixture(scope="module")
+def blend_prefixes(tekken, tmp_path_factory):
+    """Two Megatron datasets of German prose (tekken ids, int32): 300 documents and 60 others."""
+    directory, prose = tmp_path_factory.mktemp("megatron_blend"), load_german_prose()
+    written = {}
+    for name, (low, high) in {"many": (1000, 1300), "few": (2000, 2060)}.items():
+        documents = [tekken.encode_document(d["text"]) for d in prose[low:high]]
+        write_indexed_dataset(str(directory / name), documents, np.int32)
+        written[name] = (str(directory / name), documents)
+    return written
+
+
+def _pipeline(blend_prefixes, german_jsonl):
+    many, few = blend_prefixes["many"][0], blend_prefixes["few"][0]
+    return {
+        "components": {
+            "web": {"kind": "megatron", "paths": f"0.4 {many} 0.6 {few}"},
+            "german": {"kind": "jsonl", "paths": [str(german_jsonl)]},
+        },
+        "stages": [
+            {"name": "stage1", "until_tokens": 30 * SEQ_LEN, "weights": {"web": 0.8, "german": 0.2}},
+            {"name": "stage2", "weights": {"web": 1.0}, "seed": 3},
+        ],
+        "goldfish": {"k": 4, "h": 13, "hash": "apertus"},
+    }
+
+
+def _take(iterator, count):
+    return [next(iterator) for _ in range(count)]
+
+
+def test_blend_weights_are_token_shares_of_the_component(blend_prefixes, tekken):
+    spec = parse_pipeline(_pipeline(blend_prefixes, "unused.jsonl")).components["web"]
+    assert isinstance(spec, MegatronSpec) and spec.describe()["weights"] == [0.4, 0.6]
+    component = spec.load("web", tekken)
+    lengths = np.array([len(component.documents[i]) for i in range(len(component.documents))])
+    many = len(blend_prefixes["many"][1])
+    in_many = (
+        np.asarray(
+            megatron.blend_selection(
+                [IndexedDataset(blend_prefixes[n][0]) for n in ("many", "few")], (0.4, 0.6), 0
+            )
+        )
+        < many
+    )
+    share = lengths[in_many].sum() / lengths.sum()
+    assert abs(share - 0.4) < 0.01  # token shares, whatever the prefixes' sizes (300 and 60 documents)
+    assert lengths.sum() == pytest.approx(
+        sum(len(d) for p in blend_prefixes.values() for d in p[1]), rel=0.01
+    )
+    assert component.mean_tokens == pytest.approx(lengths.mean())
+    # The few-document prefix is repeated to fill its share: each of its documents about 4 times.
+    assert len(component.documents) - in_many.sum() > 3 * len(blend_prefixes["few"][1])
+
+
+def test_megatron_component_resumes_bitwise_across_stages(blend_prefixes, german_jsonl, tekken):
+    config = _pipeline(blend_prefixes, german_jsonl)
+    expected = _take(train_iterator(config, tekken, SEQ_LEN, 4), 14)
+    documents = {tuple(d[: SEQ_LEN + 1]) for p in blend_prefixes.values() for d in p[1]}
+    rows = np.concatenate([np.concatenate([b["tokens"], b["targets"][:, -1:]], axis=1) for b in expected])
+    # Rows that start a document start with a Megatron document (German prose of the blend or the jsonl).
+    starts = [tuple(r[: SEQ_LEN + 1]) for r in rows if r[0] == tekken.bod_id]
+    assert sum(any(s[: len(d)] == d for d in documents) for s in starts) > len(starts) // 2
+    assert any((b["loss_mask"] == 0).any() for b in expected)  # Goldfish dropped targets
+    for save_step in (3, 7, 8, 11):  # stage 2 starts at row 30, in the 8th batch
+        first = train_iterator(config, tekken, SEQ_LEN, 4)
+        before = _take(first, save_step)
+        resumed = train_iterator(config, tekken, SEQ_LEN, 4)
+        resumed.set_state(json.loads(json.dumps(first.get_state())))
+        for actual, reference_batch in zip(before + _take(resumed, 14 - save_step), expected):
+            for key in BATCH_KEYS:
+                np.testing.assert_array_equal(actual[key], reference_batch[key])
