@@ -320,3 +320,32 @@ def fork_labels(text: np.ndarray, add_extra_token: bool, pad_id: int = -1) -> np
     labels = text[1:].copy() if add_extra_token else np.append(text[1:], pad_id)
     labels[labels == pad_id] = 0
     return labels
+
+
+def summary(stream: GPTSamples | BlendedSamples) -> list[dict]:
+    """Per prefix of `stream`: prefix, dtype, sequences, tokens, epochs, separate_last_epoch and samples built
+    (what Megatron logs when it builds the indices)."""
+    parts = stream.parts if isinstance(stream, BlendedSamples) else [stream]
+    return [
+        {
+            "prefix": part.dataset.prefix,
+            "dtype": part.dataset.dtype.name,
+            "sequences": len(part.dataset),
+            "tokens": int(np.sum(part.dataset.sequence_lengths, dtype=np.int64)),
+            "epochs": part.num_epochs,
+            "separate_last_epoch": part.separate_last_epoch,
+            "samples": len(part),
+        }
+        for part in parts
+    ]
+
+
+def first_rows(stream: GPTSamples | BlendedSamples, count: int) -> np.ndarray:
+    """int64 `[count, seq_len + add_extra_token]`: rows 0 .. count - 1 of `stream`.
+
+    Raises:
+      ValueError: `count` outside [1, len(stream)].
+    """
+    if not 1 <= count <= len(stream):
+        raise ValueError(f"rows={count} must be in [1, {len(stream)}] (the samples of this stream)")
+    return np.stack([stream[i] for i in range(count)])
