@@ -23,6 +23,7 @@ as Megatron's blend); without, each prefix's documents once.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import os
@@ -344,22 +345,24 @@ class _Documents:
 
     def __init__(self, datasets: Sequence[IndexedDataset], selection: np.ndarray, vocab_size: int):
         self.datasets, self.selection, self.vocab_size = list(datasets), selection, vocab_size
-        self.starts = np.cumsum([0] + [len(d) for d in self.datasets])
+        self.starts = np.cumsum([0] + [len(d) for d in self.datasets]).tolist()
+        # Viewed as unsigned, negative ids are huge: one reduction checks both ends of the range.
+        self.unsigned = [np.dtype(f"u{d.dtype.itemsize}") for d in self.datasets]
 
     def __len__(self) -> int:
         return len(self.selection)
 
     def __getitem__(self, index: int) -> np.ndarray:
         document = int(self.selection[index])
-        part = int(np.searchsorted(self.starts, document, side="right")) - 1
-        dataset = self.datasets[part]
-        tokens = dataset.get(document - int(self.starts[part]))
-        if tokens.size and (int(tokens.max()) >= self.vocab_size or int(tokens.min()) < 0):
+        part = bisect.bisect_right(self.starts, document) - 1
+        sequence = document - self.starts[part]
+        tokens = self.datasets[part].get(sequence)
+        if tokens.size and int(tokens.view(self.unsigned[part]).max()) >= self.vocab_size:
             raise ValueError(
-                f"{data_path(dataset.prefix)}: sequence {document - int(self.starts[part])} holds an id outside "
+                f"{data_path(self.datasets[part].prefix)}: sequence {sequence} holds an id outside "
                 f"[0, {self.vocab_size}); the data is corrupt or from another tokenizer"
             )
-        return tokens.astype(np.int32)
+        return tokens.astype(np.int32, copy=False)  # int32 files: the read-only memory-mapped view itself
 
 
 def blend_selection(

@@ -223,3 +223,14 @@ def test_megatron_component_resumes_bitwise_across_stages(blend_prefixes, german
         for actual, reference_batch in zip(before + _take(resumed, 14 - save_step), expected):
             for key in BATCH_KEYS:
                 np.testing.assert_array_equal(actual[key], reference_batch[key])
+
+
+@pytest.mark.parametrize("bad_id", [131072, -5])
+def test_an_id_outside_the_vocabulary_fails_on_read_naming_the_sequence(prose_ids, tekken, tmp_path, bad_id):
+    documents = [d.copy() for d in prose_ids[:3]]
+    documents[2][4] = bad_id
+    write_indexed_dataset(str(tmp_path / "d"), documents, np.int32)
+    component = MegatronSpec(paths=str(tmp_path / "d")).load("web", tekken)
+    np.testing.assert_array_equal(component.documents[1], prose_ids[1])
+    with pytest.raises(ValueError, match=r"d.bin: sequence 2 holds an id outside \[0, 131072\)"):
+        component.documents[2]
