@@ -18,7 +18,9 @@ The component kind "megatron" reads prefixes written here or by Megatron's tools
 are: the tokens of each sequence are the document (whatever BoD/EoD ids the writer put in). `paths` is a
 prefix, a list of prefixes, or a Megatron blend ("0.3 /data/web 0.7 /data/code", or the same as a list):
 with weights, the component's epoch holds each prefix's documents in proportion to its weight (token shares,
-as Megatron's blend); without, each prefix's documents once.
+as Megatron's blend); without, each prefix's documents once. A prefix written by `experiments.tokenize_data
+--format=megatron` has its manifest beside it (PREFIX.json): loading then checks its tokenizer checksum, and
+the provenance record carries its source and licence.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import json
 import os
 import struct
 from collections.abc import Iterable, Sequence
@@ -397,6 +400,7 @@ def blend_selection(
 class MegatronSpec(DocumentSpec):
     """Megatron indexed datasets (module docstring): `paths` is a prefix, several, or a weighted blend
     ("0.3 /data/web 0.7 /data/code"); `seed` fixes which documents fill a down-weighted prefix's partial pass.
+    Order "sorted" is refused: the files hold no document scores.
     """
 
     kind: ClassVar[str] = "megatron"
@@ -410,6 +414,8 @@ class MegatronSpec(DocumentSpec):
         parse_blend(words)
         object.__setattr__(self, "paths", words)
         check_number("seed", self.seed, low=0, integer=True)
+        if self.order == "sorted":
+            raise ValueError("order='sorted' needs document scores, which Megatron datasets do not hold")
         super().__post_init__()
 
     def load(self, name: str, tokenizer) -> Component:
@@ -417,21 +423,55 @@ class MegatronSpec(DocumentSpec):
         datasets = [IndexedDataset(prefix) for prefix in prefixes]
         for dataset in datasets:
             check_dtype_holds(dataset, tokenizer.vocab_size)
+            written = written_manifest(dataset.prefix)
+            if written is not None and written["tokenizer"]["checksum"] != tokenizer.checksum:
+                raise ValueError(
+                    f"{dataset.prefix}.json: the data was tokenized with {written['tokenizer']['name']} "
+                    f"(sha256 {written['tokenizer']['checksum']}) but the pipeline uses {tokenizer.name} "
+                    f"(sha256 {tokenizer.checksum}); re-tokenize with the training tokenizer"
+                )
         selection = blend_selection(datasets, weights, self.seed)
         lengths = np.concatenate([d.sequence_lengths for d in datasets])[selection]
-        scores = np.full(len(selection), np.nan) if self.order == "sorted" else None
-        return Component(
-            name, _Documents(datasets, selection, tokenizer.vocab_size), float(lengths.mean()), scores
-        )
+        return Component(name, _Documents(datasets, selection, tokenizer.vocab_size), float(lengths.mean()))
 
     def describe(self) -> dict[str, Any]:
         prefixes, weights = parse_blend(self.paths)
+        records = []
+        for prefix in prefixes:
+            written = written_manifest(prefix) or {}
+            records.append(
+                {
+                    "prefix": prefix,
+                    **{k: written.get(k) for k in ("source", "licence", "documents", "tokens")},
+                }
+            )
+        licences = sorted({str(r["licence"]) for r in records if r["licence"]})
         return {
             "kind": self.kind,
-            "prefixes": list(prefixes),
+            "prefixes": records,
             "weights": weights and list(weights),
-            "licence": None,
+            "licence": "; ".join(licences) or None,
         }
+
+
+def written_manifest(prefix: str) -> dict[str, Any] | None:
+    """The manifest `experiments.tokenize_data --format=megatron` writes as PREFIX.json (tokenizer, source,
+    licence, counts), or None for data from elsewhere (no PREFIX.json).
+
+    Raises:
+      ValueError: PREFIX.json is not a JSON object with a tokenizer record.
+    """
+    path = os.fspath(prefix) + ".json"
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        try:
+            written = json.load(f)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not JSON ({error})") from None
+    if not isinstance(written, dict) or not isinstance(written.get("tokenizer"), dict):
+        raise ValueError(f"{path}: no tokenizer record; it was not written by experiments.tokenize_data")
+    return written
 
 
 def check_dtype_holds(dataset: IndexedDataset, vocab_size: int) -> None:

@@ -146,6 +146,10 @@ def test_blend_strings_read_as_megatron_reads_data_path():
     with pytest.raises(ValueError, match="blend weights must be > 0"):
         parse_blend("0 /a 1 /b")
     assert MegatronSpec(paths="1 /a 2 /b").paths == ("1", "/a", "2", "/b")
+    with pytest.raises(
+        ValueError, match="data.pipeline.components.web: order='sorted' needs document scores"
+    ):
+        parse_pipeline({"components": {"web": {"kind": "megatron", "paths": "/a", "order": "sorted"}}})
 
 
 SEQ_LEN = 64

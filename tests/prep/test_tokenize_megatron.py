@@ -9,10 +9,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from apertus_jax.data import shards
 from apertus_jax.data.demo_corpus import load_demo_documents
-from apertus_jax.data.megatron import read_documents
+from apertus_jax.data.megatron import MegatronSpec, read_documents
+from apertus_jax.data.tokenizer import demo_tokenizer
 from apertus_jax.prep.tokenize import TokenizeJob, run_tokenize
 from apertus_jax.tokenizers import load_tokenizer
 
@@ -61,6 +63,16 @@ def test_megatron_output_holds_the_shard_sets_documents(tmp_path):
     assert np.array_equal(document_indices, np.arange(len(expected) + 1))
     for i in range(len(expected)):
         assert np.array_equal(ours[i], expected[i]) and np.array_equal(theirs[i], expected[i])
+
+    spec = MegatronSpec(paths=str(tmp_path / "web"))
+    assert spec.describe()["prefixes"] == [
+        {"prefix": str(tmp_path / "web"), "source": "demo corpus", "licence": "see DATA_CARD.md"}
+        | {"documents": len(expected), "tokens": manifest["tokens"]}
+    ]
+    with pytest.raises(
+        ValueError, match=r"web.json: the data was tokenized with tekken .* the pipeline uses"
+    ):
+        spec.load("web", demo_tokenizer(1024))
 
     two_tasks = run_tokenize(_job(inputs, tmp_path / "two", output_format="megatron", tasks=2))
     assert two_tasks["tasks"] == 2
