@@ -159,15 +159,20 @@ def shuffle_index(num_samples: int, total: int, rng: np.random.RandomState) -> n
 def blending_index(weights: Sequence[float], size: int) -> tuple[np.ndarray, np.ndarray]:
     """helpers.cpp build_blending_indices: per blended sample, the dataset (int16 `[size]`) and its sample
     (int64 `[size]`). Sample s goes to the dataset with the largest `w_i * max(s, 1) - taken_i` (the first on
-    ties); its sample is the count taken from it so far. Double-precision arithmetic, as in the C++."""
+    ties); its sample is the count taken from it so far. Double-precision arithmetic, as in the C++: a plain
+    loop (~1 s per 10^6 samples of a three-way blend), since each choice depends on all earlier ones."""
     weights = [float(w) for w in weights]
     taken = [0] * len(weights)
     dataset = np.empty(size, np.int16)
     sample = np.empty(size, np.int64)
-    candidates = range(len(weights))
+    others = range(1, len(weights))
     for s in range(size):
-        scale = max(float(s), 1.0)
-        best = max(candidates, key=lambda i: (weights[i] * scale - taken[i], -i))
+        scale = float(s) if s > 1 else 1.0
+        best, best_error = 0, weights[0] * scale - taken[0]
+        for i in others:
+            error = weights[i] * scale - taken[i]
+            if error > best_error:
+                best, best_error = i, error
         dataset[s], sample[s] = best, taken[best]
         taken[best] += 1
     return dataset, sample
