@@ -115,21 +115,26 @@ def normalize(weights):
     return (w / np.sum(w)).tolist()
 
 
-def train_split_range(split, count):
-    """parse_and_normalize_split + convert_split_vector_to_split_matrix, train bookend, rounded to indices."""
+def split_range(split, count, part=0):
+    """parse_and_normalize_split + convert_split_vector_to_split_matrix, bookend of `part` (0 train, 1 valid,
+    2 test), rounded to sequence indices as _build_megatron_dataset_splits rounds them."""
     vector = list(map(float, re.findall(r"[.0-9]+", split)))
     vector = normalize(vector + [0.0] * (3 - len(vector)))
-    beg, end = 0, vector[0]
+    expansion = [0]
+    for ratio in vector:
+        expansion.append(expansion[-1] + ratio)
+    beg, end = expansion[part], expansion[part + 1]
     return int(round(beg * float(count))), int(round(end * float(count)))
 
 
 class GPTDatasetReference:
-    """GPTDataset of one prefix's train split: indices built as gpt_dataset.py does, samples as it reads them."""
+    """GPTDataset of one prefix's split part (0 train, 1 valid, 2 test): indices built as gpt_dataset.py does
+    (drop_last_partial_sequence true, the default of every part), samples as it reads them."""
 
-    def __init__(self, documents, split, num_samples, seq_length, seed, add_extra):
+    def __init__(self, documents, split, num_samples, seq_length, seed, add_extra, part=0):
         self.documents, self.seq_length, self.add_extra = documents, seq_length, int(add_extra)
         sizes = np.array([len(d) for d in documents], np.int32)
-        beg, end = train_split_range(split, len(documents))
+        beg, end = split_range(split, len(documents), part)
         indices = np.arange(beg, end, dtype=np.int32)
         tokens_per_epoch = int(np.sum(sizes[indices]))
         num_epochs = 1
@@ -200,7 +205,8 @@ class BlendedReference:
     def __init__(self, documents_per_prefix, weights, split, num_samples, seq_length, seed, add_extra):
         weights = normalize(weights)
         targets = [int(math.ceil(num_samples * w)) for w in weights]
-        buffers = [int(math.ceil(math.ceil(num_samples * w) * (1 + 0.5 / 100))) for w in weights]
+        self.buffers = [int(math.ceil(math.ceil(num_samples * w) * (1 + 0.5 / 100))) for w in weights]
+        buffers = self.buffers
         self.datasets = [
             GPTDatasetReference(documents, split, n, seq_length, seed, add_extra)
             for documents, n in zip(documents_per_prefix, buffers)

@@ -63,8 +63,11 @@ def test_every_dtype_code_round_trips(dtype, tmp_path):
 
 
 def test_writer_refuses_ids_the_dtype_cannot_hold_and_writes_nothing(prose_ids, tmp_path):
-    with pytest.raises(ValueError, match=r"document 0 holds id \d+, outside \[0, 65535\] of dtype uint16"):
-        write_indexed_dataset(str(tmp_path / "d"), prose_ids, np.uint16)
+    # Five documents fit (ids folded below 2^16), the sixth does not: the partial .bin is removed too.
+    documents = [d % 65536 for d in prose_ids[:5]] + [prose_ids[5]]
+    assert prose_ids[5].max() > 65535
+    with pytest.raises(ValueError, match=r"document 5 holds id \d+, outside \[0, 65535\] of dtype uint16"):
+        write_indexed_dataset(str(tmp_path / "d"), documents, np.uint16)
     with pytest.raises(ValueError, match="dtype uint32 has no code"):
         write_indexed_dataset(str(tmp_path / "d"), prose_ids, np.uint32)
     with pytest.raises(ValueError, match="no documents to write"):

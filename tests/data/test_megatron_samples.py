@@ -91,6 +91,7 @@ def test_rows_equal_the_forks_gpt_dataset(prefixes, config):
     else:
         np.testing.assert_array_equal(ours.dataset_index, theirs.dataset_index)
         np.testing.assert_array_equal(ours.dataset_sample_index, theirs.dataset_sample_index)
+        assert [p.num_samples for p in parts] == theirs.buffers  # each prefix's share plus 0.5%
     # Real rows: the first holds German prose that the tokenizer reads back.
     assert len(np.unique(rows)) > 1000
 
@@ -147,10 +148,29 @@ def test_blending_index_equals_the_cpp_loop(weights):
     np.testing.assert_allclose(counts, weights, atol=1e-3)
 
 
-@pytest.mark.parametrize("split", ["969,30,1", "98,2", "1", "0.7 0.2 0.1", "1,1,1"])
+@pytest.mark.parametrize("split", ["969,30,1", "98,2,0", "1,1,1", "0.7 0.2 0.1"])
 @pytest.mark.parametrize("count", [1, 10, 999, 12345])
 def test_split_ranges_equal_megatrons(split, count):
-    assert samples.split_range(split, count) == reference.train_split_range(split, count)
+    for index, part in enumerate(samples.PARTS):
+        if part == "test" and split.endswith(",0"):
+            with pytest.raises(ValueError, match="gives the test part no sequences"):
+                samples.split_range(split, count, part)
+        else:
+            assert samples.split_range(split, count, part) == reference.split_range(split, count, index)
+
+
+def test_the_validation_part_equals_the_forks(prefixes):
+    # The last 2% of 1,800 documents: 36 short ones, so 2,000 rows take 58 epochs of them.
+    prefix, documents = prefixes["three"]
+    ours = samples.gpt_samples(
+        prefix, seq_len=SEQ_LEN, seed=9, split="98,2", num_samples=NUM_SAMPLES, part="valid"
+    )
+    theirs = reference.GPTDatasetReference(documents, "98,2", NUM_SAMPLES, SEQ_LEN, 9, True, part=1)
+    assert ours.num_epochs == theirs.num_epochs == 58
+    assert len(ours.document_index) == ours.num_epochs * 36
+    np.testing.assert_array_equal(
+        np.stack([ours[i] for i in range(NUM_SAMPLES)]), np.stack([theirs[i] for i in range(NUM_SAMPLES)])
+    )
 
 
 def test_bad_requests_fail_with_one_line(prefixes):
