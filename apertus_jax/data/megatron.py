@@ -273,12 +273,9 @@ class IndexedDatasetWriter:
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         if exc_type is None and not self.lengths:
-            exc_type, exc = (
-                ValueError,
-                ValueError(f"{self.prefix}: no documents to write; the input is empty"),
-            )
-            self._stack.__exit__(exc_type, exc, None)  # removes the temporary .bin
-            raise exc
+            error = ValueError(f"{self.prefix}: no documents to write; the input is empty")
+            self._stack.__exit__(ValueError, error, None)  # removes the temporary .bin
+            raise error
         if exc_type is not None:
             self._stack.__exit__(exc_type, exc, traceback)
             return
