@@ -85,3 +85,23 @@ def test_kill9_and_sigterm_on_a_megatron_blend_resume_exactly(losses_of, compila
     np.testing.assert_allclose(
         [loss for _, loss in resumed], [loss for _, loss in reference], rtol=2e-7, atol=0
     )
+
+
+def test_a_truncated_bin_stops_pretrain_with_one_line_before_anything_is_written(compilation_cache, tmp_path):
+    config_path = _write_run(tmp_path)
+    with open(tmp_path / "second.bin", "r+b") as f:
+        f.truncate(5000)
+    workdir = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.pretrain", f"--config={config_path}", f"--workdir={workdir}"],
+        cwd=ROOT,
+        env=_env(compilation_cache),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith(f"error: {tmp_path / 'second.bin'}: 5000 bytes, but sequence 0 of ")
+    assert lines[0].endswith("the .bin is truncated or the index points past its end")
+    assert not workdir.exists()
