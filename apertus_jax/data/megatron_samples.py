@@ -31,6 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from apertus_jax.data.megatron import IndexedDataset, parse_blend
+from apertus_jax.data.pipeline import rows_to_batch
 
 PARTS = ("train", "valid", "test")
 SEPARATE_LAST_EPOCH_BELOW = 0.80  # of an epoch's samples
@@ -357,3 +358,105 @@ def first_rows(stream: GPTSamples | BlendedSamples, count: int) -> np.ndarray:
     if not 1 <= count <= len(stream):
         raise ValueError(f"rows={count} must be in [1, {len(stream)}] (the samples of this stream)")
     return np.stack([stream[i] for i in range(count)])
+
+
+class GPTBatches:
+    """The trainer's batches of a GPT sample stream, for one data shard (the batch-source protocol of
+    docs/architecture.md: `__next__`, `get_state`/`set_state`, `consumed`).
+
+    Global batch b holds the stream's next B_b rows (B_b = the plan's tokens of step b / seq_len), as
+    Megatron's pretraining sampler hands consecutive rows to each global batch; shard k of S takes their k-th
+    consecutive B_b / S. A row of seq_len + 1 tokens gives inputs and targets directly; without the extra token
+    the pad id is appended (the fork's pad label, never a target). Masks and Goldfish are the pipeline's
+    (`rows_to_batch`; Goldfish "apertus" on these targets is the fork's apply_goldfish).
+
+    Args:
+      stream: `gpt_samples(...)` of the run's seq_len.
+      tokenizer: the run's tokenizer (ids checked against its vocabulary; eod and pad ids for the masks).
+      goldfish: the run's Goldfish settings.
+      seq_len: the run's `data.seq_len` (must be the stream's).
+      batch_size: an int (global rows per step) or a plan with `batch_tokens_at_step(step)`.
+      shard, num_shards: this shard and the shard count.
+      name: the key of `consumed()["tokens"]`.
+
+    Raises:
+      ValueError: another seq_len than the stream's; from `__next__`, a global batch not divisible by
+        num_shards, a stream that runs out (request more samples), or an id outside the vocabulary.
+    """
+
+    def __init__(
+        self,
+        stream: GPTSamples | BlendedSamples,
+        tokenizer,
+        goldfish,
+        *,
+        seq_len: int,
+        batch_size,
+        shard: int,
+        num_shards: int,
+        name: str = "megatron",
+    ):
+        parts = stream.parts if isinstance(stream, BlendedSamples) else [stream]
+        if parts[0].seq_len != seq_len:
+            raise ValueError(
+                f"the sample stream has seq_len {parts[0].seq_len}, the run data.seq_len {seq_len}"
+            )
+        self.stream, self.tokenizer, self.goldfish = stream, tokenizer, goldfish
+        self.seq_len, self.extra, self.name = seq_len, parts[0].extra, name
+        self.batch_size, self.shard, self.num_shards = batch_size, shard, num_shards
+        self.step, self.next_row, self.rows_taken = 0, 0, 0
+
+    def _global_rows(self) -> int:
+        if isinstance(self.batch_size, int):
+            return self.batch_size
+        tokens = int(self.batch_size.batch_tokens_at_step(self.step))
+        if tokens % self.seq_len:
+            raise ValueError(
+                f"batch of {tokens} tokens at step {self.step} is not a multiple of seq_len {self.seq_len}"
+            )
+        return tokens // self.seq_len
+
+    def __iter__(self) -> GPTBatches:
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        rows = self._global_rows()
+        if rows % self.num_shards:
+            raise ValueError(
+                f"global batch of {rows} rows at step {self.step} is not divisible by {self.num_shards} shards"
+            )
+        if self.next_row + rows > len(self.stream):
+            raise ValueError(
+                f"the sample stream holds {len(self.stream)} rows and step {self.step} needs rows up to "
+                f"{self.next_row + rows}: request more samples"
+            )
+        share = rows // self.num_shards
+        first = self.next_row + self.shard * share
+        batch = np.stack([self.stream[i] for i in range(first, first + share)])
+        if int(batch.max()) >= self.tokenizer.vocab_size or int(batch.min()) < 0:
+            raise ValueError(
+                f"rows {first}..{first + share - 1} of the sample stream hold an id outside [0, "
+                f"{self.tokenizer.vocab_size}): the data is from another tokenizer"
+            )
+        if not self.extra:
+            batch = np.concatenate([batch, np.full((share, 1), self.tokenizer.pad_id)], axis=1)
+        self.step, self.next_row, self.rows_taken = (
+            self.step + 1,
+            self.next_row + rows,
+            self.rows_taken + share,
+        )
+        return rows_to_batch(batch.astype(np.int32), self.tokenizer, self.goldfish)
+
+    def get_state(self) -> dict:
+        """`{"step", "next_row", "rows_taken"}`: JSON-serializable."""
+        return {"step": self.step, "next_row": self.next_row, "rows_taken": self.rows_taken}
+
+    def set_state(self, state: dict) -> None:
+        """Continues right after `get_state()` of the same stream and shard layout."""
+        self.step, self.next_row, self.rows_taken = (
+            int(state[k]) for k in ("step", "next_row", "rows_taken")
+        )
+
+    def consumed(self) -> dict:
+        """`{"tokens": {name: target tokens handed out}}` (the appended pad labels are no targets)."""
+        return {"tokens": {self.name: self.rows_taken * (self.seq_len - 1 + self.extra)}}

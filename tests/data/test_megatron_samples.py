@@ -1,13 +1,17 @@
 """The GPTDataset sample stream: rows, indices and Goldfish masks equal those of a transcription of the fork's
 GPTDataset, BlendedDataset and helpers.cpp (`megatron_reference.py`) on German prose from the demo corpus."""
 
+import json
+
 import numpy as np
 import pytest
 
 from apertus_jax.data import megatron_samples as samples
 from apertus_jax.data.demo_corpus import load_german_prose
-from apertus_jax.data.goldfish import goldfish_drop_mask
+from apertus_jax.data.goldfish import GoldfishSpec, goldfish_drop_mask
 from apertus_jax.data.megatron import write_indexed_dataset
+from apertus_jax.data.pipeline import BATCH_KEYS
+from apertus_jax.optim.batch_plan import BatchSizePlan
 
 from . import megatron_reference as reference
 
@@ -181,3 +185,53 @@ def test_bad_requests_fail_with_one_line(prefixes):
         samples.gpt_samples(prefix, seq_len=8, seed=0, split="0,1,0", num_samples=10)
     with pytest.raises(ValueError, match="split='x' must hold 1 to 3 ratios"):
         samples.gpt_samples(prefix, seq_len=8, seed=0, split="x", num_samples=10)
+
+
+def _take(batches, count):
+    return [next(batches) for _ in range(count)]
+
+
+@pytest.mark.parametrize("extra", [True, False])
+def test_batches_follow_the_stream_over_shards_a_batch_change_and_a_resume(prefixes, tekken, extra):
+    blend = " ".join(f"{w} {prefixes[n][0]}" for w, n in ((0.5, "a"), (0.3, "b"), (0.2, "c")))
+    stream = samples.gpt_samples(
+        blend, seq_len=SEQ_LEN, seed=5, split="98,2", num_samples=60, add_extra_token=extra
+    )
+    plan = BatchSizePlan([(0, 4 * SEQ_LEN), (3 * 4 * SEQ_LEN, 8 * SEQ_LEN)])  # 4 rows, then 8 from step 3
+    goldfish = GoldfishSpec(k=4, h=13)
+
+    def batches(shard=0, num_shards=1):
+        return samples.GPTBatches(
+            stream, tekken, goldfish, seq_len=SEQ_LEN, batch_size=plan, shard=shard, num_shards=num_shards
+        )
+
+    whole = _take(batches(), 6)  # 3 * 4 + 3 * 8 = 36 rows
+    rows = samples.first_rows(stream, 36)
+    tokens = np.concatenate([b["tokens"] for b in whole])
+    targets = np.concatenate([b["targets"] for b in whole])
+    np.testing.assert_array_equal(tokens, rows[:, :SEQ_LEN])
+    np.testing.assert_array_equal(targets[:, : SEQ_LEN - 1], rows[:, 1:SEQ_LEN])
+    np.testing.assert_array_equal(targets[:, -1], rows[:, SEQ_LEN] if extra else tekken.pad_id)
+    loss_mask = np.concatenate([b["loss_mask"] for b in whole])
+    assert (loss_mask[:, -1] == 0).all() != extra  # the fork's pad label is never a target
+    dropped = goldfish_drop_mask(targets, 4, 13, "apertus")
+    assert (
+        dropped.sum() > 100 and not loss_mask[dropped].any()
+    )  # the fork's Goldfish drops are out of the loss
+
+    # Two shards: per step, shard 0's rows then shard 1's are the global batch.
+    halves = [_take(batches(k, 2), 6) for k in range(2)]
+    for step, batch in enumerate(whole):
+        np.testing.assert_array_equal(np.concatenate([h[step]["tokens"] for h in halves]), batch["tokens"])
+
+    first = batches()
+    _take(first, 4)
+    resumed = batches()
+    resumed.set_state(json.loads(json.dumps(first.get_state())))
+    for a, b in zip(_take(resumed, 2), whole[4:]):
+        for key in BATCH_KEYS:
+            np.testing.assert_array_equal(a[key], b[key])
+    assert resumed.consumed() == {"tokens": {"megatron": 36 * (SEQ_LEN - 1 + extra)}}
+    assert len(stream) == 60 and len(_take(resumed, 3)) == 3  # rows 36 .. 59
+    with pytest.raises(ValueError, match="the sample stream holds 60 rows and step 9 needs rows up to 68"):
+        next(resumed)
