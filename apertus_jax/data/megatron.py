@@ -14,7 +14,7 @@ layout but hold no token ids and are refused). Megatron's GPT preprocessing writ
 so D = S + 1 and the document indices are 0, 1, ..., S; `write_indexed_dataset` does the same. The GPT
 dataset (and the component kind here) reads the S sequences as its documents.
 
-The component kind "megatron" reads prefixes written here or by Megatron's tools_preprocess_data as they
+The component kind "megatron" reads prefixes written here or by Megatron's tools/preprocess_data.py as they
 are: the tokens of each sequence are the document (whatever BoD/EoD ids the writer put in). `paths` is a
 prefix, a list of prefixes, or a Megatron blend ("0.3 /data/web 0.7 /data/code", or the same as a list):
 with weights, the component's epoch holds each prefix's documents in proportion to its weight (token shares,
@@ -419,14 +419,7 @@ class MegatronSpec(DocumentSpec):
         prefixes, weights = parse_blend(self.paths)
         datasets = [IndexedDataset(prefix) for prefix in prefixes]
         for dataset in datasets:
-            check_dtype_holds(dataset, tokenizer.vocab_size)
-            written = written_manifest(dataset.prefix)
-            if written is not None and written["tokenizer"]["checksum"] != tokenizer.checksum:
-                raise ValueError(
-                    f"{dataset.prefix}.json: the data was tokenized with {written['tokenizer']['name']} "
-                    f"(sha256 {written['tokenizer']['checksum']}) but the pipeline uses {tokenizer.name} "
-                    f"(sha256 {tokenizer.checksum}); re-tokenize with the training tokenizer"
-                )
+            check_tokenizer(dataset, tokenizer)
         selection = blend_selection(datasets, weights, self.seed)
         lengths = np.concatenate([d.sequence_lengths for d in datasets])[selection]
         return Component(name, _Documents(datasets, selection, tokenizer.vocab_size), float(lengths.mean()))
@@ -469,6 +462,23 @@ def written_manifest(prefix: str) -> dict[str, Any] | None:
     if not isinstance(written, dict) or not isinstance(written.get("tokenizer"), dict):
         raise ValueError(f"{path}: no tokenizer record; it was not written by experiments.tokenize_data")
     return written
+
+
+def check_tokenizer(dataset: IndexedDataset, tokenizer) -> None:
+    """Checks that `tokenizer` can be the dataset's: its dtype holds ids up to vocab_size - 1
+    (`check_dtype_holds`) and, when PREFIX.json exists, the data was tokenized with it (same sha256).
+
+    Raises:
+      ValueError: one line naming PREFIX.idx or PREFIX.json.
+    """
+    check_dtype_holds(dataset, tokenizer.vocab_size)
+    written = written_manifest(dataset.prefix)
+    if written is not None and written["tokenizer"]["checksum"] != tokenizer.checksum:
+        raise ValueError(
+            f"{dataset.prefix}.json: the data was tokenized with {written['tokenizer']['name']} "
+            f"(sha256 {written['tokenizer']['checksum']}) but the run uses {tokenizer.name} "
+            f"(sha256 {tokenizer.checksum}); re-tokenize with the training tokenizer"
+        )
 
 
 def check_dtype_holds(dataset: IndexedDataset, vocab_size: int) -> None:

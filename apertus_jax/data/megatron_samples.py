@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from apertus_jax.data.megatron import IndexedDataset, parse_blend
+from apertus_jax.data.megatron import IndexedDataset, check_tokenizer, parse_blend
 from apertus_jax.data.pipeline import rows_to_batch
 
 PARTS = ("train", "valid", "test")
@@ -380,8 +380,9 @@ class GPTBatches:
       name: the key of `consumed()["tokens"]`.
 
     Raises:
-      ValueError: another seq_len than the stream's; from `__next__`, a global batch not divisible by
-        num_shards, a stream that runs out (request more samples), or an id outside the vocabulary.
+      ValueError: another seq_len than the stream's, a prefix the tokenizer cannot be the one of
+        (`megatron.check_tokenizer`); from `__next__`, a global batch not divisible by num_shards, a stream that
+        runs out (request more samples), or an id outside the vocabulary.
     """
 
     def __init__(
@@ -397,6 +398,8 @@ class GPTBatches:
         name: str = "megatron",
     ):
         parts = stream.parts if isinstance(stream, BlendedSamples) else [stream]
+        for part in parts:
+            check_tokenizer(part.dataset, tokenizer)
         if parts[0].seq_len != seq_len:
             raise ValueError(
                 f"the sample stream has seq_len {parts[0].seq_len}, the run data.seq_len {seq_len}"

@@ -13,7 +13,9 @@ import pytest
 
 from apertus_jax.data import shards
 from apertus_jax.data.demo_corpus import load_demo_documents
+from apertus_jax.data.goldfish import GoldfishSpec
 from apertus_jax.data.megatron import MegatronSpec, read_documents
+from apertus_jax.data.megatron_samples import GPTBatches, first_rows, gpt_samples
 from apertus_jax.data.tokenizer import demo_tokenizer
 from apertus_jax.prep.tokenize import TokenizeJob, run_tokenize
 from apertus_jax.tokenizers import load_tokenizer
@@ -69,10 +71,17 @@ def test_megatron_output_holds_the_shard_sets_documents(tmp_path):
         {"prefix": str(tmp_path / "web"), "source": "demo corpus", "licence": "see DATA_CARD.md"}
         | {"documents": len(expected), "tokens": manifest["tokens"]}
     ]
-    with pytest.raises(
-        ValueError, match=r"web.json: the data was tokenized with tekken .* the pipeline uses"
-    ):
+    with pytest.raises(ValueError, match=r"web.json: the data was tokenized with tekken .* the run uses"):
         spec.load("web", demo_tokenizer(1024))
+    stream = gpt_samples(str(tmp_path / "web"), seq_len=32, seed=0, split="1", num_samples=10)
+    with pytest.raises(ValueError, match=r"web.json: the data was tokenized with tekken .* the run uses"):
+        GPTBatches(
+            stream, demo_tokenizer(1024), GoldfishSpec(), seq_len=32, batch_size=2, shard=0, num_shards=1
+        )
+    batches = GPTBatches(
+        stream, load_tokenizer("tekken"), GoldfishSpec(), seq_len=32, batch_size=2, shard=0, num_shards=1
+    )
+    np.testing.assert_array_equal(next(batches)["tokens"], first_rows(stream, 2)[:, :32])
 
     two_tasks = run_tokenize(_job(inputs, tmp_path / "two", output_format="megatron", tasks=2))
     assert two_tasks["tasks"] == 2
