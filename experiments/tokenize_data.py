@@ -48,7 +48,7 @@ _MEGATRON_DTYPE = flags.DEFINE_enum(
     "megatron_dtype",
     None,
     ["uint8", "int8", "int16", "uint16", "int32", "int64"],
-    "Megatron token dtype (default: uint16 up to 65,536 ids, else int32).",
+    "Megatron token dtype (default as Megatron's preprocessing: uint16 below 65,500 ids, else int32).",
 )
 _TASKS = flags.DEFINE_integer("tasks", 1, "Datatrove tasks (input file shares).")
 _WORKERS = flags.DEFINE_integer("workers", 1, "Tasks run at once.")

@@ -74,9 +74,10 @@ def token_dtype(dtype: Any) -> np.dtype:
     return resolved
 
 
-def smallest_dtype(vocab_size: int) -> np.dtype:
-    """uint16 when every id in [0, vocab_size) fits in it, else int32 (what Megatron's preprocessing picks)."""
-    return np.dtype(np.uint16 if vocab_size <= 65536 else np.int32)
+def default_dtype(vocab_size: int) -> np.dtype:
+    """The dtype Megatron's preprocessing picks for a vocabulary (DType.optimal_dtype in indexed_dataset.py):
+    uint16 below 65,500 ids, else int32."""
+    return np.dtype(np.uint16 if vocab_size < 65500 else np.int32)
 
 
 class IndexedDataset:

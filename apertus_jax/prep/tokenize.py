@@ -191,18 +191,18 @@ class WriteMegatron(PipelineStep):
 
 
 def megatron_dtype(tokenizer: str, dtype: str | None) -> str:
-    """The Megatron token dtype name for `tokenizer`'s ids: `dtype`, or None for the smallest that holds
-    them (uint16 up to 65,536 ids, else int32).
+    """The Megatron token dtype name for `tokenizer`'s ids: `dtype`, or for None the one Megatron's
+    preprocessing picks (uint16 below 65,500 ids, else int32; `megatron.default_dtype`).
 
     Raises:
       ValueError: `dtype` has no code in the Megatron layout or cannot hold ids up to the vocabulary size - 1.
     """
     vocab_size = load_tokenizer(tokenizer).vocab_size
-    chosen = megatron.smallest_dtype(vocab_size) if dtype is None else megatron.token_dtype(dtype)
+    chosen = megatron.default_dtype(vocab_size) if dtype is None else megatron.token_dtype(dtype)
     if np.iinfo(chosen).max < vocab_size - 1:
         raise ValueError(
             f"--megatron_dtype={chosen.name} holds ids up to {np.iinfo(chosen).max}, but tokenizer {tokenizer} "
-            f"has {vocab_size} ids; use int32 (or leave it unset for the smallest that fits)"
+            f"has {vocab_size} ids; use int32 (or leave it unset for Megatron's default)"
         )
     return chosen.name
 
@@ -214,7 +214,7 @@ class TokenizeJob:
     `executor` is a prep executor section (`kind`, `workers`, `skip_completed`, `slurm {...}`, `ray {...}`;
     see configs/prep/demo.py). `logging_dir` None: a temporary directory, removed after a local run.
     `output_format` "arrayrecord" writes the shard set directory `out`; "megatron" the prefix `out` (`out.bin`,
-    `out.idx`, `out.json`) with token dtype `megatron_dtype` (None: the smallest that holds the ids).
+    `out.idx`, `out.json`) with token dtype `megatron_dtype` (None: the one Megatron's preprocessing picks).
     """
 
     inputs: list

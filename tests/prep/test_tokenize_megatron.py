@@ -115,6 +115,6 @@ def test_dtype_too_small_for_the_tokenizer_is_one_line_and_nothing_is_written(tm
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert lines[0] == (
         "error: --megatron_dtype=uint16 holds ids up to 65535, but tokenizer tekken has 131072 ids; use int32 "
-        "(or leave it unset for the smallest that fits)"
+        "(or leave it unset for Megatron's default)"
     )
     assert sorted(os.listdir(tmp_path)) == before
