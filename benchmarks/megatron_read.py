@@ -11,7 +11,10 @@ single-threaded, per CPU second of this process (= per core), each pair back to 
   int32 documents), as the packer reads them;
 - the whole pipeline (shuffled reads -> packing -> masks -> Goldfish k 50, h 50 -> batches) on each kind;
   the batches of both are asserted equal (same documents, same order).
-The ratio column is Megatron's tokens/s over ArrayRecord's.
+The ratio column is Megatron's tokens/s over ArrayRecord's. Then the GPTDataset indices of
+`apertus_jax.data.megatron_samples` at scale: `--index_samples` samples of seq_len 4096 over `--index_documents`
+documents of 1 to 4,000 tokens (uniform, seed 0; epochs as Megatron counts them), the document, sample and
+shuffle index each timed once.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import time
 import numpy as np
 from absl import flags
 
-from apertus_jax.data import goldfish, megatron, shards
+from apertus_jax.data import goldfish, megatron, megatron_samples, shards
 from apertus_jax.data.config import parse_pipeline
 from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.data.pipeline import BATCH_KEYS, TrainIterator
@@ -36,6 +39,8 @@ _PASSES = flags.DEFINE_integer("passes", 3, "shuffled passes over every document
 _SEQ_LEN = flags.DEFINE_integer("seq_len", 4096, "tokens per row")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 8, "rows per batch")
 _BATCHES = flags.DEFINE_integer("batches", 30, "batches timed per pipeline")
+_INDEX_SAMPLES = flags.DEFINE_integer("index_samples", 10_000_000, "samples of the GPT index timing")
+_INDEX_DOCUMENTS = flags.DEFINE_integer("index_documents", 2_000_000, "documents of the GPT index timing")
 
 
 def cpu_timed(function) -> tuple[float, object]:
@@ -48,6 +53,29 @@ def cpu_timed(function) -> tuple[float, object]:
 def read_all(documents, order: np.ndarray) -> int:
     """Reads `documents[i]` for i in `order`; returns the tokens read (the sum keeps every read live)."""
     return sum(len(documents[int(i)]) for i in order)
+
+
+def index_timings(
+    samples: int, documents: int, seq_len: int = 4096
+) -> tuple[int, int, list[tuple[str, float]]]:
+    """(epochs, samples built, [(index, wall seconds)]) of the GPTDataset indices at scale (module docstring)."""
+    sizes = np.random.default_rng(0).integers(1, 4001, documents).astype(np.int32)
+    tokens = int(sizes.sum())
+    epochs = megatron_samples.number_of_epochs(tokens, samples, seq_len, True)
+    rng = np.random.RandomState(1234)
+    start = time.perf_counter()
+    document_index = megatron_samples.document_index(np.arange(documents, dtype=np.int32), epochs, rng, False)
+    built = time.perf_counter()
+    sample_index = megatron_samples.sample_index(sizes, document_index, seq_len, epochs, tokens, True)
+    counted = time.perf_counter()
+    megatron_samples.shuffle_index(len(sample_index) - 1, len(sample_index) - 1, rng)
+    shuffled = time.perf_counter()
+    timings = [
+        ("document index (RandomState shuffle)", built - start),
+        ("sample index (numpy build_sample_idx)", counted - built),
+        ("shuffle index (RandomState shuffle)", shuffled - counted),
+    ]
+    return epochs, len(sample_index) - 1, timings
 
 
 def main(argv) -> None:
@@ -137,6 +165,17 @@ def main(argv) -> None:
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, count, ours, theirs in rows:
         print(f"| {name} | {count:,} | {ours:,.0f} | {theirs:,.0f} | {theirs / ours:.2f}x |")
+
+    epochs, built, timings = index_timings(_INDEX_SAMPLES.value, _INDEX_DOCUMENTS.value)
+    print(
+        f"\nGPTDataset indices: {_INDEX_SAMPLES.value:,} samples requested of seq_len 4096 over "
+        f"{_INDEX_DOCUMENTS.value:,} documents: {epochs} epochs, {built:,} samples, "
+        f"{epochs * _INDEX_DOCUMENTS.value:,} document-index entries\n"
+    )
+    print("| index | seconds (wall) |")
+    print("| --- | ---: |")
+    for name, seconds in timings:
+        print(f"| {name} | {seconds:.2f} |")
 
 
 if __name__ == "__main__":
