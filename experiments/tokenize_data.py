@@ -1,8 +1,11 @@
-"""Tokenize raw documents into ArrayRecord shards with a manifest (the pipeline's production format).
+"""Tokenize raw documents into ArrayRecord shards with a manifest (the pipeline's production format), or into
+a Megatron indexed dataset (`--format=megatron`: `OUT.bin`, `OUT.idx` and the manifest as `OUT.json`, which
+the Megatron fork trains on as the prefix OUT, and the "megatron" component kind reads).
 
     python -m experiments.tokenize_data --input=DIR_OR_FILE [--input=...] --kind=jsonl --tokenizer=tekken \
         --out=/data/shards/web --source=NAME --licence=ODC-By-1.0 [--score_field=score] [--shard_tokens=N] \
-        [--tasks=T --workers=W] [--executor=slurm --slurm_partition=normal --logging_dir=/scratch/logs]
+        [--tasks=T --workers=W] [--executor=slurm --slurm_partition=normal --logging_dir=/scratch/logs] \
+        [--format=megatron [--megatron_dtype=int32]]
 
 A front-end of `apertus_jax.prep.tokenize` (needs the `prep` extra, datatrove): T datatrove tasks (each a
 share of the input files) on the local, Slurm or Ray executor, then one merged manifest. `--tasks=1` gives the
@@ -21,7 +24,7 @@ from apertus_jax.data import sources
 from apertus_jax.data.shards import SHARD_TOKENS
 from apertus_jax.prep.pipeline import EXECUTORS
 from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS
-from apertus_jax.prep.tokenize import run_tokenize, tokenize_job
+from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job
 from experiments import cli
 
 _INPUT = flags.DEFINE_multi_string("input", None, "File or directory (repeatable).", required=True)
@@ -38,6 +41,15 @@ _SCORE_FIELD = flags.DEFINE_string("score_field", None, "Field of a per-document
 _SHARD_TOKENS = flags.DEFINE_integer("shard_tokens", SHARD_TOKENS, "Shard size in tokens.")
 _BATCH_DOCUMENTS = flags.DEFINE_integer("batch_documents", BATCH_DOCUMENTS, "Documents per encode batch.")
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace an existing --out.")
+_FORMAT = flags.DEFINE_enum(
+    "format", "arrayrecord", OUTPUT_FORMATS, "Output: a shard set, or a Megatron prefix."
+)
+_MEGATRON_DTYPE = flags.DEFINE_enum(
+    "megatron_dtype",
+    None,
+    ["uint8", "int8", "int16", "uint16", "int32", "int64"],
+    "Megatron token dtype (default as Megatron's preprocessing: uint16 below 65,500 ids, else int32).",
+)
 _TASKS = flags.DEFINE_integer("tasks", 1, "Datatrove tasks (input file shares).")
 _WORKERS = flags.DEFINE_integer("workers", 1, "Tasks run at once.")
 _EXECUTOR = flags.DEFINE_enum("executor", "local", EXECUTORS, "Datatrove executor.")
@@ -76,10 +88,21 @@ def main(argv) -> None:
         batch_documents=_BATCH_DOCUMENTS.value,
         overwrite=_OVERWRITE.value,
         tasks=_TASKS.value,
+        output_format=_FORMAT.value,
+        megatron_dtype=_MEGATRON_DTYPE.value,
     )
     manifest = run_tokenize(job)
     if manifest is None:
-        print(f"submitted: the shard set appears at {_OUT.value} when the merge job ends", file=sys.stderr)
+        print(f"submitted: the data appears at {_OUT.value} when the last job ends", file=sys.stderr)
+        return
+    if _FORMAT.value == "megatron":
+        print(
+            f"wrote {_OUT.value}.bin/.idx ({manifest['megatron_dtype']}): {manifest['documents']:,} documents, "
+            f"{manifest['tokens']:,} tokens from {manifest['tasks']} tasks; "
+            f"{manifest['replaced_invalid_utf8']} invalid UTF-8 bytes replaced, "
+            f"{manifest['skipped_empty_documents']} empty documents skipped",
+            file=sys.stderr,
+        )
         return
     print(
         f"wrote {_OUT.value}: {manifest['documents']:,} documents, {manifest['tokens']:,} tokens in "

@@ -38,6 +38,7 @@ from apertus_jax.checks import check_number
 # The built-in kinds register themselves on import (`register_kind`).
 from apertus_jax.data import components as _document_kinds  # noqa: F401
 from apertus_jax.data import injection
+from apertus_jax.data import megatron as _megatron_kind  # noqa: F401
 from apertus_jax.data.goldfish import GoldfishSpec
 from apertus_jax.data.kinds import ComponentSpec, DocumentSpec, parse_component
 

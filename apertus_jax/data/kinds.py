@@ -6,7 +6,7 @@ families:
 
 - `DocumentSpec`: a document source mixed into the stages by token share (`weight`, `epochs`, `order`, `take`,
   `length_buckets`); `load(name, tokenizer)` returns its `Component`. Built in: "arrayrecord", "jsonl",
-  "parquet", "text", "demo", "seqio" (`apertus_jax.data.components`).
+  "parquet", "text", "demo", "seqio" (`apertus_jax.data.components`), "megatron" (`apertus_jax.data.megatron`).
 - `InjectedSpec`: documents inserted into the first stage at planned repetition counts, outside the mixture
   (`apertus_jax.data.injection`): "probes", "canaries".
 

@@ -2,6 +2,7 @@
 
 - `config`: the run schema (ConfigDict) and its one parse into typed sections (`Config`).
 - `run`: the standard hooks of every run and `pretrain(config, workdir)`.
+- `megatron`: pretraining on the exact rows of the Megatron fork's GPTDataset for a blend of prefixes.
 - `posttrain`: `sft` and `qrpo` (QRPO/DPO with the reference log-probs as a job step).
 - `long_context`: the context-extension stages, one run per stage.
 - `records`, `probes`, `loss_plot`: the run's config, provenance and probe-manifest records and its loss curve (loop hooks).

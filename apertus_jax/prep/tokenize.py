@@ -9,12 +9,16 @@ training format of `apertus_jax.data.shards`. Two stages, chained with `depends`
                       manifest)
   merge    (1 task):  `MergeShardManifests`: one manifest over all parts (documents, tokens, files, skipped
                       and replaced counts summed), then the staging directory is renamed to `out`.
+  megatron (1 task, `output_format="megatron"` only): `WriteMegatron`: the merged set, in its order, as the
+                      Megatron dataset `out.bin` + `out.idx` (`apertus_jax.data.megatron`) with its manifest
+                      as `out.json`; the staging set is removed. The fork trains on the prefix `out` unchanged.
 With T = 1 the shards are bit for bit those of a single process reading the same files in order; with T
 tasks every document is tokenized exactly once, so the multiset of token sequences is the same.
 `experiments/tokenize_data.py` is the command-line front-end (`tokenize_job` turns its flags into a job).
 """
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -22,14 +26,19 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
-from apertus_jax.data import shards, sources
+from apertus_jax import files
+from apertus_jax.data import megatron, shards, sources
 from apertus_jax.data.shards import load_manifest
 from apertus_jax.prep import local_executor, shard_parts
 from apertus_jax.prep.pipeline import make_executor
 from apertus_jax.prep.steps import MergeShardManifests
+from apertus_jax.tokenizers import load_tokenizer
+
+OUTPUT_FORMATS = ("arrayrecord", "megatron")
 
 
 class RawDocumentReader(PipelineStep):
@@ -152,12 +161,60 @@ class TokenizeShards(PipelineStep):
         yield from ()
 
 
+class WriteMegatron(PipelineStep):
+    """Single task: the merged shard set at `shard_dir` as the Megatron dataset `prefix` (.bin + .idx).
+
+    Documents in the set's order, one sequence each, as `dtype`; the set's manifest (plus `megatron_dtype`
+    and `megatron_prefix`) goes to `prefix.json`, and the shard set is removed. Nothing is left at `prefix`
+    on error (`megatron.IndexedDatasetWriter`).
+    """
+
+    name = "write the Megatron dataset"
+    type = "apertus-tokenize"
+
+    def __init__(self, shard_dir: str, prefix: str, tokenizer: str, dtype: str, overwrite: bool = False):
+        super().__init__()
+        self.shard_dir, self.prefix, self.tokenizer_spec = shard_dir, prefix, tokenizer
+        self.dtype, self.overwrite = dtype, overwrite
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        source = shards.ShardSource(self.shard_dir, load_tokenizer(self.tokenizer_spec))
+        summary = megatron.write_indexed_dataset(self.prefix, source, self.dtype, overwrite=self.overwrite)
+        manifest = {
+            key: value for key, value in source.manifest.items() if key not in ("shards", "directory")
+        }
+        manifest.update(megatron_prefix=os.path.basename(self.prefix), megatron_dtype=self.dtype, **summary)
+        files.write_text(self.prefix + ".json", json.dumps(manifest, indent=2) + "\n")
+        shutil.rmtree(self.shard_dir)
+        self.stat_update("documents", value=summary["documents"])
+        yield from ()
+
+
+def megatron_dtype(tokenizer: str, dtype: str | None) -> str:
+    """The Megatron token dtype name for `tokenizer`'s ids: `dtype`, or for None the one Megatron's
+    preprocessing picks (uint16 below 65,500 ids, else int32; `megatron.default_dtype`).
+
+    Raises:
+      ValueError: `dtype` has no code in the Megatron layout or cannot hold ids up to the vocabulary size - 1.
+    """
+    vocab_size = load_tokenizer(tokenizer).vocab_size
+    chosen = megatron.default_dtype(vocab_size) if dtype is None else megatron.token_dtype(dtype)
+    if np.iinfo(chosen).max < vocab_size - 1:
+        raise ValueError(
+            f"--megatron_dtype={chosen.name} holds ids up to {np.iinfo(chosen).max}, but tokenizer {tokenizer} "
+            f"has {vocab_size} ids; use int32 (or leave it unset for Megatron's default)"
+        )
+    return chosen.name
+
+
 @dataclasses.dataclass
 class TokenizeJob:
     """Everything a distributed tokenization run needs (the fields of `experiments/tokenize_data.py`).
 
     `executor` is a prep executor section (`kind`, `workers`, `skip_completed`, `slurm {...}`, `ray {...}`;
     see configs/prep/demo.py). `logging_dir` None: a temporary directory, removed after a local run.
+    `output_format` "arrayrecord" writes the shard set directory `out`; "megatron" the prefix `out` (`out.bin`,
+    `out.idx`, `out.json`) with token dtype `megatron_dtype` (None: the one Megatron's preprocessing picks).
     """
 
     inputs: list
@@ -173,6 +230,8 @@ class TokenizeJob:
     batch_documents: int = shard_parts.BATCH_DOCUMENTS
     overwrite: bool = False
     tasks: int = 1
+    output_format: str = "arrayrecord"
+    megatron_dtype: str | None = None
     executor: dict = dataclasses.field(
         default_factory=lambda: {
             "kind": "local",
@@ -213,7 +272,7 @@ def tokenize_job(
       slurm: the Slurm options (`partition`, `time`, `cpus_per_task`, `mem_per_cpu_gb`, `venv_path`).
       logging_dir: datatrove's logs and stats; None: a temporary directory (local runs only).
       fields: the other `TokenizeJob` fields (kind, text_field, id_field, score_field, shard_tokens,
-        batch_documents, overwrite, tasks).
+        batch_documents, overwrite, tasks, output_format, megatron_dtype).
 
     Raises:
       ValueError: a Slurm or Ray run without `logging_dir` (its tasks need it on shared storage).
@@ -239,14 +298,18 @@ def tokenize_job(
 
 
 def build_executors(job: TokenizeJob) -> dict:
-    """The two chained executors `{"tokenize": ..., "merge": ...}`; run `["merge"]` to run both.
+    """The chained executors `{"tokenize": ..., "merge": ...}` (and `"megatron": ...` for that format); run the
+    last one to run them all.
 
     Raises:
-      ValueError: unknown executor kind, unknown input kind, no input file, tasks < 1.
+      ValueError: unknown executor kind, unknown input kind or output format, no input file, tasks < 1, a
+        Megatron dtype that cannot hold the tokenizer's ids.
       FileNotFoundError: an input path does not exist.
     """
     if job.tasks < 1:
         raise ValueError(f"tasks must be at least 1, got {job.tasks}")
+    if job.output_format not in OUTPUT_FORMATS:
+        raise ValueError(f"output format {job.output_format!r} unknown; use one of {OUTPUT_FORMATS}")
     files = sources.list_files(job.inputs, job.kind)  # fail before any job starts
     logging_dir = job.logging_dir or tempfile.mkdtemp(prefix="tokenize_logs_")
     reader = RawDocumentReader(job.inputs, job.kind, job.text_field, job.id_field, job.score_field)
@@ -266,28 +329,46 @@ def build_executors(job: TokenizeJob) -> dict:
     first = make_executor(
         job.executor, tokenize, min(job.tasks, len(files)), os.path.join(logging_dir, "tokenize"), "tokenize"
     )
+    megatron_format = job.output_format == "megatron"
     merge = make_executor(
         job.executor,
-        [MergeShardManifests(job.staging, publish_to=os.path.abspath(job.out))],
+        [MergeShardManifests(job.staging, publish_to=None if megatron_format else os.path.abspath(job.out))],
         1,
         os.path.join(logging_dir, "merge"),
         "tokenize-merge",
         depends=first,
     )
-    return {"tokenize": first, "merge": merge}
+    executors = {"tokenize": first, "merge": merge}
+    if megatron_format:
+        step = WriteMegatron(
+            job.staging,
+            os.path.abspath(job.out),
+            job.tokenizer,
+            megatron_dtype(job.tokenizer, job.megatron_dtype),
+            job.overwrite,
+        )
+        executors["megatron"] = make_executor(
+            job.executor, [step], 1, os.path.join(logging_dir, "megatron"), "tokenize-megatron", depends=merge
+        )
+    return executors
 
 
 def run_tokenize(job: TokenizeJob) -> dict | None:
-    """Runs `job` and returns the merged manifest (None for Slurm/Ray: the jobs were submitted).
+    """Runs `job` and returns the merged manifest, or for the Megatron format the contents of `out.json`
+    (None for Slurm/Ray: the jobs were submitted).
 
     Local runs leave nothing behind on error (the staging directory and temporary logs are removed).
     Raises:
-      FileExistsError: `out` exists and not `overwrite`.
+      FileExistsError: `out` (the Megatron format: `out.bin` or `out.idx`) exists and not `overwrite`.
       ValueError / FileNotFoundError: see `build_executors`; a bad record; an empty input.
     """
-
-    if os.path.exists(job.out) and not job.overwrite:
-        raise FileExistsError(f"{job.out} exists; choose a new --out or pass --overwrite")
+    targets = [job.out]
+    if job.output_format == "megatron":
+        targets = [megatron.data_path(job.out), megatron.index_path(job.out)]
+        megatron_dtype(job.tokenizer, job.megatron_dtype)  # before anything is written
+    for target in targets:
+        if os.path.exists(target) and not job.overwrite:
+            raise FileExistsError(f"{target} exists; choose a new --out or pass --overwrite")
     shutil.rmtree(job.staging, ignore_errors=True)
     temporary_logs = job.logging_dir is None
     if temporary_logs:
@@ -298,9 +379,12 @@ def run_tokenize(job: TokenizeJob) -> dict | None:
         local_executor.quiet_console("CRITICAL")
     try:
         executors = build_executors(job)
-        executors["merge"].run()
+        list(executors.values())[-1].run()
         if job.executor["kind"] != "local":
             return None
+        if job.output_format == "megatron":
+            with open(job.out + ".json", encoding="utf-8") as f:
+                return json.load(f)
         return load_manifest(job.out)
     except BaseException:
         shutil.rmtree(job.staging, ignore_errors=True)

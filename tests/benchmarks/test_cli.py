@@ -10,7 +10,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).parents[2]
-SCRIPTS = ("checkpoint", "data_pipeline", "loop_overhead", "profile", "tokenize")
+SCRIPTS = ("checkpoint", "data_pipeline", "loop_overhead", "megatron_read", "profile", "tokenize")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
