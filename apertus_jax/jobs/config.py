@@ -166,6 +166,30 @@ def parse(config: ml_collections.ConfigDict | dict) -> Config:
     )
 
 
+def parse_recorded(record: dict) -> Config:
+    """The typed `Config` of a run's recorded `config.json` (`Config.to_dict()` of the version that trained it).
+
+    Keys the schema gained after the record was written take their defaults (a new option leaves older
+    workdirs readable, with the behaviour they were trained with when the default is the old behaviour);
+    `data.pipeline` is taken as recorded. Unknown keys are still refused.
+
+    Raises:
+      ValueError: as `parse`.
+    """
+
+    def fill(defaults: dict, recorded: dict, prefix: str) -> dict:
+        out = dict(defaults)
+        for key, value in recorded.items():
+            nested = isinstance(value, dict) and isinstance(defaults.get(key), dict)
+            if nested and prefix + key != "data.pipeline":
+                out[key] = fill(defaults[key], value, prefix + key + ".")
+            else:
+                out[key] = value
+        return out
+
+    return parse(fill(base_config().to_dict(), record, ""))
+
+
 def apply_preset_override(config: ml_collections.ConfigDict, argv: list[str]) -> None:
     """Gives `--config.model.preset=NAME` its meaning: the model section becomes preset NAME's fields, with the
     other `--config.model.*` overrides in `argv` applied on top (the config file's own model fields are

@@ -15,7 +15,7 @@ import os
 import jax
 
 from apertus_jax.data.tokenizer import run_tokenizer
-from apertus_jax.jobs.config import Config, parse
+from apertus_jax.jobs.config import Config, parse_recorded
 from apertus_jax.jobs.records import CONFIG
 from apertus_jax.models import partitioning
 from apertus_jax.models.transformer import Apertus, model_from_params
@@ -50,7 +50,7 @@ def read_config(workdir: str) -> Config:
             "`python -m experiments.pretrain --workdir=...`"
         )
     with open(path) as f:
-        return parse(json.load(f))
+        return parse_recorded(json.load(f))
 
 
 def load_workdir(workdir: str) -> TrainedModel:

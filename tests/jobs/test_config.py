@@ -9,7 +9,7 @@ import sys
 import ml_collections
 import pytest
 
-from apertus_jax.jobs.config import Config, base_config, closest_keys, key_paths, parse
+from apertus_jax.jobs.config import Config, base_config, closest_keys, key_paths, parse, parse_recorded
 from apertus_jax.train.config import check_layout
 from configs.runs import tiny_demo
 
@@ -173,3 +173,16 @@ def test_unknown_keys_are_refused_anywhere_in_the_schema(change, message):
 )
 def test_closest_keys_search_every_section(key, expected):
     assert closest_keys(key, key_paths(base_config())) == expected
+
+
+def test_a_record_without_keys_added_later_parses_with_their_defaults():
+    """A config.json written before an option existed (here posttrain.qrpo_variant and eval.batch_rows) stays
+    readable; its pipeline is not merged with the default one; an unknown key is still refused."""
+    recorded = parse(tiny_demo.get_config()).to_dict()
+    del recorded["posttrain"]["qrpo_variant"], recorded["eval"]["batch_rows"]
+    config = parse_recorded(recorded)
+    assert config == parse(tiny_demo.get_config())
+    assert list(config.run.data.pipeline.components) == ["prose", "udhr"]
+    recorded["train"]["colour"] = 1
+    with pytest.raises(ValueError, match="unknown \\['train.colour'\\]"):
+        parse_recorded(recorded)
