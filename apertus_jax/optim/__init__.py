@@ -12,6 +12,7 @@ from apertus_jax.optim.factory import make_optimizer
 from apertus_jax.optim.muon import muon, muon_assignment, muon_dimension_numbers
 from apertus_jax.optim.presets import OptimPreset, get_optim_preset
 from apertus_jax.optim.schedules import alpha_scheduler, beta3_scheduler, cosine_schedule, wsd_schedule
+from apertus_jax.optim.state import opt_state_shardings
 
 __all__ = [
     "BatchSizePlan",
@@ -28,6 +29,7 @@ __all__ = [
     "muon",
     "muon_assignment",
     "muon_dimension_numbers",
+    "opt_state_shardings",
     "scale_by_ademamix",
     "schedule_in_steps",
     "wsd_schedule",
