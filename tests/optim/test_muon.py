@@ -63,10 +63,10 @@ def test_one_step_from_zero_state_is_the_reference_newton_schulz(shape, rms):
     orthogonal = reference_newton_schulz(g.T).T  # the reference works on the torch layout [out, in]
     scale = rms * np.sqrt(max(fan_in, fan_out)) if rms else np.sqrt(max(1, fan_out / fan_in))
     expected = -lr * (scale * orthogonal + wd * w)
-    np.testing.assert_allclose(step["w"], expected, rtol=0, atol=2e-7)
-    # The orthogonalized direction is not the gradient: its singular values are all near 1 (0.68 to 1.2).
+    np.testing.assert_allclose(step["w"], expected, rtol=0, atol=5e-8)  # measured <= 2e-8; steps ~1e-2
+    # The orthogonalized direction is not the gradient: its singular values are all near 1 (0.68 to 1.13).
     singular = np.linalg.svd(np.asarray(orthogonal), compute_uv=False)
-    assert 0.6 < singular.min() and singular.max() < 1.25
+    assert 0.6 < singular.min() and singular.max() < 1.2
 
 
 TINY_ASSIGNMENT = {
