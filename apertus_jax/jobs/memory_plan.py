@@ -23,8 +23,8 @@ run one after another under `lax.scan`).
 
 Optimizers side by side (`optimizer_lines`, `--optimizers=ademamix,muon`): the optimizer state bytes per device of
 each optimizer on each mesh, and the collectives of its update alone (`tx.update` compiled with the train step's
-shardings: clipping's global-norm reduction for every optimizer; Muon's Newton-Schulz products on fsdp/tensor
-split matrices add all-gathers and all-reduces; docs/optimizers.md). Only the update is compiled, not the step.
+shardings: clipping's global-norm reduction for every optimizer; Muon adds the all-to-alls into and out of its
+orthogonalization layout and the all-reduces of X X^T; docs/optimizers.md). Only the update is compiled, not the step.
 
 Caveats: the CPU compiler's buffer assignment approximates a GPU/TPU one; attention is lowered with the plain
 XLA implementation (it materializes the [heads, T, T] scores that cuDNN/splash kernels avoid), so activation

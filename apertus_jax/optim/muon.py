@@ -15,7 +15,8 @@ parameter goes where and how its dimensions form a matrix, read from each parame
     from "mlp").
 
 Both branches follow the same learning rate and the same weight-decay mask as AdEMAMix
-(`default_weight_decay_mask`), decay multiplied by the learning rate.
+(`default_weight_decay_mask`), decay multiplied by the learning rate. Under a mesh, each stack of matrices is
+orthogonalized in its own layout (`orthogonalization_spec`), not in the parameters'.
 """
 
 import math
@@ -25,6 +26,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from optax.contrib import MuonDimensionNumbers
 
 from apertus_jax.optim.adamw import adamw
@@ -138,6 +141,93 @@ def _scale_by_shape(numbers: Any, rms: float) -> optax.GradientTransformation:
     return optax.GradientTransformation(optax.init_empty_state, update_fn)
 
 
+def _as_matrices(x: jax.Array, number: MuonDimensionNumbers) -> jax.Array:
+    """`x` as [batch, fan_in, fan_out]: batch axes, then input axes, then output axes, each group flattened
+    (the layout `optax.contrib.scale_by_muon` orthogonalizes)."""
+    batch = [i for i in range(x.ndim) if i not in number.reduction_axis + number.output_axis]
+    x = x.transpose(batch + list(number.reduction_axis) + list(number.output_axis))
+    sizes = [
+        math.prod(x.shape[: len(batch)]),
+        math.prod(x.shape[len(batch) : x.ndim - len(number.output_axis)]),
+    ]
+    return x.reshape(sizes[0], sizes[1], -1)
+
+
+def _from_matrices(x: jax.Array, number: MuonDimensionNumbers, shape: tuple[int, ...]) -> jax.Array:
+    """The inverse of `_as_matrices` for a parameter of `shape`."""
+    batch = [i for i in range(len(shape)) if i not in number.reduction_axis + number.output_axis]
+    order = batch + list(number.reduction_axis) + list(number.output_axis)
+    x = x.reshape([shape[i] for i in order])
+    return x.transpose([order.index(i) for i in range(len(shape))])
+
+
+def orthogonalization_spec(shape: tuple[int, int, int], mesh_shape: dict[str, int]) -> P:
+    """Where the matrices of a [batch, fan_in, fan_out] stack lie during Newton-Schulz (docs/optimizers.md).
+
+    Each mesh axis of size > 1, in mesh order, splits the batch axis (stacked layers) if it divides what is
+    left of it, else the longer matrix side, the one the iteration's X X^T contracts (if it divides); else
+    the devices of that axis compute the same matrices. Whole matrices on a device need no communication;
+    a split longer side costs one all-reduce of the [short, short] product X X^T per iteration, where a
+    split shorter side (the parameters' own fsdp/tensor layout) makes the compiler gather whole matrices.
+
+    Args:
+      shape: (batch, fan_in, fan_out) sizes.
+      mesh_shape: mesh axis name -> size, in mesh order.
+
+    Returns:
+      A `PartitionSpec` of the three dimensions.
+    """
+    # optax orients each matrix so that the contracted side is the longer one (fan_out on a tie).
+    longer = 1 if shape[1] > shape[2] else 2
+    axes: list[list[str]] = [[], [], []]
+    for axis, size in mesh_shape.items():
+        for dim in (0, longer):
+            if size > 1 and shape[dim] % (math.prod(mesh_shape[a] for a in axes[dim]) * size) == 0:
+                axes[dim].append(axis)
+                break
+    return P(*(None if not a else a[0] if len(a) == 1 else tuple(a) for a in axes))
+
+
+def _in_orthogonalization_layout(numbers: Any, momentum: float, eps: float) -> optax.GradientTransformation:
+    """`optax.contrib.scale_by_muon` on each Muon parameter viewed as a [batch, fan_in, fan_out] stack placed
+    by `orthogonalization_spec` on the mesh of `jax.set_mesh` (no placement without one). The momentum is
+    stored in the parameter's own shape (and sharding); the update returns in it."""
+    stacked = MuonDimensionNumbers(reduction_axis=(1,), output_axis=(2,))
+    inner = optax.contrib.scale_by_muon(
+        beta=momentum,
+        eps=eps,
+        weight_dimension_numbers=jax.tree.map(lambda n: stacked, numbers, is_leaf=_is_number),
+    )
+
+    def place(x):
+        mesh = jax.sharding.get_abstract_mesh()
+        if mesh.empty:
+            return x
+        spec = orthogonalization_spec(x.shape, dict(mesh.shape))
+        if mesh.are_all_axes_explicit:
+            return jax.sharding.reshard(x, spec)
+        return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec))
+
+    def to_matrices(tree):
+        return jax.tree.map(lambda x, n: place(_as_matrices(x, n)), tree, numbers, is_leaf=_is_number)
+
+    def from_matrices(tree, like):
+        # Placed again on the way out: otherwise the compiler carries the parameter layout back into the
+        # iterations and gathers whole matrices there.
+        return jax.tree.map(
+            lambda x, n, p: _from_matrices(place(x), n, p.shape), tree, numbers, like, is_leaf=_is_number
+        )
+
+    def update_fn(updates, state, params=None):
+        del params
+        stacked_state = state._replace(mu=to_matrices(state.mu))
+        directions, stacked_state = inner.update(to_matrices(updates), stacked_state)
+        state = stacked_state._replace(mu=from_matrices(stacked_state.mu, state.mu))
+        return from_matrices(directions, updates), state
+
+    return optax.GradientTransformation(inner.init, update_fn)
+
+
 def muon(
     learning_rate: optax.ScalarOrSchedule,
     logical_axes: Any,
@@ -152,8 +242,10 @@ def muon(
     """Muon on the hidden matrices named by `logical_axes`, AdamW on the rest (docs/optimizers.md).
 
     An `optax.partition` of two branches labelled by `muon_dimension_numbers(logical_axes)`:
-      "muon": `optax.contrib.scale_by_muon` with those dimension numbers (Nesterov momentum `momentum`, 5
-        Newton-Schulz steps on each matrix, per layer when layers are stacked), the orthogonalized update
+      "muon": `optax.contrib.scale_by_muon` on each matrix viewed by those dimension numbers as a [batch,
+        fan_in, fan_out] stack (Nesterov momentum `momentum`, 5 Newton-Schulz steps on each matrix, per layer
+        when layers are stacked), placed by `orthogonalization_spec` on the mesh of `jax.set_mesh` while it is
+        orthogonalized (docs/optimizers.md, "Memory and the distributed update"), the orthogonalized update
         scaled by `rms * sqrt(max(fan_in, fan_out))` (update RMS `rms` per unit learning rate, like AdamW's:
         Moonlight's RMS matching), or with `rms = 0` by `sqrt(max(1, fan_out / fan_in))` (Keller Jordan's
         reference); fan_in / fan_out are the products of the input / output dimension sizes;
@@ -194,7 +286,7 @@ def muon(
     # Inside the partition the Muon branch sees MaskedNode where AdamW's parameters are.
     holed = jax.tree.map(lambda n: optax.MaskedNode() if n is None else n, numbers, is_leaf=_is_number)
     matrices = optax.chain(
-        optax.contrib.scale_by_muon(beta=momentum, eps=eps, weight_dimension_numbers=holed),
+        _in_orthogonalization_layout(holed, momentum, eps),
         _scale_by_shape(holed, rms),
         optax.add_decayed_weights(weight_decay, mask),
         optax.scale_by_learning_rate(learning_rate),

@@ -23,6 +23,7 @@ from apertus_jax.optim import (
     opt_state_shardings,
 )
 from apertus_jax.optim.config import OptimConfig, make_tx
+from apertus_jax.optim.muon import orthogonalization_spec
 
 TINY = get_config("tiny", vocab_size=512, scan_layers=True)
 
@@ -193,6 +194,20 @@ def test_weight_decay_follows_the_default_mask(tiny):
     assert not mask["layers"]["attn_norm"]["weight"] and not mask["layers"]["mlp"]["act"]["a_p"]
 
 
+def test_orthogonalization_spec_keeps_matrices_whole_where_the_layers_allow():
+    """Apertus-8B's stacked q_proj [32 layers, 4096, 4096] and k_proj [32, 4096, 1024] on its two meshes."""
+    fsdp64 = {"data": 1, "fsdp": 64, "tensor": 1}
+    fsdp16_tensor4 = {"data": 1, "fsdp": 16, "tensor": 4}
+    # 64 does not divide 32 layers: the contracted (longer) side is split, one all-reduce per iteration.
+    assert orthogonalization_spec((32, 4096, 4096), fsdp64) == P(None, None, "fsdp")
+    assert orthogonalization_spec((32, 4096, 1024), fsdp64) == P(None, "fsdp", None)
+    # 16 devices take 2 layers each, whole along fsdp; tensor splits the longer side.
+    assert orthogonalization_spec((32, 4096, 4096), fsdp16_tensor4) == P("fsdp", None, "tensor")
+    assert orthogonalization_spec((32, 4096, 1024), fsdp16_tensor4) == P("fsdp", "tensor", None)
+    # An axis that divides neither leaves those devices computing the same matrices.
+    assert orthogonalization_spec((3, 5, 7), {"fsdp": 2}) == P(None, None, None)
+
+
 def test_8_devices_update_equals_one_device_within_float32_rounding(tiny):
     """fsdp=4 x tensor=2: every Muon matrix is split over both axes (Newton-Schulz on sharded matrices)."""
     axes, params, grads = tiny
@@ -212,12 +227,19 @@ def test_8_devices_update_equals_one_device_within_float32_rounding(tiny):
         )
         p = jax.device_put(params, shardings)
         s = init(p)
-        for g in grads:
-            p, s = update(jax.device_put(g, shardings), s, p)
+        with jax.set_mesh(
+            mesh
+        ):  # as the loop runs the step: Newton-Schulz in orthogonalization_spec's layout
+            for g in grads:
+                p, s = update(jax.device_put(g, shardings), s, p)
         return jax.device_get(p), shardings
 
     one, _ = run(make_mesh(1, 1, 1, jax.devices()[:1]))
     eight, shardings = run(make_mesh(1, 4, 2, jax.devices()[:8]))
+    # During Newton-Schulz the 2 layers lie over tensor, the longer side of each matrix over fsdp.
+    assert orthogonalization_spec((2, 128, 384), {"data": 1, "fsdp": 4, "tensor": 2}) == P(
+        "tensor", None, "fsdp"
+    )
     assert shardings["layers"]["attn"]["q_proj"].spec == P(None, "fsdp", "tensor", None)
     assert shardings["layers"]["mlp"]["down"].spec == P(None, "tensor", "fsdp")
     moved = jax.tree.map(lambda a, b: float(np.max(np.abs(a - b))), eight, one)

@@ -54,10 +54,13 @@ def _muon_step(config, mesh, lr_schedule):
 
 def _train(step, state, batches, mesh):
     losses = []
-    for batch in batches:
-        params, opt_state, metrics = step(state["params"], state["opt_state"], make_global_batch(batch, mesh))
-        state = {"params": params, "opt_state": opt_state}
-        losses.append(float(metrics["loss"]))
+    with jax.set_mesh(mesh):  # as the loop runs its step
+        for batch in batches:
+            params, opt_state, metrics = step(
+                state["params"], state["opt_state"], make_global_batch(batch, mesh)
+            )
+            state = {"params": params, "opt_state": opt_state}
+            losses.append(float(metrics["loss"]))
     return state, losses
 
 
