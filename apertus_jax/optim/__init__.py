@@ -9,6 +9,7 @@ from apertus_jax.optim.ademamix import ScaleByAdemamixState, ademamix, scale_by_
 from apertus_jax.optim.batch_plan import BatchSizePlan, schedule_in_steps
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
 from apertus_jax.optim.factory import make_optimizer
+from apertus_jax.optim.lion import lion
 from apertus_jax.optim.muon import muon, muon_assignment, muon_dimension_numbers
 from apertus_jax.optim.presets import OptimPreset, get_optim_preset
 from apertus_jax.optim.schedules import alpha_scheduler, beta3_scheduler, cosine_schedule, wsd_schedule
@@ -25,6 +26,7 @@ __all__ = [
     "cosine_schedule",
     "default_weight_decay_mask",
     "get_optim_preset",
+    "lion",
     "make_optimizer",
     "muon",
     "muon_assignment",

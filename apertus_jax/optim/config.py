@@ -24,8 +24,9 @@ class OptimConfig:
     """Optimizer, clipping, weight decay and the token-based LR schedule.
 
     Attributes:
-      name: "ademamix" (Apertus), "adamw" (baseline) or "muon" (Muon on the hidden matrices, AdamW with b1,
-        b2, eps on embeddings, lm_head, norms and xIELU scalars; docs/optimizers.md).
+      name: "ademamix" (Apertus), "adamw" (baseline), "muon" (Muon on the hidden matrices, AdamW with b1, b2,
+        eps on embeddings, lm_head, norms and xIELU scalars; docs/optimizers.md) or "lion" (the sign of the
+        b1-interpolated momentum, momentum decay b2, no eps; the optimizer ablation).
       peak_lr: the stable LR of WSD / the peak of cosine.
       schedule: "wsd" (warmup, stable, `decay_shape` cooldown over the last `decay_tokens`) or "cosine".
       warmup_tokens, decay_tokens, total_tokens: schedule lengths in tokens.
@@ -127,7 +128,7 @@ def make_lr_schedule(optim: OptimConfig, plan: BatchSizePlan) -> Schedule:
 def make_tx(
     optim: OptimConfig, lr_schedule: Schedule, logical_axes: Any = None
 ) -> optax.GradientTransformation:
-    """clip_by_global_norm -> AdEMAMix, AdamW or Muon with the default weight-decay mask (docs/recipe.md 4,
+    """clip_by_global_norm -> AdEMAMix, AdamW, Lion or Muon with the default weight-decay mask (docs/recipe.md 4,
     docs/optimizers.md).
 
     Args:
@@ -137,7 +138,11 @@ def make_tx(
     Raises:
       ValueError: "muon" without `logical_axes`, or a parameter Muon cannot classify (`muon_dimension_numbers`).
     """
-    kwargs = dict(b1=optim.b1, b2=optim.b2, eps=optim.eps)
+    kwargs = (
+        dict(b1=optim.b1, b2=optim.b2)
+        if optim.name == "lion"
+        else dict(b1=optim.b1, b2=optim.b2, eps=optim.eps)
+    )
     if optim.name == "ademamix":
         kwargs.update(
             b3=optim.b3,
