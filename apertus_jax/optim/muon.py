@@ -2,8 +2,8 @@
 
 The orthogonalization is that of `optax.contrib.muon` of the pinned optax (`optax.contrib.scale_by_muon`:
 Nesterov momentum, Frobenius pre-normalization, Newton-Schulz quintic with coefficients (3.4445, -4.7750,
-2.0315), 5 steps). What is ours is which
-parameter goes where and how its dimensions form a matrix, read from each parameter's logical axes:
+2.0315), 5 steps). What is ours is which parameter goes where and how its dimensions form a matrix, read from
+each parameter's logical axes:
 
   - an axis named "layers" (scanned layers) is a batch axis: each layer's matrix is orthogonalized alone;
   - a parameter with a "vocab" axis (the input embedding, the lm_head), fewer than two other axes (norm
@@ -255,9 +255,10 @@ def muon(
     its own Adam branch is not used because it decays all of its parameters or none (no mask) and uses
     Nesterov momentum, where the sources use plain AdamW.
 
-    The labels are fixed at construction (no function of the params), so `optax.tree_map_params` can
-    place the state; the Muon momentum holds only the Muon parameters and AdamW's moments only the others
-    (`optax.MaskedNode` elsewhere: map it with `is_leaf=lambda x: isinstance(x, optax.MaskedNode)`).
+    The labels are fixed at construction (no function of the params), so the state can be placed without
+    allocating it; the Muon momentum holds only the Muon parameters and AdamW's moments only the others
+    (`optax.MaskedNode` elsewhere), which `opt_state_shardings` keeps and a plain `optax.tree_map_params`
+    cannot match.
 
     Args:
       learning_rate: float or optax schedule of the 0-based update count, shared by both branches.
