@@ -21,6 +21,11 @@ batch-sharded (data x fsdp) device of each mesh (the plan then sets `train.micro
 data x fsdp x N for that mesh). Gradient accumulation over more microbatches adds no activation memory (they
 run one after another under `lax.scan`).
 
+Optimizers side by side (`optimizer_lines`, `--optimizers=ademamix,muon`): the optimizer state bytes per device of
+each optimizer on each mesh, and the collectives of its update alone (`tx.update` compiled with the train step's
+shardings: clipping's global-norm reduction for every optimizer; Muon adds the all-to-alls into and out of its
+orthogonalization layout and the all-reduces of X X^T; docs/optimizers.md). Only the update is compiled, not the step.
+
 Caveats: the CPU compiler's buffer assignment approximates a GPU/TPU one; attention is lowered with the plain
 XLA implementation (it materializes the [heads, T, T] scores that cuDNN/splash kernels avoid), so activation
 figures are upper bounds for configs that use those kernels.
@@ -29,15 +34,24 @@ figures are upper bounds for configs that use those kernels.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Iterator, Sequence
 
 import jax
 import numpy as np
+from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
+from apertus_jax.models import partitioning
 from apertus_jax.models.partitioning import MeshConfig
+from apertus_jax.models.transformer import Apertus
+from apertus_jax.optim import opt_state_shardings
+from apertus_jax.optim.config import make_lr_schedule, make_tx
 from apertus_jax.train.assemble import Run
 from apertus_jax.train.config import RunConfig
+from apertus_jax.train.train_state import make_param_spec
 
 GB = 1e9
 DEVICE_MEMORY_GB = {"H100 80GB": 80, "H200 141GB": 141, "TPU v5p 95GB": 95}
@@ -195,3 +209,91 @@ def plan_lines(
         "Train with the same microbatches: --config.train.microbatch_size=ROWS of a microbatch (the 'x ROWS' "
         f"above; this config has {config.train.microbatch_size}, 0 = the whole batch in one pass)."
     )
+
+
+COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
+# "%name = f32[32,4096,1024]{...} all-gather(" or a tuple "(f32[...], bf16[...]) all-reduce(" in compiled HLO.
+_COLLECTIVE_LINE = re.compile(r"=\s*(\(.*?\)|\S+)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+_ARRAY_TYPE = re.compile(r"([a-z]+\d*)\[([\d,]*)\]")
+
+
+def collective_bytes(hlo_text: str) -> dict[str, tuple[int, int]]:
+    """{collective: (ops, bytes of their results)} in compiled (SPMD-partitioned) HLO text, per device.
+
+    Counts all-gather, all-reduce, reduce-scatter, all-to-all and collective-permute (their async "-start"
+    halves once); result bytes from the result types (f32 4, bf16 2, s32 4, pred 1 byte per element).
+    """
+    sizes = {"f32": 4, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "pred": 1, "f64": 8, "s64": 8}
+    found = {kind: (0, 0) for kind in COLLECTIVES}
+    for result, kind in _COLLECTIVE_LINE.findall(hlo_text):
+        elements = [
+            (dtype, int(np.prod([int(d) for d in dims.split(",") if d])))
+            for dtype, dims in _ARRAY_TYPE.findall(result)
+        ]
+        ops, total = found[kind]
+        found[kind] = (ops + 1, total + sum(n * sizes.get(dtype, 4) for dtype, n in elements))
+    return found
+
+
+def param_logical_axes(model) -> dict:
+    """The logical axes of every parameter of `model` (a ModelConfig), in the trainer's plain params layout."""
+    _, abstract = nnx.split(nnx.eval_shape(lambda: Apertus(model, rngs=nnx.Rngs(0))), nnx.Param)
+    return partitioning.state_logical_axes(abstract).to_pure_dict()
+
+
+def optimizer_plan(config: RunConfig, mesh_shape: tuple[int, ...], name: str) -> dict:
+    """Optimizer `name` ("ademamix", "adamw", "muon") of `config`'s optim section on a `mesh_shape` mesh of the
+    first devices: its state bytes per device (`opt_state`) and the collectives of its update compiled with
+    the train step's shardings (`collectives`, as `collective_bytes`); nothing allocated.
+
+    Raises:
+      ValueError: a mesh with more devices than exist, or an unknown optimizer (one line).
+    """
+    devices = int(np.prod(mesh_shape))
+    if devices > jax.device_count():
+        raise ValueError(
+            f"mesh {'x'.join(map(str, mesh_shape))} needs {devices} devices, {jax.device_count()} exist"
+        )
+    data, fsdp, tensor, context = (*mesh_shape, 1)[:4]
+    mesh = partitioning.make_mesh(data, fsdp, tensor, jax.devices()[:devices], context)
+    optim = dataclasses.replace(config.optim, name=name)
+    tx = make_tx(optim, make_lr_schedule(optim, config.train.plan), param_logical_axes(config.model))
+    params = make_param_spec(config.model, mesh, config.seed)
+    abstract = jax.eval_shape(tx.init, params.abstract)
+    shardings = opt_state_shardings(tx, abstract, params.shardings, NamedSharding(mesh, P()))
+    state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
+    update = jax.jit(
+        tx.update,
+        in_shardings=(params.shardings, shardings, params.shardings),
+        out_shardings=(params.shardings, shardings),
+    )
+    with jax.set_mesh(mesh):
+        compiled = update.lower(params.abstract, state, params.abstract).compile()
+    return {"opt_state": shard_bytes(state), "collectives": collective_bytes(compiled.as_text())}
+
+
+def optimizer_lines(
+    config: RunConfig, name: str, shapes: Sequence[tuple[int, ...]], optimizers: Sequence[str]
+) -> Iterator[str]:
+    """A markdown table of the optimizer state per device (GB = 1e9 bytes) and the collectives of one update
+    (ops and GB of their results per device) of each of `optimizers` on each of `shapes` (`optimizer_plan`).
+
+    Raises:
+      ValueError: as `optimizer_plan`.
+    """
+    yield (
+        f"{name}: optimizer state and the collectives of one optimizer update (clipping included), per device, "
+        "GB = 1e9 bytes"
+    )
+    yield "| mesh (data x fsdp x tensor [x context]) | optimizer | state | collectives of the update |"
+    yield "|---|---|---|---|"
+    for shape in shapes:
+        for optimizer in optimizers:
+            r = optimizer_plan(config, shape, optimizer)
+            used = [
+                f"{ops} {kind} ({size / GB:.2f})" for kind, (ops, size) in r["collectives"].items() if ops
+            ]
+            yield (
+                f"| {'x'.join(map(str, shape))} ({int(np.prod(shape))} dev) | {optimizer} | "
+                f"{r['opt_state'] / GB:.2f} | {', '.join(used) or 'none'} |"
+            )

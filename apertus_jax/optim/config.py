@@ -7,6 +7,7 @@ are the tiny CPU demo's; `apertus_jax.optim.presets` holds the Apertus-8B/70B va
 """
 
 import dataclasses
+from typing import Any
 
 import optax
 
@@ -23,13 +24,19 @@ class OptimConfig:
     """Optimizer, clipping, weight decay and the token-based LR schedule.
 
     Attributes:
-      name: "ademamix" (Apertus) or "adamw" (baseline).
+      name: "ademamix" (Apertus), "adamw" (baseline), "muon" (Muon on the hidden matrices, AdamW with b1, b2,
+        eps on embeddings, lm_head, norms and xIELU scalars; docs/optimizers.md) or "lion" (the sign of the
+        b1-interpolated momentum, momentum decay b2, no eps; the optimizer ablation).
       peak_lr: the stable LR of WSD / the peak of cosine.
       schedule: "wsd" (warmup, stable, `decay_shape` cooldown over the last `decay_tokens`) or "cosine".
       warmup_tokens, decay_tokens, total_tokens: schedule lengths in tokens.
       init_fraction, final_fraction: LR at the start of warmup / the end, as fractions of `peak_lr`.
       b1, b2, b3, alpha, alpha_warmup_steps, b3_warmup_steps, eps: AdEMAMix moments (b3, alpha and the
         warmups are ignored by AdamW); warmups count optimizer updates (the AdEMAMix reference convention).
+      muon_momentum: Muon's Nesterov momentum decay (Muon only).
+      muon_rms: RMS of a Muon update per unit LR, matched to AdamW's so that one `peak_lr` and
+        `weight_decay` serve both branches (Moonlight: 0.2); 0 scales by sqrt(max(1, fan_out / fan_in))
+        instead (Keller Jordan's reference, which needs its own LR). Muon only.
       weight_decay: decoupled decay, multiplied by the LR, on >= 2-D parameters.
       clip_norm: global gradient-norm clipping threshold; 0 disables clipping.
 
@@ -53,6 +60,8 @@ class OptimConfig:
     alpha_warmup_steps: int = 0
     b3_warmup_steps: int = 0
     eps: float = 1e-8
+    muon_momentum: float = 0.95
+    muon_rms: float = 0.2
     weight_decay: float = 0.1
     clip_norm: float = 0.1
 
@@ -66,9 +75,9 @@ class OptimConfig:
         check_number("optim.total_tokens", self.total_tokens, low=1, integer=True)
         for name in ("init_fraction", "final_fraction"):
             check_number(f"optim.{name}", getattr(self, name), low=0, high=1)
-        for name in ("b1", "b2", "b3"):
+        for name in ("b1", "b2", "b3", "muon_momentum"):
             check_number(f"optim.{name}", getattr(self, name), low=0, high=1, high_open=True)
-        for name in ("alpha", "weight_decay", "clip_norm"):
+        for name in ("alpha", "muon_rms", "weight_decay", "clip_norm"):
             check_number(f"optim.{name}", getattr(self, name), low=0)
         check_number("optim.eps", self.eps, low=0, low_open=True)
         if self.warmup_tokens + (self.decay_tokens if self.schedule == "wsd" else 0) > self.total_tokens:
@@ -116,9 +125,24 @@ def make_lr_schedule(optim: OptimConfig, plan: BatchSizePlan) -> Schedule:
     return schedule_in_steps(by_tokens, plan)
 
 
-def make_tx(optim: OptimConfig, lr_schedule: Schedule) -> optax.GradientTransformation:
-    """clip_by_global_norm -> AdEMAMix or AdamW with the default weight-decay mask (docs/recipe.md 4)."""
-    kwargs = dict(b1=optim.b1, b2=optim.b2, eps=optim.eps)
+def make_tx(
+    optim: OptimConfig, lr_schedule: Schedule, logical_axes: Any = None
+) -> optax.GradientTransformation:
+    """clip_by_global_norm -> AdEMAMix, AdamW, Lion or Muon with the default weight-decay mask (docs/recipe.md 4,
+    docs/optimizers.md).
+
+    Args:
+      logical_axes: the parameters' logical axes (one tuple of names per parameter, the params' tree
+        structure), which Muon needs to tell matrices from the rest; unused by the others.
+
+    Raises:
+      ValueError: "muon" without `logical_axes`, or a parameter Muon cannot classify (`muon_dimension_numbers`).
+    """
+    kwargs = (
+        dict(b1=optim.b1, b2=optim.b2)
+        if optim.name == "lion"
+        else dict(b1=optim.b1, b2=optim.b2, eps=optim.eps)
+    )
     if optim.name == "ademamix":
         kwargs.update(
             b3=optim.b3,
@@ -126,4 +150,6 @@ def make_tx(optim: OptimConfig, lr_schedule: Schedule) -> optax.GradientTransfor
             alpha_warmup_steps=optim.alpha_warmup_steps,
             b3_warmup_steps=optim.b3_warmup_steps,
         )
+    if optim.name == "muon":
+        kwargs.update(logical_axes=logical_axes, momentum=optim.muon_momentum, rms=optim.muon_rms)
     return make_optimizer(optim.name, lr_schedule, optim.weight_decay, optim.clip_norm, **kwargs)

@@ -81,7 +81,23 @@ def test_overrides_reach_every_variant_and_unknown_keys_are_refused():
         ablations.parse_sets(["train.steps"])
 
 
-@pytest.mark.parametrize("name, runs", [("apertus_components", 21), ("boldt_strategies", 15)])
+@pytest.mark.parametrize(
+    "name, runs", [("apertus_components", 21), ("boldt_strategies", 15), ("optimizers", 72)]
+)
 def test_shipped_ablations_validate(name, runs):
     ablation = ablations.load_ablation(os.path.join(ROOT, "configs", "ablations", f"{name}.py"))
     assert len(ablations.variant_configs(ablation, None, None, {})) == runs
+
+
+def test_optimizer_ablation_sweeps_rates_and_budgets_on_the_apertus_architecture():
+    ablation = ablations.load_ablation(os.path.join(ROOT, "configs", "ablations", "optimizers.py"))
+    runs = {name: parsed.run for name, _, parsed in ablations.variant_configs(ablation, None, [0], {})}
+    assert sorted({name.split("_")[0] for name in runs}) == ["adamw", "ademamix", "lion", "muon"]
+    long_muon, lion = runs["muon_lr3e-3_3x"], runs["lion_lr1e-3"]
+    assert (long_muon.optim.name, long_muon.optim.peak_lr, long_muon.train.steps) == ("muon", 3e-3, 450)
+    assert long_muon.optim.total_tokens == 3 * 150 * 16 * 64 == 5 * long_muon.optim.decay_tokens
+    assert (
+        long_muon.model.mlp_type == "xielu" and long_muon.model.qk_norm and long_muon.optim.schedule == "wsd"
+    )
+    assert (lion.optim.weight_decay, lion.optim.b2, lion.train.steps) == (0.3, 0.99, 150)
+    assert runs["ademamix_lr1e-2"].optim.alpha_warmup_steps == 150

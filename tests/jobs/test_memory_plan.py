@@ -1,11 +1,14 @@
 """apertus_jax.jobs.memory_plan on the tiny demo config over the 8 virtual CPU devices of the test session, and
 the table `experiments.memory_plan` prints."""
 
+import jax
+import optax
 import pytest
 
 from apertus_jax.jobs import memory_plan
 from apertus_jax.jobs.config import parse
 from apertus_jax.models import flops
+from apertus_jax.optim import muon_dimension_numbers
 from configs.runs import apertus_8b, tiny_demo
 
 FLOAT32_BYTES = 4
@@ -107,3 +110,47 @@ def test_plan_lines_are_a_table_of_the_plan(config):
     assert cells[2:6] == [f"{plan[k] / 1e9:.2f}" for k in ("params", "opt_state", "activations", "total")]
     assert cells[6:9] == ["yes", "yes", "yes"]
     assert lines[4].startswith("Train with the same microbatches:")
+
+
+def test_collective_bytes_reads_compiled_hlo():
+    hlo = "\n".join(
+        [
+            "  %all-gather.1 = f32[4,8]{1,0} all-gather(f32[2,8]{1,0} %p), replica_groups={{0,1}}, dimensions={0}",
+            "  %all-reduce.2 = (f32[2]{0}, bf16[4]{0}) all-reduce(f32[2]{0} %a, bf16[4]{0} %b), to_apply=%add",
+            "  %all-reduce.3 = f32[] all-reduce(f32[] %c), to_apply=%add",
+            "  %dot.4 = f32[4,4]{1,0} dot(f32[4,8]{1,0} %all-gather.1, f32[8,4]{1,0} %w)",
+        ]
+    )
+    found = memory_plan.collective_bytes(hlo)
+    assert found["all-gather"] == (1, 4 * 8 * 4)
+    assert found["all-reduce"] == (2, 2 * 4 + 4 * 2 + 4)
+    assert found["reduce-scatter"] == found["all-to-all"] == found["collective-permute"] == (0, 0)
+
+
+def test_optimizer_state_per_device_ademamix_three_moments_muon_one_per_matrix(config):
+    """fsdp 2 x tensor 4: Muon keeps one moment per matrix, AdamW's two per embedding, lm_head and norm."""
+    spec, _, _ = memory_plan.state_spec(config, (1, 2, 4))
+    numbers = muon_dimension_numbers(memory_plan.param_logical_axes(config.model))
+    per_param = jax.tree.map(lambda x: memory_plan.shard_bytes([x]), spec.abstract["params"])
+    is_number = lambda x: x is None or isinstance(x, optax.contrib.MuonDimensionNumbers)  # noqa: E731
+    moments = jax.tree.map(lambda n, b: b * (2 if n is None else 1), numbers, per_param, is_leaf=is_number)
+    params = sum(jax.tree.leaves(per_param))
+    ademamix, muon = (memory_plan.optimizer_plan(config, (1, 2, 4), name) for name in ("ademamix", "muon"))
+    assert 0 <= ademamix["opt_state"] - 3 * params < 1024
+    assert 0 <= muon["opt_state"] - sum(jax.tree.leaves(moments)) < 1024
+    assert muon["opt_state"] < 0.6 * ademamix["opt_state"]
+    # AdEMAMix's update is elementwise: only clipping's global-norm reduction; Newton-Schulz on split
+    # matrices gathers them.
+    assert ademamix["collectives"]["all-gather"] == (0, 0) and ademamix["collectives"]["all-reduce"][0] >= 1
+    assert muon["collectives"]["all-gather"][0] > 0
+
+
+def test_optimizer_lines_are_a_table(config):
+    lines = list(memory_plan.optimizer_lines(config, "tiny", [(1, 8, 1)], ["ademamix", "muon"]))
+    assert lines[0].startswith("tiny: optimizer state and the collectives") and len(lines) == 5
+    assert lines[1].count("|") == 5 and lines[2] == "|---|---|---|---|"
+    cells = [[c.strip() for c in line.split("|")[1:4]] for line in lines[3:]]
+    assert [c[:2] for c in cells] == [["1x8x1 (8 dev)", "ademamix"], ["1x8x1 (8 dev)", "muon"]]
+    assert "all-gather" in lines[4] and "all-gather" not in lines[3]
+    with pytest.raises(ValueError, match="optim.name must be one of"):
+        memory_plan.optimizer_plan(config, (1, 8, 1), "sgd")

@@ -57,3 +57,13 @@ def test_bad_arguments_are_rejected():
         make_optimizer("sgd", 1e-3, weight_decay=0.0, clip_norm=1.0)
     with pytest.raises(ValueError, match="clip_norm must be > 0"):
         make_optimizer("adamw", 1e-3, weight_decay=0.0, clip_norm=-1.0)
+
+
+def test_lion_is_optax_lion_with_the_default_mask():
+    params = {"w": jnp.ones((2, 2)), "b": jnp.ones(2)}
+    grads = {"w": jnp.asarray([[0.3, -2.0], [0.0, 1e-3]]), "b": jnp.asarray([-0.5, 0.5])}
+    tx = make_optimizer("lion", 0.1, weight_decay=0.5, clip_norm=None, b1=0.9, b2=0.99)
+    moved = run(tx, params, [grads])
+    # sign of (1 - b1) g from zero momentum: +-1 or 0; decay lr * wd * w on the matrix only.
+    np.testing.assert_allclose(moved["w"], [[1 - 0.1 - 0.05, 1 + 0.1 - 0.05], [1 - 0.05, 1 - 0.1 - 0.05]])
+    np.testing.assert_allclose(moved["b"], [1.1, 0.9])
