@@ -24,7 +24,7 @@ from jax.sharding import Mesh
 from apertus_jax.models.attention import Attention
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.layers import MLP, RMSNorm, dense, normal_param
-from apertus_jax.models.partitioning import constrain, make_mesh, state_shardings
+from apertus_jax.models.partitioning import constrain, make_mesh, state_logical_axes, state_shardings
 
 REMAT_POLICIES = {
     "full": jax.checkpoint_policies.nothing_saveable,
@@ -201,6 +201,12 @@ def model_from_params(config: ModelConfig, params: dict) -> Apertus:
     state = jax.tree.map(lambda x: x, state)  # a fresh copy: the cached abstract state stays untouched
     nnx.replace_by_pure_dict(state, params)
     return nnx.merge(graphdef, state)
+
+
+def param_logical_axes(config: ModelConfig) -> dict:
+    """The logical axes of every parameter of `Apertus(config)` (a tuple of rule-table names per parameter, in
+    the trainer's pure-dict layout; nothing allocated): what Muon maps to matrix dimensions."""
+    return state_logical_axes(_abstract_model(config)[1]).to_pure_dict()
 
 
 @functools.cache

@@ -30,6 +30,7 @@ from apertus_jax.data.tokenizer import run_tokenizer
 from apertus_jax.models import partitioning
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
+from apertus_jax.models.transformer import param_logical_axes
 from apertus_jax.optim.config import OptimConfig, make_lr_schedule, make_tx
 from apertus_jax.optim.spikes import skip_spikes
 from apertus_jax.tokenizers.base import Tokenizer
@@ -90,7 +91,7 @@ class Run:
         self.mesh_shape = check_layout(config, len(devices), jax.process_count())
         self.plan = config.train.plan
         self.lr_schedule = make_lr_schedule(config.optim, self.plan)
-        self.tx = make_tx(config.optim, self.lr_schedule)
+        self.tx = make_tx(config.optim, self.lr_schedule, param_logical_axes(config.model))
         train = config.train
         if train.spike_factor:
             self.tx = skip_spikes(

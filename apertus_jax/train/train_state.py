@@ -17,6 +17,7 @@ from jax.sharding import PartitionSpec as P
 
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.transformer import param_layout
+from apertus_jax.optim.state import opt_state_shardings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,9 +91,7 @@ def make_train_state_spec(
     params = make_param_spec(model_config, mesh, seed)
     abstract_opt_state = jax.eval_shape(tx.init, params.abstract)
     replicated = NamedSharding(mesh, P())
-    opt_shardings = optax.tree_map_params(
-        tx, lambda _, s: s, abstract_opt_state, params.shardings, transform_non_params=lambda _: replicated
-    )
+    opt_shardings = opt_state_shardings(tx, abstract_opt_state, params.shardings, replicated)
     shardings = {"params": params.shardings, "opt_state": opt_shardings}
     abstract = {
         "params": params.abstract,

@@ -1,97 +1,92 @@
-"""A Muon run of the trainer's train step on real text (configs/runs/tiny_resume.py): its state saved and restored
-through Orbax as the trainer's checkpoints are, resumed bitwise on the same mesh and within float32 rounding on
-another."""
+"""Muon through the trainer's front door on real text (configs/runs/tiny_resume.py): the loop's run resumes
+bitwise from its checkpoint, the state restores onto another mesh within float32 rounding, and
+`checkpoint.init_from` switches an AdEMAMix run's parameters to Muon."""
 
 import dataclasses
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from flax import nnx
-from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from apertus_jax.jobs.config import parse
-from apertus_jax.models.partitioning import make_mesh, state_logical_axes
-from apertus_jax.models.transformer import Apertus
-from apertus_jax.optim import opt_state_shardings
-from apertus_jax.optim.config import make_tx
+from apertus_jax.jobs.run import train
+from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.train.assemble import Run
 from apertus_jax.train.sharding import make_global_batch
-from apertus_jax.train.step import make_train_step
-from apertus_jax.train.train_state import make_param_spec
 from configs.runs import tiny_resume
 
 STEPS, SAVED_AT = 6, 3
 
 
-def _muon_step(config, mesh, lr_schedule):
-    """(jitted step, abstract state with shardings, initial state) of a Muon run of `config` on `mesh`: what
-    `Run` builds, with the logical axes Muon needs passed to `make_tx`."""
-    _, abstract_model = nnx.split(nnx.eval_shape(lambda: Apertus(config.model, rngs=nnx.Rngs(0))), nnx.Param)
-    tx = make_tx(config.optim, lr_schedule, state_logical_axes(abstract_model).to_pure_dict())
-    params = make_param_spec(config.model, mesh, config.seed)
-    opt_abstract = jax.eval_shape(tx.init, params.abstract)
-    shardings = {
-        "params": params.shardings,
-        "opt_state": opt_state_shardings(tx, opt_abstract, params.shardings, NamedSharding(mesh, P())),
-    }
-    abstract = jax.tree.map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        {"params": params.abstract, "opt_state": opt_abstract},
-        shardings,
+def _muon(config):
+    return dataclasses.replace(
+        config, run=config.run.replace(optim=dataclasses.replace(config.run.optim, name="muon"))
     )
-    step = jax.jit(
-        make_train_step(params.apply_fn, tx, 1, hidden_fn=params.hidden_fn, clip_norm=config.optim.clip_norm),
-        in_shardings=(shardings["params"], shardings["opt_state"], None),
-        out_shardings=(shardings["params"], shardings["opt_state"], None),
-    )
-    init = jax.jit(
-        lambda: {"params": (p := params.create()), "opt_state": tx.init(p)}, out_shardings=shardings
-    )
-    return step, abstract, init
 
 
-def _train(step, state, batches, mesh):
+def _train(run, state, batches):
     losses = []
-    with jax.set_mesh(mesh):  # as the loop runs its step
+    with jax.set_mesh(run.mesh):  # as the loop runs its step
         for batch in batches:
+            step = run.train_step(batch["tokens"].shape[0] * jax.process_count()).fn
             params, opt_state, metrics = step(
-                state["params"], state["opt_state"], make_global_batch(batch, mesh)
+                state["params"], state["opt_state"], make_global_batch(batch, run.mesh)
             )
             state = {"params": params, "opt_state": opt_state}
             losses.append(float(metrics["loss"]))
     return state, losses
 
 
-def test_muon_run_resumes_bitwise_and_restores_onto_another_mesh(tmp_path):
-    run = Run(parse(tiny_resume.get_config()).run)  # the AdEMAMix run gives the data, schedule and mesh
-    config = run.config.replace(optim=dataclasses.replace(run.config.optim, name="muon"))
+def test_muon_loop_run_resumes_bitwise(tmp_path, losses_of):
+    """12 steps uninterrupted vs 6 steps, then the same workdir extended to 12 (resumed from its checkpoint)."""
+    config = _muon(parse(tiny_resume.get_config()))
+    short = dataclasses.replace(
+        config, run=config.run.replace(train=dataclasses.replace(config.run.train, steps=6))
+    )
+    assert train(config, str(tmp_path / "whole")) == "done"
+    assert train(short, str(tmp_path / "resumed")) == "done"
+    assert train(config, str(tmp_path / "resumed")) == "done"
+    whole, resumed = losses_of(str(tmp_path / "whole")), losses_of(str(tmp_path / "resumed"))
+    assert [s for s, _ in whole] == list(range(1, 13)) and resumed == whole  # float equality of every loss
+    assert whole[-1][1] < whole[0][1] - 0.5  # it learns
+
+
+def test_muon_state_restores_onto_another_mesh(tmp_path):
+    config = _muon(parse(tiny_resume.get_config())).run
+    run = Run(config)  # fsdp 2 x tensor 4 over the 8 virtual devices
     source = run.batch_source()
     batches = [next(source) for _ in range(STEPS)]  # 4 rows of 64 tokens of the UDHR each
-    step, abstract, init = _muon_step(config, run.mesh, run.lr_schedule)
-
-    reference, reference_losses = _train(step, init(), batches, run.mesh)
-
-    first, first_losses = _train(step, init(), batches[:SAVED_AT], run.mesh)
+    reference, reference_losses = _train(run, run.spec.init(), batches)
+    first, _ = _train(run, run.spec.init(), batches[:SAVED_AT])
     checkpointer = ocp.StandardCheckpointer()
     checkpointer.save(tmp_path / "saved", first)
     checkpointer.wait_until_finished()
-    restored = checkpointer.restore(tmp_path / "saved", abstract)
-    resumed, resumed_losses = _train(step, restored, batches[SAVED_AT:], run.mesh)
 
-    assert first_losses + resumed_losses == reference_losses  # float equality of every loss
-    jax.tree.map(np.testing.assert_array_equal, jax.device_get(resumed), jax.device_get(reference))
-    assert reference_losses[-1] < reference_losses[0] - 0.3  # it learns: 6.93 -> 5.88 nats
-
-    other_mesh = make_mesh(1, 4, 2, jax.devices()[:8])  # the run's mesh is fsdp 2 x tensor 4
-    other_step, other_abstract, _ = _muon_step(config, other_mesh, run.lr_schedule)
-    moved = checkpointer.restore(tmp_path / "saved", other_abstract)
+    other = Run(config.replace(mesh=MeshConfig(data=1, fsdp=4, tensor=2)))
+    moved = checkpointer.restore(tmp_path / "saved", other.spec.abstract)
     assert moved["params"]["layers"][0]["mlp"]["up"].sharding.spec == P("fsdp", "tensor")
-    elsewhere, elsewhere_losses = _train(other_step, moved, batches[SAVED_AT:], other_mesh)
-    np.testing.assert_allclose(elsewhere_losses, resumed_losses, rtol=1e-6, atol=0)
+    elsewhere, elsewhere_losses = _train(other, moved, batches[SAVED_AT:])
+    np.testing.assert_allclose(elsewhere_losses, reference_losses[SAVED_AT:], rtol=1e-6, atol=0)
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=1e-6),
         jax.device_get(elsewhere),
         jax.device_get(reference),
     )
+
+
+def test_init_from_switches_an_ademamix_run_to_muon(uninterrupted, tmp_path, losses_of):
+    """`checkpoint.init_from` of the AdEMAMix reference run: Muon starts from its parameters (a fresh Muon
+    state), so its first loss is the AdEMAMix run's loss on that batch's model, far below a fresh start's."""
+    config = _muon(parse(tiny_resume.get_config()))
+    fresh = losses_of(uninterrupted)[0][1]
+    switched = dataclasses.replace(
+        config,
+        run=config.run.replace(
+            train=dataclasses.replace(config.run.train, steps=3),
+            checkpoint=dataclasses.replace(config.run.checkpoint, init_from=uninterrupted),
+        ),
+    )
+    assert train(switched, str(tmp_path / "muon")) == "done"
+    losses = [loss for _, loss in losses_of(str(tmp_path / "muon"))]
+    assert len(losses) == 3 and losses[0] < fresh - 0.5, (losses, fresh)
