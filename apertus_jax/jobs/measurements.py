@@ -16,6 +16,7 @@ import datetime
 import json
 import os
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -58,6 +59,25 @@ def _run(argv: list[str], root: str, env: dict[str, str], capture: bool = False)
     return done.stdout or ""
 
 
+def _documented(line: str, root: str, scratch: str, env: dict[str, str]) -> float:
+    """Runs a documented `python -m ...` command line in ROOT, its `/tmp/` paths moved into `scratch`, with this
+    interpreter and `env` added to the environment; returns its wall seconds.
+
+    Raises:
+      ChildProcessError: it failed.
+    """
+    argv = [sys.executable, *shlex.split(line.replace("/tmp/", scratch + "/"))[1:]]
+    start = time.perf_counter()
+    _run(argv, root, env)
+    return time.perf_counter() - start
+
+
+def _step_records(workdir: str) -> list[dict]:
+    """The training-step records of WORKDIR/metrics.jsonl (those with a `loss`; evaluations left out)."""
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if "loss" in r]
+
+
 DEMO_VOCAB = 4096
 # The documented time of training the demo BPE (README "Try it"), on its own in a fresh cache.
 DEMO_BPE = (
@@ -82,13 +102,10 @@ def measure_demo(root: str, scratch: str) -> dict:
     """
     bpe_cache = os.path.join(scratch, "bpe_cache")
     bpe_seconds = float(_run([sys.executable, "-c", DEMO_BPE], root, {"APERTUS_JAX_CACHE": bpe_cache}, True))
-    workdir = os.path.join(scratch, "apertus_demo")
-    argv = [sys.executable, "-m", *DEMO_RUN.split()[2:-1], f"--workdir={workdir}"]
-    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    _run(argv, root, {"JAX_COMPILATION_CACHE_DIR": os.path.join(scratch, "xla")})
-    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-        steps = [r for r in map(json.loads, f) if "loss" in r]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = _documented(DEMO_RUN, root, scratch, {"JAX_COMPILATION_CACHE_DIR": os.path.join(scratch, "xla")})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    steps = _step_records(os.path.join(scratch, "apertus_demo"))
     losses = [r["loss"] for r in steps]
     return {
         "bpe_seconds": round(bpe_seconds, 2),
@@ -104,11 +121,65 @@ def measure_demo(root: str, scratch: str) -> dict:
     }
 
 
+# The README's post-training commands (section "Post-training"), after the demo run, and docs/posttrain.md's
+# DPO baseline started from the same SFT workdir.
+POSTTRAIN_RUNS = {
+    "sft": "python -m experiments.sft --config=configs/posttrain/sft_tiny.py "
+    "--config.checkpoint.init_from=/tmp/apertus_demo --workdir=/tmp/apertus_sft",
+    "qrpo": "python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py "
+    "--config.checkpoint.init_from=/tmp/apertus_sft --workdir=/tmp/apertus_qrpo",
+    "dpo": "python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py --config.posttrain.objective=dpo "
+    "--config.posttrain.beta=0.1 --config.optim.peak_lr=3e-4 --config.checkpoint.init_from=/tmp/apertus_sft "
+    "--workdir=/tmp/apertus_dpo",
+}
+
+
+def measure_posttrain(root: str, scratch: str) -> dict:
+    """The post-training figures of the README and docs/posttrain.md: the demo run, then SFT from it, then QRPO
+    and the DPO baseline from the SFT workdir (each in a fresh workdir; the usual XLA cache).
+
+    Returns:
+      for each STAGE of sft, qrpo, dpo: STAGE_wall_seconds, STAGE_first_loss, STAGE_final_loss,
+      STAGE_first5_mean, STAGE_last5_mean (the stage's own loss: cross-entropy of assistant tokens in nats,
+      the QRPO regression loss, -log sigmoid of the DPO margin); dpo_last5_margin, dpo_last5_accuracy.
+
+    Raises:
+      ChildProcessError: a command failed.
+    """
+    _documented(DEMO_RUN, root, scratch, {})
+    values = {}
+    for stage, line in POSTTRAIN_RUNS.items():
+        values[f"{stage}_wall_seconds"] = round(_documented(line, root, scratch, {}), 1)
+        steps = _step_records(os.path.join(scratch, f"apertus_{stage}"))
+        losses = [r["loss"] for r in steps]
+        values.update(
+            {
+                f"{stage}_first_loss": losses[0],
+                f"{stage}_final_loss": losses[-1],
+                f"{stage}_first5_mean": statistics.mean(losses[:5]),
+                f"{stage}_last5_mean": statistics.mean(losses[-5:]),
+            }
+        )
+    values["dpo_last5_margin"] = statistics.mean(r["margin"] for r in steps[-5:])
+    values["dpo_last5_accuracy"] = statistics.mean(r["accuracy"] for r in steps[-5:])
+    return values
+
+
 MEASUREMENTS = {
     "demo": Measurement(
         command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
         measure=measure_demo,
         deterministic=("first_loss", "first10_mean", "last20_mean", "last20_median", "final_loss"),
+    ),
+    "posttrain": Measurement(
+        command="\n".join([DEMO_RUN, *POSTTRAIN_RUNS.values()]),
+        measure=measure_posttrain,
+        deterministic=tuple(
+            f"{stage}_{value}"
+            for stage in POSTTRAIN_RUNS
+            for value in ("first_loss", "final_loss", "first5_mean", "last5_mean")
+        )
+        + ("dpo_last5_margin", "dpo_last5_accuracy"),
     ),
 }
 

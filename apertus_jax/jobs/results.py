@@ -14,7 +14,8 @@ Markdown does not show (docs/results.md)::
 `NAME.PATH[:SPEC]`: PATH is looked up in the file's `values` first, else in the record itself (`demo.date`,
 `demo.machine.cpus`); SPEC is a Python format spec (`.2f`, `,.0f`, `.7` cuts a string to 7 characters;
 none: `str`). The figure is the run of letters, digits and `. , : % + -` just before the comment.
-`rewrite` writes `format(value, SPEC)` there, `mismatches` lists the figures that differ from it.
+`rewrite` writes `format(value, SPEC)` there, `mismatches` lists the figures that differ from it. A marker
+in a fenced block or an inline code span is an example, shown as written, and binds nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ MARKER = re.compile(
 )
 # Every marker's start, to find those MARKER does not read (no figure before it, or malformed).
 ANY_MARKER = re.compile(r"<!-- result\b")
+# Fenced blocks and inline code spans: a marker there is shown as written (an example), not a binding.
+CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.MULTILINE | re.DOTALL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,8 +61,14 @@ class Binding:
         return f"{self.name}.{self.path}"
 
 
+def _outside_code(text: str, matches: Iterator[re.Match]) -> list[re.Match]:
+    """The `matches` that start outside the fenced blocks and inline code spans of a Markdown text."""
+    code = [m.span() for m in CODE.finditer(text)]
+    return [m for m in matches if not any(start <= m.start() < end for start, end in code)]
+
+
 def bindings(text: str) -> list[Binding]:
-    """Every bound figure of a Markdown text, in order."""
+    """Every bound figure of a Markdown text, in order (markers in code blocks and spans are examples)."""
     return [
         Binding(
             figure=m.group("figure"),
@@ -70,7 +79,7 @@ def bindings(text: str) -> list[Binding]:
             start=m.start(),
             end=m.end(),
         )
-        for m in MARKER.finditer(text)
+        for m in _outside_code(text, MARKER.finditer(text))
     ]
 
 
@@ -81,7 +90,7 @@ def malformed(text: str) -> list[str]:
     return [
         f"{text.count(chr(10), 0, m.start()) + 1}: a result marker with no figure just before it, or not of "
         "the form <!-- result NAME.PATH[:SPEC] --> (docs/results.md)"
-        for m in ANY_MARKER.finditer(text)
+        for m in _outside_code(text, ANY_MARKER.finditer(text))
         if m.start() not in bound
     ]
 
