@@ -51,13 +51,14 @@ def test_results_files_and_bindings_are_of_registered_measurements():
 
 
 @pytest.mark.slow
-def test_a_fresh_demo_run_gives_the_recorded_losses(tmp_path, monkeypatch):
-    # The documented command runs on one device: not on the 8 virtual devices of the tests (tests/conftest.py),
-    # whose data-parallel sums round differently. Same machine kind, same code: bitwise the same losses.
+@pytest.mark.parametrize("name", list(MEASUREMENTS))
+def test_a_fresh_run_gives_the_recorded_deterministic_values(name, tmp_path, monkeypatch):
+    # The documented commands run on one device: not on the 8 virtual devices of the tests (tests/conftest.py),
+    # whose data-parallel sums round differently. Same machine kind, same code: bitwise the same values.
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    measurement = MEASUREMENTS["demo"]
+    measurement = MEASUREMENTS[name]
     fresh = measurement.measure(ROOT, str(tmp_path))
-    recorded = results.read_result(ROOT, "demo")["values"]
+    recorded = results.read_result(ROOT, name)["values"]
     assert {k: fresh[k] for k in measurement.deterministic} == {
         k: recorded[k] for k in measurement.deterministic
     }

@@ -11,6 +11,7 @@ with a fresh run); the others (seconds, tokens/s) are of the machine and its loa
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import json
@@ -26,6 +27,7 @@ from collections.abc import Callable
 
 from absl import logging
 
+from apertus_jax.eval.tasks import load_exams_qa
 from apertus_jax.jobs import results
 
 # The repository whose commands are run and whose docs are rewritten: the checkout this package is in.
@@ -165,6 +167,84 @@ def measure_posttrain(root: str, scratch: str) -> dict:
     return values
 
 
+# The README's evaluation commands (section "Evaluation") on the demo workdir.
+EVALUATION_RUNS = {
+    "exams": "python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=german_exams_qa",
+    "perplexity": "python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=perplexity",
+}
+EXAMS_VALUES = (
+    "accuracy_unnormalized",
+    "accuracy_per_token",
+    "accuracy_per_char",
+    "accuracy_per_byte",
+    "chance",
+)
+PERPLEXITY_VALUES = ("perplexity", "nll_per_token", "bits_per_byte", "num_documents", "num_tokens")
+
+
+def measure_evaluation(root: str, scratch: str) -> dict:
+    """The README's evaluation figures of the demo workdir: the demo run, then German EXAMS-QA and the held-out
+    perplexity, each from the JSON its command writes (WORKDIR/eval/TASK.json).
+
+    Returns:
+      exams_wall_seconds, perplexity_wall_seconds; exams_ACCURACY of each normalization (fraction of the
+      questions), exams_chance, exams_num_questions; perplexity, nll_per_token (nats), bits_per_byte,
+      num_documents, num_tokens of the held-out demo documents; exams_N_options: the questions with N options.
+
+    Raises:
+      ChildProcessError: a command failed.
+    """
+    _documented(DEMO_RUN, root, scratch, {})
+    values = {
+        f"{name}_wall_seconds": round(_documented(line, root, scratch, {}), 1)
+        for name, line in EVALUATION_RUNS.items()
+    }
+    with open(os.path.join(scratch, "apertus_demo", "eval", "german_exams_qa.json")) as f:
+        exams = json.load(f)
+    with open(os.path.join(scratch, "apertus_demo", "eval", "perplexity.json")) as f:
+        perplexity = json.load(f)
+    values.update({f"exams_{k}": exams[k] for k in (*EXAMS_VALUES, "num_questions")})
+    values.update({k: perplexity[k] for k in PERPLEXITY_VALUES})
+    # The README's count of the questions by their number of options (the snippet it shows).
+    options = collections.Counter(len(q.options) for q in load_exams_qa("german"))
+    values.update({f"exams_{n}_options": options[n] for n in sorted(options)})
+    return values
+
+
+GOLDFISH_RUN = "python -m experiments.goldfish_study --out=/tmp/goldfish_study"
+GOLDFISH_SCORES = ("rouge_l", "lccs", "exact_matches", "unseen_rouge_l")
+
+
+def measure_goldfish(root: str, scratch: str) -> dict:
+    """The README's Goldfish-study figures: `experiments.goldfish_study` with its defaults, from the
+    goldfish_study.json it writes.
+
+    Returns:
+      wall_seconds; for RUN of standard, goldfish (the k of the study's defaults): RUN_rouge_l, RUN_lccs
+      (tokens), RUN_exact_matches (trained documents whose suffix is reproduced exactly) on the trained
+      documents, RUN_unseen_rouge_l on the unseen ones; num_documents, suffix_len (tokens), k.
+
+    Raises:
+      ChildProcessError: the command failed.
+    """
+    wall = _documented(GOLDFISH_RUN, root, scratch, {})
+    with open(os.path.join(scratch, "goldfish_study", "goldfish_study.json")) as f:
+        study = json.load(f)
+    config = study["config"]
+    values = {"wall_seconds": round(wall, 1), **{k: config[k] for k in ("num_documents", "suffix_len", "k")}}
+    for run, name in (("standard", "standard"), (f"goldfish_k{config['k']}", "goldfish")):
+        train, unseen = study["runs"][run]["train"], study["runs"][run]["unseen"]
+        values.update(
+            {
+                f"{name}_rouge_l": train["rouge_l"],
+                f"{name}_lccs": train["lccs"],
+                f"{name}_exact_matches": round(train["exact_match"] * config["num_documents"]),
+                f"{name}_unseen_rouge_l": unseen["rouge_l"],
+            }
+        )
+    return values
+
+
 MEASUREMENTS = {
     "demo": Measurement(
         command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
@@ -180,6 +260,18 @@ MEASUREMENTS = {
             for value in ("first_loss", "final_loss", "first5_mean", "last5_mean")
         )
         + ("dpo_last5_margin", "dpo_last5_accuracy"),
+    ),
+    "evaluation": Measurement(
+        command="\n".join([DEMO_RUN, *EVALUATION_RUNS.values()]),
+        measure=measure_evaluation,
+        deterministic=(*(f"exams_{k}" for k in (*EXAMS_VALUES, "num_questions")), *PERPLEXITY_VALUES),
+    ),
+    "goldfish_study": Measurement(
+        command=GOLDFISH_RUN,
+        measure=measure_goldfish,
+        deterministic=tuple(
+            f"{run}_{score}" for run in ("standard", "goldfish") for score in GOLDFISH_SCORES
+        ),
     ),
 }
 

@@ -110,15 +110,6 @@ def lookup(record: dict, path: str) -> object:
     return node
 
 
-def formatted(value: object, spec: str) -> str:
-    """`format(value, spec)`: the text a bound figure must be.
-
-    Raises:
-      ValueError: `spec` does not apply to `value` (e.g. `.2f` of a string).
-    """
-    return format(value, spec)
-
-
 def results_path(root: str, name: str) -> str:
     """ROOT/docs/results/NAME.json."""
     return os.path.join(root, RESULTS_DIR, f"{name}.json")
@@ -153,7 +144,7 @@ def documents(root: str) -> Iterator[str]:
 
 def _expected(binding: Binding, record_of: Callable[[str], dict]) -> str:
     try:
-        return formatted(lookup(record_of(binding.name), binding.path), binding.spec)
+        return format(lookup(record_of(binding.name), binding.path), binding.spec)
     except KeyError as error:
         raise KeyError(f"{binding.key}: {error.args[0]} in docs/results/{binding.name}.json") from None
 

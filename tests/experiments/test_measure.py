@@ -20,5 +20,7 @@ def test_unknown_measurement_is_one_line_naming_the_known_ones():
     )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
-    assert lines[0] == "error: --only: no measurement nope; known: demo, posttrain"
+    assert (
+        lines[0] == "error: --only: no measurement nope; known: demo, posttrain, evaluation, goldfish_study"
+    )
     assert sorted((ROOT / "docs" / "results").iterdir()) == before
