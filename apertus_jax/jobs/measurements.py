@@ -288,17 +288,31 @@ def selected(only: list[str] | None) -> list[str]:
     return [name for name in MEASUREMENTS if not only or name in only]
 
 
-def _previous_seconds(root: str, name: str) -> float | None:
+def _previous(root: str, name: str) -> dict | None:
+    """The record of docs/results/NAME.json, or None if it was never measured."""
     try:
-        return results.read_result(root, name).get("seconds")
+        return results.read_result(root, name)
     except FileNotFoundError:
         return None
+
+
+def changed_deterministic(name: str, previous: dict | None, values: dict) -> list[str]:
+    """`VALUE OLD -> NEW` for each deterministic value of measurement NAME that differs from the `previous`
+    record's (a code change, or another machine kind); [] when there is no previous record."""
+    if previous is None:
+        return []
+    old = previous["values"]
+    return [
+        f"{k} {old.get(k)} -> {values[k]}"
+        for k in MEASUREMENTS[name].deterministic
+        if old.get(k) != values[k]
+    ]
 
 
 def measure_all(root: str, names: list[str]) -> list[str]:
     """Runs the measurements `names` in turn, writes each one's results file as soon as it is done, then
     rewrites the bound figures of the documents under ROOT; logs each start with an ETA from the previous
-    measurement times. Returns the documents rewritten.
+    measurement times, and each deterministic value that changed. Returns the documents rewritten.
 
     Raises:
       ChildProcessError: a measurement's command failed (the results files written before it stay).
@@ -306,12 +320,14 @@ def measure_all(root: str, names: list[str]) -> list[str]:
     """
     for index, name in enumerate(names):
         measurement = MEASUREMENTS[name]
-        remaining = [_previous_seconds(root, n) for n in names[index:]]
-        if None in remaining:
+        previous = _previous(root, name)
+        records = [previous, *(_previous(root, n) for n in names[index + 1 :])]
+        if None in records:
             eta = "ETA unknown (not measured before)"
         else:
-            done_at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=sum(remaining))
-            eta = f"last took {remaining[0]:.0f} s; all done about {done_at:%H:%M} UTC"
+            seconds = sum(record["seconds"] for record in records)
+            done_at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
+            eta = f"last took {previous['seconds']:.0f} s; all done about {done_at:%H:%M} UTC"
         logging.info("measure [%d/%d] %s (%s): %s", index + 1, len(names), name, eta, measurement.command)
         start_record, start = results.provenance(root), time.perf_counter()
         with tempfile.TemporaryDirectory(prefix=f"measure_{name}_") as scratch:
@@ -320,6 +336,9 @@ def measure_all(root: str, names: list[str]) -> list[str]:
             root, name, measurement.command, values, start_record, time.perf_counter() - start
         )
         logging.info("measure %s: wrote %s: %s", name, os.path.relpath(path, root), values)
+        changed = changed_deterministic(name, previous, values)
+        if changed:
+            logging.warning("measure %s: deterministic values changed: %s", name, "; ".join(changed))
     rewritten = results.rewrite_documents(root)
     logging.info("measure: rewrote %s", ", ".join(os.path.relpath(p, root) for p in rewritten) or "nothing")
     return rewritten
