@@ -2,6 +2,7 @@
 deterministic ones are those of a fresh run of the documented commands."""
 
 import os
+import re
 
 import pytest
 
@@ -35,6 +36,40 @@ def test_the_readme_demo_figures_are_bound():
     keys = {b.key for b in bound_documents()["README.md"]}
     assert {f"demo.{name}" for name in MEASUREMENTS["demo"].deterministic} <= keys
     assert {"demo.median_tokens_per_s", "demo.wall_seconds", "demo.date"} <= keys
+
+
+# Decimals that are arithmetic, not measurements, in the fully bound sections.
+NOT_MEASURED = {"8.32"}  # ln 4096, the loss of a uniform prediction over the demo BPE
+
+
+def unbound_decimals(text: str) -> list[str]:
+    """The numbers with a decimal point outside code and not bound by a marker, of a Markdown text."""
+    bound = {(b.start, b.start + len(b.figure)) for b in results.bindings(text)}
+    code = [m.span() for m in results.CODE.finditer(text)]
+    return [
+        m.group()
+        for m in re.finditer(r"(?<![\w.])\d[\d,]*\.\d+(?![\w.])", text)
+        if m.span() not in bound
+        and not any(a <= m.start() < b for a, b in code)
+        and m.group() not in NOT_MEASURED
+    ]
+
+
+def test_unbound_decimals_are_found_outside_code_and_markers():
+    text = "a 5.68<!-- result demo.final_loss:.2f --> b 5.66 `c 1.5` d 8.32 e v3.0.1\n```\n2.5\n```\n"
+    assert unbound_decimals(text) == ["5.66"]
+
+
+@pytest.mark.parametrize(
+    "heading",
+    ["## Try it (Python >= 3.11, pip; no accelerator needed)", "### Post-training (SFT, QRPO, DPO)"],
+)
+def test_every_decimal_of_the_fully_bound_readme_sections_is_bound(heading):
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    body = text[text.index(heading + "\n") + len(heading) :]  # the heading's own numbers are not figures
+    body = body[: re.search(r"\n#{2,3} ", body).start()]
+    assert not unbound_decimals(body), f"{heading}: hand-typed figures; bind them (docs/results.md)"
 
 
 def test_results_files_and_bindings_are_of_registered_measurements():
