@@ -23,6 +23,8 @@ _REWRITE_ONLY = flags.DEFINE_bool(
 
 def main(argv) -> None:
     del argv
+    if _REWRITE_ONLY.value and _ONLY.value:
+        raise ValueError("--rewrite_only measures nothing: drop --only, or --rewrite_only to measure")
     measure_all(REPO, [] if _REWRITE_ONLY.value else selected(_ONLY.value))
 
 

@@ -227,6 +227,7 @@ def provenance(root: str) -> dict:
       OSError, subprocess.CalledProcessError: ROOT is not a git checkout or git is missing.
     """
     changed = _git(root, "diff", "--name-only", "HEAD").split()
+    changed += _git(root, "ls-files", "--others", "--exclude-standard").split()
     processor = platform.processor()
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:

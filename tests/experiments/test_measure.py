@@ -1,17 +1,32 @@
-"""experiments.measure as a CLI: an unknown measurement is one line, exit 2, nothing measured or written."""
+"""experiments.measure as a CLI: bad flags are one line, exit 2, nothing measured or written."""
 
 import os
 import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).parents[2]
 
 
-def test_unknown_measurement_is_one_line_naming_the_known_ones():
-    before = sorted((ROOT / "docs" / "results").iterdir())
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--only=demo,nope"],
+            "error: --only: no measurement nope; known: demo, posttrain, evaluation, goldfish_study",
+        ),
+        (
+            ["--only=demo", "--rewrite_only"],
+            "error: --rewrite_only measures nothing: drop --only, or --rewrite_only to measure",
+        ),
+    ],
+)
+def test_bad_flags_are_one_line_and_nothing_is_measured(flags, message):
+    before = {p: p.read_bytes() for p in (ROOT / "docs" / "results").iterdir()}
     result = subprocess.run(
-        [sys.executable, "-m", "experiments.measure", "--only=demo,nope"],
+        [sys.executable, "-m", "experiments.measure", *flags],
         cwd=ROOT,
         env=dict(os.environ, JAX_PLATFORMS="cpu"),
         capture_output=True,
@@ -20,7 +35,5 @@ def test_unknown_measurement_is_one_line_naming_the_known_ones():
     )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
-    assert (
-        lines[0] == "error: --only: no measurement nope; known: demo, posttrain, evaluation, goldfish_study"
-    )
-    assert sorted((ROOT / "docs" / "results").iterdir()) == before
+    assert lines[0] == message
+    assert {p: p.read_bytes() for p in (ROOT / "docs" / "results").iterdir()} == before

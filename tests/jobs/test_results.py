@@ -110,8 +110,10 @@ def test_write_result_records_provenance_and_rejects_clashing_names(tmp_path):
         check=True,
     )
     (tmp_path / "a.py").write_text("x = 2\n")
+    (tmp_path / "b.py").write_text("y = 1\n")
+    (tmp_path / "notes.md").write_text("figures\n")
     start = results.provenance(str(tmp_path))
-    assert len(start["commit"]) == 40 and start["uncommitted"] == ["a.py"]
+    assert len(start["commit"]) == 40 and start["uncommitted"] == ["a.py", "b.py"]
     assert start["machine"]["cpus"] == os.cpu_count() and len(start["date"]) == 10
     path = results.write_result(str(tmp_path), "demo", "python -m x", {"loss": 1.5}, start, 12.34)
     assert path == str(tmp_path / "docs" / "results" / "demo.json")
