@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 import json
 import os
+import re
 import resource
 import shlex
 import statistics
@@ -245,6 +246,56 @@ def measure_goldfish(root: str, scratch: str) -> dict:
     return values
 
 
+# The README's memory-plan commands ("Scaling up"), by model and context.
+PLAN_RUNS = {
+    "8b": "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --rows_per_device=1",
+    "70b": "python -m experiments.memory_plan --config=configs/runs/apertus_70b.py "
+    "--meshes=1x256x1,1x64x4,1x32x1,1x16x1 --rows_per_device=1",
+    "8b_64k": "python -m experiments.memory_plan --config=configs/runs/apertus_8b_long_context.py:64k "
+    "--meshes=1x16x1x4,1x64x1x1 --rows_per_device=1",
+    "70b_64k": "python -m experiments.memory_plan --config=configs/runs/apertus_70b_long_context.py:64k "
+    "--meshes=1x8x4x8 --rows_per_device=1",
+}
+# A row of the table `experiments.memory_plan` prints (`apertus_jax.jobs.memory_plan.plan_lines`).
+PLAN_ROW = re.compile(
+    r"^\| (?P<mesh>[\dx]+) \((?P<devices>\d+) dev; batch \d+ rows = (?P<microbatches>\d+) x (?P<rows>\d+)\) "
+    r"\| (?P<params>[\d.]+) \| (?P<optimizer>[\d.]+) \| (?P<activations>[\d.]+) \| (?P<total>[\d.]+) "
+    r"\| (?P<fits_80>yes|no) \| (?P<fits_141>yes|no) \| (?P<fits_95>yes|no) \|",
+    re.MULTILINE,
+)
+
+
+def measure_memory_plan(root: str, scratch: str) -> dict:
+    """The README's memory plans: each command's printed table.
+
+    Returns:
+      wall_seconds {model: seconds}; for each planned mesh, MODEL_MESH (e.g. `8b_1x64x1`, `8b_1x16x1x4`):
+      {devices, microbatches, rows (per microbatch), params, optimizer, activations, total (GB = 1e9 bytes per
+      device, as printed: 2 decimals), fits_80, fits_141, fits_95 ("yes" | "no": H100 80GB, H200 141GB, TPU
+      v5p 95GB)}.
+
+    Raises:
+      ChildProcessError: a command failed. ValueError: a command printed no table row.
+    """
+    del scratch  # nothing is written
+    values = {"wall_seconds": {}}
+    for model, line in PLAN_RUNS.items():
+        start = time.perf_counter()
+        printed = _run([sys.executable, *shlex.split(line)[1:]], root, {}, capture=True)
+        values["wall_seconds"][model] = round(time.perf_counter() - start, 1)
+        rows = list(PLAN_ROW.finditer(printed))
+        if not rows:
+            raise ValueError(f"`{line}` printed no row of the memory-plan table (its format changed?)")
+        for row in rows:
+            fields = row.groupdict()
+            key = f"{model.split('_')[0]}_{fields.pop('mesh')}"
+            values[key] = {
+                k: v if k.startswith("fits") else (float(v) if "." in v else int(v))
+                for k, v in fields.items()
+            }
+    return values
+
+
 MEASUREMENTS = {
     "demo": Measurement(
         command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
@@ -271,6 +322,22 @@ MEASUREMENTS = {
         measure=measure_goldfish,
         deterministic=tuple(
             f"{run}_{score}" for run in ("standard", "goldfish") for score in GOLDFISH_SCORES
+        ),
+    ),
+    "memory_plan": Measurement(
+        command="\n".join(PLAN_RUNS.values()),
+        measure=measure_memory_plan,
+        # every planned mesh's row; the compile times are of the machine
+        deterministic=(
+            "8b_1x64x1",
+            "8b_1x16x4",
+            "70b_1x256x1",
+            "70b_1x64x4",
+            "70b_1x32x1",
+            "70b_1x16x1",
+            "8b_1x16x1x4",
+            "8b_1x64x1x1",
+            "70b_1x8x4x8",
         ),
     ),
 }

@@ -11,10 +11,13 @@ from apertus_jax.jobs.measurements import MEASUREMENTS, REPO, selected
 
 
 def test_only_selects_in_registry_order_and_rejects_unknown_names():
-    assert selected(None) == selected([]) == ["demo", "posttrain", "evaluation", "goldfish_study"]
+    assert (
+        selected(None) == selected([]) == ["demo", "posttrain", "evaluation", "goldfish_study", "memory_plan"]
+    )
     assert selected(["evaluation", "demo"]) == ["demo", "evaluation"]
     with pytest.raises(
-        ValueError, match="no measurement nope; known: demo, posttrain, evaluation, goldfish_study"
+        ValueError,
+        match="no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan",
     ):
         selected(["demo", "nope"])
 
@@ -32,7 +35,7 @@ def test_measured_commands_name_existing_modules_and_configs(name):
             assert os.path.isfile(os.path.join(REPO, *argv[2].split(".")) + ".py"), line
         for arg in argv[3:]:
             if arg.startswith("--config="):
-                assert os.path.isfile(os.path.join(REPO, arg.split("=", 1)[1])), line
+                assert os.path.isfile(os.path.join(REPO, arg.split("=", 1)[1].partition(":")[0])), line
 
 
 def test_measure_all_writes_the_results_file_and_rewrites_the_bound_figures(tmp_path, monkeypatch):
