@@ -46,20 +46,23 @@ class Measurement:
 
 
 def _run(argv: list[str], root: str, env: dict[str, str], capture: bool = False) -> str:
-    """Runs `argv` in ROOT with `env` added to this process's environment; its stdout if `capture` (else it
-    goes to this process's stdout, as its stderr always does).
+    """Runs `argv` in ROOT with `env` added to this process's environment; its output goes to this process's
+    (the progress of long runs), and with `capture` its stdout is also returned.
 
     Raises:
       ChildProcessError: it exited with a non-zero status.
     """
-    done = subprocess.run(
-        argv, cwd=root, env={**os.environ, **env}, stdout=subprocess.PIPE if capture else None, text=True
-    )
-    if done.returncode:
+    stdout = subprocess.PIPE if capture else None
+    with subprocess.Popen(argv, cwd=root, env={**os.environ, **env}, stdout=stdout, text=True) as process:
+        printed = []
+        for line in process.stdout if capture else ():
+            print(line, end="", flush=True)
+            printed.append(line)
+    if process.returncode:
         raise ChildProcessError(
-            f"`{' '.join(argv)}` exited with status {done.returncode} (its output is above)"
+            f"`{' '.join(argv)}` exited with status {process.returncode} (its output is above)"
         )
-    return done.stdout or ""
+    return "".join(printed)
 
 
 def _documented(line: str, root: str, scratch: str, env: dict[str, str]) -> float:
