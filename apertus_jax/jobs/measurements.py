@@ -299,6 +299,37 @@ def measure_memory_plan(root: str, scratch: str) -> dict:
     return values
 
 
+# The README's count of the demo corpus ("Your own data"), as it prints it.
+CORPUS_COUNT = (
+    "from apertus_jax.data.demo_corpus import load_udhr, udhr_languages, load_german_prose as prose; "
+    "print(len(load_udhr()), 'translations,', len({l['iso6393'] for l in udhr_languages()} - {'und'}), "
+    "'languages,', round(sum(len(d['text'].encode()) for d in prose()) / 1e6, 2), 'MB of German prose')"
+)
+CORPUS_PRINTED = re.compile(r"(\d+) translations, (\d+) languages, ([\d.]+) MB of German prose")
+
+
+def measure_demo_corpus(root: str, scratch: str) -> dict:
+    """The README's counts of the vendored demo corpus, from the line its command prints.
+
+    Returns:
+      udhr_translations, udhr_languages (ISO 639-3 codes, `und` left out), prose_mb (UTF-8 MB = 1e6 bytes of the
+      German prose, 2 decimals as printed).
+
+    Raises:
+      ChildProcessError: the command failed. ValueError: it printed no count.
+    """
+    del scratch  # nothing is written
+    printed = CORPUS_PRINTED.search(_run([sys.executable, "-c", CORPUS_COUNT], root, {}, capture=True))
+    if printed is None:
+        raise ValueError("the demo corpus count printed no count (its format changed?)")
+    translations, languages, megabytes = printed.groups()
+    return {
+        "udhr_translations": int(translations),
+        "udhr_languages": int(languages),
+        "prose_mb": float(megabytes),
+    }
+
+
 MEASUREMENTS = {
     "demo": Measurement(
         command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
@@ -342,6 +373,11 @@ MEASUREMENTS = {
             "8b_1x64x1x1",
             "70b_1x8x4x8",
         ),
+    ),
+    "demo_corpus": Measurement(
+        command=f'python -c "{CORPUS_COUNT}"',
+        measure=measure_demo_corpus,
+        deterministic=("udhr_translations", "udhr_languages", "prose_mb"),
     ),
 }
 

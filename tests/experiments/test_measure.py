@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).parents[2]
     [
         (
             ["--only=demo,nope"],
-            "error: --only: no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan",
+            "error: --only: no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan, demo_corpus",
         ),
         (
             ["--only=demo", "--rewrite_only"],

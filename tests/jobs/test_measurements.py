@@ -12,12 +12,14 @@ from apertus_jax.jobs.measurements import MEASUREMENTS, REPO, selected
 
 def test_only_selects_in_registry_order_and_rejects_unknown_names():
     assert (
-        selected(None) == selected([]) == ["demo", "posttrain", "evaluation", "goldfish_study", "memory_plan"]
+        selected(None)
+        == selected([])
+        == ["demo", "posttrain", "evaluation", "goldfish_study", "memory_plan", "demo_corpus"]
     )
     assert selected(["evaluation", "demo"]) == ["demo", "evaluation"]
     with pytest.raises(
         ValueError,
-        match="no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan",
+        match="no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan, demo_corpus",
     ):
         selected(["demo", "nope"])
 
