@@ -330,6 +330,39 @@ def measure_demo_corpus(root: str, scratch: str) -> dict:
     }
 
 
+PIPELINE_RUN = "python -m benchmarks.data_pipeline"
+# The Goldfish lines `benchmarks.data_pipeline` prints after its throughput table.
+PIPELINE_RATES = re.compile(
+    r"Apertus rule: (?P<apertus_drop_rate>[\d.]+) .*zero int64 product: (?P<zero_product_windows>[\d.]+)\n"
+    r"- mixed hash: +(?P<mixed_drop_rate>[\d.]+)"
+)
+
+
+def measure_goldfish_rates(root: str, scratch: str) -> dict:
+    """The README's Goldfish drop rates on real text (k = h = 50, tekken, the demo corpus), from the lines
+    `benchmarks.data_pipeline` prints (its throughput is of the machine: BENCHMARKS.md).
+
+    Returns:
+      wall_seconds; apertus_drop_rate, mixed_drop_rate (fractions of the targets at positions >= h - 1,
+      4 decimals as printed), zero_product_windows (the fraction of windows whose int64 product is 0, 3
+      decimals).
+
+    Raises:
+      ChildProcessError: the command failed. ValueError: it printed no drop rates.
+    """
+    del scratch  # the benchmark writes into a temporary directory of its own
+    start = time.perf_counter()
+    printed = PIPELINE_RATES.search(
+        _run([sys.executable, *shlex.split(PIPELINE_RUN)[1:]], root, {}, capture=True)
+    )
+    if printed is None:
+        raise ValueError(f"`{PIPELINE_RUN}` printed no Goldfish drop rates (its format changed?)")
+    return {
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        **{k: float(v) for k, v in printed.groupdict().items()},
+    }
+
+
 MEASUREMENTS = {
     "demo": Measurement(
         command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
@@ -378,6 +411,11 @@ MEASUREMENTS = {
         command=f'python -c "{CORPUS_COUNT}"',
         measure=measure_demo_corpus,
         deterministic=("udhr_translations", "udhr_languages", "prose_mb"),
+    ),
+    "goldfish_rates": Measurement(
+        command=PIPELINE_RUN,
+        measure=measure_goldfish_rates,
+        deterministic=("apertus_drop_rate", "zero_product_windows", "mixed_drop_rate"),
     ),
 }
 

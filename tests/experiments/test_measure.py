@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).parents[2]
     [
         (
             ["--only=demo,nope"],
-            "error: --only: no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan, demo_corpus",
+            "error: --only: no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan, demo_corpus, goldfish_rates",
         ),
         (
             ["--only=demo", "--rewrite_only"],

@@ -14,12 +14,20 @@ def test_only_selects_in_registry_order_and_rejects_unknown_names():
     assert (
         selected(None)
         == selected([])
-        == ["demo", "posttrain", "evaluation", "goldfish_study", "memory_plan", "demo_corpus"]
+        == [
+            "demo",
+            "posttrain",
+            "evaluation",
+            "goldfish_study",
+            "memory_plan",
+            "demo_corpus",
+            "goldfish_rates",
+        ]
     )
     assert selected(["evaluation", "demo"]) == ["demo", "evaluation"]
     with pytest.raises(
         ValueError,
-        match="no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan, demo_corpus",
+        match="no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan, demo_corpus, goldfish_rates",
     ):
         selected(["demo", "nope"])
 
