@@ -1,0 +1,488 @@
+"""The registered measurements behind the figures the docs quote, and the job that re-measures them.
+
+    measure_all(REPO, ["demo"])  # = python -m experiments.measure --only demo
+
+Each `Measurement` runs its documented command(s) in the repository, as a reader would, in a scratch
+directory of its own, and returns its values; `measure_all` writes each one's `docs/results/NAME.json`
+(`apertus_jax.jobs.results`) and then rewrites every bound figure of README.md and docs/ from the results
+files. Values named in `deterministic` are the same in every fresh run on one machine (tests compare them
+with a fresh run); the others (seconds, tokens/s) are of the machine and its load at the time.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import json
+import os
+import re
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+from absl import logging
+
+from apertus_jax.eval.tasks import load_exams_qa
+from apertus_jax.jobs import results
+
+# The repository whose commands are run and whose docs are rewritten: the checkout this package is in.
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """A measurement: `measure(root, scratch)` runs `command` (the documented command(s), one per line) in the
+    repository ROOT with its files under the empty directory `scratch` and returns {value name: value}."""
+
+    command: str
+    measure: Callable[[str, str], dict]
+    deterministic: tuple[str, ...]
+
+
+def _run(argv: list[str], root: str, env: dict[str, str], capture: bool = False) -> str:
+    """Runs `argv` in ROOT with `env` added to this process's environment; its output goes to this process's
+    (the progress of long runs), and with `capture` its stdout is also returned.
+
+    Raises:
+      ChildProcessError: it exited with a non-zero status.
+    """
+    stdout = subprocess.PIPE if capture else None
+    with subprocess.Popen(argv, cwd=root, env={**os.environ, **env}, stdout=stdout, text=True) as process:
+        printed = []
+        for line in process.stdout if capture else ():
+            print(line, end="", flush=True)
+            printed.append(line)
+    if process.returncode:
+        raise ChildProcessError(
+            f"`{' '.join(argv)}` exited with status {process.returncode} (its output is above)"
+        )
+    return "".join(printed)
+
+
+def _documented(line: str, root: str, scratch: str, env: dict[str, str]) -> float:
+    """Runs a documented `python -m ...` command line in ROOT, its `/tmp/` paths moved into `scratch`, with this
+    interpreter and `env` added to the environment; returns its wall seconds.
+
+    Raises:
+      ChildProcessError: it failed.
+    """
+    argv = [sys.executable, *shlex.split(line.replace("/tmp/", scratch + "/"))[1:]]
+    start = time.perf_counter()
+    _run(argv, root, env)
+    return time.perf_counter() - start
+
+
+def _step_records(workdir: str) -> list[dict]:
+    """The training-step records of WORKDIR/metrics.jsonl (those with a `loss`; evaluations left out)."""
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if "loss" in r]
+
+
+DEMO_VOCAB = 4096
+# The documented time of training the demo BPE (README "Try it"), on its own in a fresh cache.
+DEMO_BPE = (
+    "import time; from apertus_jax.data.tokenizer import demo_tokenizer; "
+    f"t = time.perf_counter(); demo_tokenizer({DEMO_VOCAB}); print(time.perf_counter() - t)"
+)
+DEMO_RUN = "python -m experiments.pretrain --config=configs/runs/tiny_demo.py --workdir=/tmp/apertus_demo"
+
+
+def measure_demo(root: str, scratch: str) -> dict:
+    """The README's "Try it" figures: the demo BPE's training time (a fresh cache), then the demo run in a fresh
+    workdir with a fresh XLA cache (so its wall time includes compiling; the BPE and the exam questions come
+    from the usual cache, trained or fetched there on first use).
+
+    Returns:
+      bpe_seconds; wall_seconds, user_seconds, system_seconds of the run's process; median_tokens_per_s over
+      steps 2.. (step 1 includes compiling); the training losses (nats per token): first_loss, first10_mean,
+      last20_mean, last20_median, final_loss.
+
+    Raises:
+      ChildProcessError: a command failed.
+    """
+    bpe_cache = os.path.join(scratch, "bpe_cache")
+    bpe_seconds = float(_run([sys.executable, "-c", DEMO_BPE], root, {"APERTUS_JAX_CACHE": bpe_cache}, True))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = _documented(DEMO_RUN, root, scratch, {"JAX_COMPILATION_CACHE_DIR": os.path.join(scratch, "xla")})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    steps = _step_records(os.path.join(scratch, "apertus_demo"))
+    losses = [r["loss"] for r in steps]
+    return {
+        "bpe_seconds": round(bpe_seconds, 2),
+        "wall_seconds": round(wall, 1),
+        "user_seconds": round(after.ru_utime - before.ru_utime, 1),
+        "system_seconds": round(after.ru_stime - before.ru_stime, 1),
+        "median_tokens_per_s": round(statistics.median(r["tokens_per_s"] for r in steps[1:]), 1),
+        "first_loss": losses[0],
+        "first10_mean": statistics.mean(losses[:10]),
+        "last20_mean": statistics.mean(losses[-20:]),
+        "last20_median": statistics.median(losses[-20:]),
+        "final_loss": losses[-1],
+    }
+
+
+# The README's post-training commands (section "Post-training"), after the demo run, and docs/posttrain.md's
+# DPO baseline started from the same SFT workdir.
+POSTTRAIN_RUNS = {
+    "sft": "python -m experiments.sft --config=configs/posttrain/sft_tiny.py "
+    "--config.checkpoint.init_from=/tmp/apertus_demo --workdir=/tmp/apertus_sft",
+    "qrpo": "python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py "
+    "--config.checkpoint.init_from=/tmp/apertus_sft --workdir=/tmp/apertus_qrpo",
+    "dpo": "python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py --config.posttrain.objective=dpo "
+    "--config.posttrain.beta=0.1 --config.optim.peak_lr=3e-4 --config.checkpoint.init_from=/tmp/apertus_sft "
+    "--workdir=/tmp/apertus_dpo",
+}
+
+
+def measure_posttrain(root: str, scratch: str) -> dict:
+    """The post-training figures of the README and docs/posttrain.md: the demo run, then SFT from it, then QRPO
+    and the DPO baseline from the SFT workdir (each in a fresh workdir; the usual XLA cache).
+
+    Returns:
+      for each STAGE of sft, qrpo, dpo: STAGE_wall_seconds, STAGE_first_loss, STAGE_final_loss,
+      STAGE_first5_mean, STAGE_last5_mean (the stage's own loss: cross-entropy of assistant tokens in nats,
+      the QRPO regression loss, -log sigmoid of the DPO margin); dpo_last5_margin, dpo_last5_accuracy.
+
+    Raises:
+      ChildProcessError: a command failed.
+    """
+    _documented(DEMO_RUN, root, scratch, {})
+    values = {}
+    for stage, line in POSTTRAIN_RUNS.items():
+        values[f"{stage}_wall_seconds"] = round(_documented(line, root, scratch, {}), 1)
+        steps = _step_records(os.path.join(scratch, f"apertus_{stage}"))
+        losses = [r["loss"] for r in steps]
+        values.update(
+            {
+                f"{stage}_first_loss": losses[0],
+                f"{stage}_final_loss": losses[-1],
+                f"{stage}_first5_mean": statistics.mean(losses[:5]),
+                f"{stage}_last5_mean": statistics.mean(losses[-5:]),
+            }
+        )
+    values["dpo_last5_margin"] = statistics.mean(r["margin"] for r in steps[-5:])
+    values["dpo_last5_accuracy"] = statistics.mean(r["accuracy"] for r in steps[-5:])
+    return values
+
+
+# The README's evaluation commands (section "Evaluation") on the demo workdir.
+EVALUATION_RUNS = {
+    "exams": "python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=german_exams_qa",
+    "perplexity": "python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=perplexity",
+}
+EXAMS_VALUES = (
+    "accuracy_unnormalized",
+    "accuracy_per_token",
+    "accuracy_per_char",
+    "accuracy_per_byte",
+    "chance",
+)
+PERPLEXITY_VALUES = ("perplexity", "nll_per_token", "bits_per_byte", "num_documents", "num_tokens")
+
+
+def measure_evaluation(root: str, scratch: str) -> dict:
+    """The README's evaluation figures of the demo workdir: the demo run, then German EXAMS-QA and the held-out
+    perplexity, each from the JSON its command writes (WORKDIR/eval/TASK.json).
+
+    Returns:
+      exams_wall_seconds, perplexity_wall_seconds; exams_ACCURACY of each normalization (fraction of the
+      questions), exams_chance, exams_num_questions; perplexity, nll_per_token (nats), bits_per_byte,
+      num_documents, num_tokens of the held-out demo documents; exams_N_options: the questions with N options.
+
+    Raises:
+      ChildProcessError: a command failed.
+    """
+    _documented(DEMO_RUN, root, scratch, {})
+    values = {
+        f"{name}_wall_seconds": round(_documented(line, root, scratch, {}), 1)
+        for name, line in EVALUATION_RUNS.items()
+    }
+    with open(os.path.join(scratch, "apertus_demo", "eval", "german_exams_qa.json")) as f:
+        exams = json.load(f)
+    with open(os.path.join(scratch, "apertus_demo", "eval", "perplexity.json")) as f:
+        perplexity = json.load(f)
+    values.update({f"exams_{k}": exams[k] for k in (*EXAMS_VALUES, "num_questions")})
+    values.update({k: perplexity[k] for k in PERPLEXITY_VALUES})
+    # The README's count of the questions by their number of options (the snippet it shows).
+    options = collections.Counter(len(q.options) for q in load_exams_qa("german"))
+    values.update({f"exams_{n}_options": options[n] for n in sorted(options)})
+    return values
+
+
+GOLDFISH_RUN = "python -m experiments.goldfish_study --out=/tmp/goldfish_study"
+GOLDFISH_SCORES = ("rouge_l", "lccs", "exact_matches", "unseen_rouge_l")
+
+
+def measure_goldfish(root: str, scratch: str) -> dict:
+    """The README's Goldfish-study figures: `experiments.goldfish_study` with its defaults, from the
+    goldfish_study.json it writes.
+
+    Returns:
+      wall_seconds; for RUN of standard, goldfish (the k of the study's defaults): RUN_rouge_l, RUN_lccs
+      (tokens), RUN_exact_matches (trained documents whose suffix is reproduced exactly) on the trained
+      documents, RUN_unseen_rouge_l on the unseen ones; num_documents, suffix_len (tokens), k.
+
+    Raises:
+      ChildProcessError: the command failed.
+    """
+    wall = _documented(GOLDFISH_RUN, root, scratch, {})
+    with open(os.path.join(scratch, "goldfish_study", "goldfish_study.json")) as f:
+        study = json.load(f)
+    config = study["config"]
+    values = {"wall_seconds": round(wall, 1), **{k: config[k] for k in ("num_documents", "suffix_len", "k")}}
+    for run, name in (("standard", "standard"), (f"goldfish_k{config['k']}", "goldfish")):
+        train, unseen = study["runs"][run]["train"], study["runs"][run]["unseen"]
+        values.update(
+            {
+                f"{name}_rouge_l": train["rouge_l"],
+                f"{name}_lccs": train["lccs"],
+                f"{name}_exact_matches": round(train["exact_match"] * config["num_documents"]),
+                f"{name}_unseen_rouge_l": unseen["rouge_l"],
+            }
+        )
+    return values
+
+
+# The README's memory-plan commands ("Scaling up"), by model and context.
+PLAN_RUNS = {
+    "8b": "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --rows_per_device=1",
+    "70b": "python -m experiments.memory_plan --config=configs/runs/apertus_70b.py "
+    "--meshes=1x256x1,1x64x4,1x32x1,1x16x1 --rows_per_device=1",
+    "8b_64k": "python -m experiments.memory_plan --config=configs/runs/apertus_8b_long_context.py:64k "
+    "--meshes=1x16x1x4,1x64x1x1 --rows_per_device=1",
+    "70b_64k": "python -m experiments.memory_plan --config=configs/runs/apertus_70b_long_context.py:64k "
+    "--meshes=1x8x4x8 --rows_per_device=1",
+}
+# A row of the table `experiments.memory_plan` prints (`apertus_jax.jobs.memory_plan.plan_lines`).
+PLAN_ROW = re.compile(
+    r"^\| (?P<mesh>[\dx]+) \((?P<devices>\d+) dev; batch \d+ rows = (?P<microbatches>\d+) x (?P<rows>\d+)\) "
+    r"\| (?P<params>[\d.]+) \| (?P<optimizer>[\d.]+) \| (?P<activations>[\d.]+) \| (?P<total>[\d.]+) "
+    r"\| (?P<fits_80>yes|no) \| (?P<fits_141>yes|no) \| (?P<fits_95>yes|no) \|",
+    re.MULTILINE,
+)
+
+
+def measure_memory_plan(root: str, scratch: str) -> dict:
+    """The README's memory plans: each command's printed table.
+
+    Returns:
+      wall_seconds {model: seconds}; for each planned mesh, MODEL_MESH (e.g. `8b_1x64x1`, `8b_1x16x1x4`):
+      {devices, microbatches, rows (per microbatch), params, optimizer, activations, total (GB = 1e9 bytes per
+      device, as printed: 2 decimals), fits_80, fits_141, fits_95 ("yes" | "no": H100 80GB, H200 141GB, TPU
+      v5p 95GB)}.
+
+    Raises:
+      ChildProcessError: a command failed. ValueError: a command printed no table row.
+    """
+    del scratch  # nothing is written
+    values = {"wall_seconds": {}}
+    for model, line in PLAN_RUNS.items():
+        start = time.perf_counter()
+        printed = _run([sys.executable, *shlex.split(line)[1:]], root, {}, capture=True)
+        values["wall_seconds"][model] = round(time.perf_counter() - start, 1)
+        rows = list(PLAN_ROW.finditer(printed))
+        if not rows:
+            raise ValueError(f"`{line}` printed no row of the memory-plan table (its format changed?)")
+        for row in rows:
+            fields = row.groupdict()
+            key = f"{model.split('_')[0]}_{fields.pop('mesh')}"
+            values[key] = {
+                k: v if k.startswith("fits") else (float(v) if "." in v else int(v))
+                for k, v in fields.items()
+            }
+    return values
+
+
+# The README's count of the demo corpus ("Your own data"), as it prints it.
+CORPUS_COUNT = (
+    "from apertus_jax.data.demo_corpus import load_udhr, udhr_languages, load_german_prose as prose; "
+    "print(len(load_udhr()), 'translations,', len({l['iso6393'] for l in udhr_languages()} - {'und'}), "
+    "'languages,', round(sum(len(d['text'].encode()) for d in prose()) / 1e6, 2), 'MB of German prose')"
+)
+CORPUS_PRINTED = re.compile(r"(\d+) translations, (\d+) languages, ([\d.]+) MB of German prose")
+
+
+def measure_demo_corpus(root: str, scratch: str) -> dict:
+    """The README's counts of the vendored demo corpus, from the line its command prints.
+
+    Returns:
+      udhr_translations, udhr_languages (ISO 639-3 codes, `und` left out), prose_mb (UTF-8 MB = 1e6 bytes of the
+      German prose, 2 decimals as printed).
+
+    Raises:
+      ChildProcessError: the command failed. ValueError: it printed no count.
+    """
+    del scratch  # nothing is written
+    printed = CORPUS_PRINTED.search(_run([sys.executable, "-c", CORPUS_COUNT], root, {}, capture=True))
+    if printed is None:
+        raise ValueError("the demo corpus count printed no count (its format changed?)")
+    translations, languages, megabytes = printed.groups()
+    return {
+        "udhr_translations": int(translations),
+        "udhr_languages": int(languages),
+        "prose_mb": float(megabytes),
+    }
+
+
+PIPELINE_RUN = "python -m benchmarks.data_pipeline"
+# The Goldfish lines `benchmarks.data_pipeline` prints after its throughput table.
+PIPELINE_RATES = re.compile(
+    r"Apertus rule: (?P<apertus_drop_rate>[\d.]+) .*zero int64 product: (?P<zero_product_windows>[\d.]+)\n"
+    r"- mixed hash: +(?P<mixed_drop_rate>[\d.]+)"
+)
+
+
+def measure_goldfish_rates(root: str, scratch: str) -> dict:
+    """The README's Goldfish drop rates on real text (k = h = 50, tekken, the demo corpus), from the lines
+    `benchmarks.data_pipeline` prints (its throughput is of the machine: BENCHMARKS.md).
+
+    Returns:
+      wall_seconds; apertus_drop_rate, mixed_drop_rate (fractions of the targets at positions >= h - 1,
+      4 decimals as printed), zero_product_windows (the fraction of windows whose int64 product is 0, 3
+      decimals).
+
+    Raises:
+      ChildProcessError: the command failed. ValueError: it printed no drop rates.
+    """
+    del scratch  # the benchmark writes into a temporary directory of its own
+    start = time.perf_counter()
+    printed = PIPELINE_RATES.search(
+        _run([sys.executable, *shlex.split(PIPELINE_RUN)[1:]], root, {}, capture=True)
+    )
+    if printed is None:
+        raise ValueError(f"`{PIPELINE_RUN}` printed no Goldfish drop rates (its format changed?)")
+    return {
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        **{k: float(v) for k, v in printed.groupdict().items()},
+    }
+
+
+MEASUREMENTS = {
+    "demo": Measurement(
+        command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
+        measure=measure_demo,
+        deterministic=("first_loss", "first10_mean", "last20_mean", "last20_median", "final_loss"),
+    ),
+    "posttrain": Measurement(
+        command="\n".join([DEMO_RUN, *POSTTRAIN_RUNS.values()]),
+        measure=measure_posttrain,
+        deterministic=tuple(
+            f"{stage}_{value}"
+            for stage in POSTTRAIN_RUNS
+            for value in ("first_loss", "final_loss", "first5_mean", "last5_mean")
+        )
+        + ("dpo_last5_margin", "dpo_last5_accuracy"),
+    ),
+    "evaluation": Measurement(
+        command="\n".join([DEMO_RUN, *EVALUATION_RUNS.values()]),
+        measure=measure_evaluation,
+        deterministic=(*(f"exams_{k}" for k in (*EXAMS_VALUES, "num_questions")), *PERPLEXITY_VALUES),
+    ),
+    "goldfish_study": Measurement(
+        command=GOLDFISH_RUN,
+        measure=measure_goldfish,
+        deterministic=tuple(
+            f"{run}_{score}" for run in ("standard", "goldfish") for score in GOLDFISH_SCORES
+        ),
+    ),
+    "memory_plan": Measurement(
+        command="\n".join(PLAN_RUNS.values()),
+        measure=measure_memory_plan,
+        # every planned mesh's row; the compile times are of the machine
+        deterministic=(
+            "8b_1x64x1",
+            "8b_1x16x4",
+            "70b_1x256x1",
+            "70b_1x64x4",
+            "70b_1x32x1",
+            "70b_1x16x1",
+            "8b_1x16x1x4",
+            "8b_1x64x1x1",
+            "70b_1x8x4x8",
+        ),
+    ),
+    "demo_corpus": Measurement(
+        command=f'python -c "{CORPUS_COUNT}"',
+        measure=measure_demo_corpus,
+        deterministic=("udhr_translations", "udhr_languages", "prose_mb"),
+    ),
+    "goldfish_rates": Measurement(
+        command=PIPELINE_RUN,
+        measure=measure_goldfish_rates,
+        deterministic=("apertus_drop_rate", "zero_product_windows", "mixed_drop_rate"),
+    ),
+}
+
+
+def selected(only: list[str] | None) -> list[str]:
+    """The measurement names of `--only` (None or empty: all), in registry order.
+
+    Raises:
+      ValueError: an unknown name (the message lists the known ones).
+    """
+    unknown = sorted(set(only or ()) - set(MEASUREMENTS))
+    if unknown:
+        raise ValueError(f"--only: no measurement {', '.join(unknown)}; known: {', '.join(MEASUREMENTS)}")
+    return [name for name in MEASUREMENTS if not only or name in only]
+
+
+def _previous(root: str, name: str) -> dict | None:
+    """The record of docs/results/NAME.json, or None if it was never measured."""
+    try:
+        return results.read_result(root, name)
+    except FileNotFoundError:
+        return None
+
+
+def changed_deterministic(name: str, previous: dict | None, values: dict) -> list[str]:
+    """`VALUE OLD -> NEW` for each deterministic value of measurement NAME that differs from the `previous`
+    record's (a code change, or another machine kind); [] when there is no previous record."""
+    if previous is None:
+        return []
+    old = previous["values"]
+    return [
+        f"{k} {old.get(k)} -> {values[k]}"
+        for k in MEASUREMENTS[name].deterministic
+        if old.get(k) != values[k]
+    ]
+
+
+def measure_all(root: str, names: list[str]) -> list[str]:
+    """Runs the measurements `names` in turn, writes each one's results file as soon as it is done, then
+    rewrites the bound figures of the documents under ROOT; logs each start with an ETA from the previous
+    measurement times, and each deterministic value that changed. Returns the documents rewritten.
+
+    Raises:
+      ChildProcessError: a measurement's command failed (the results files written before it stay).
+      KeyError, FileNotFoundError, ValueError: a bound figure names a missing value or results file.
+    """
+    for index, name in enumerate(names):
+        measurement = MEASUREMENTS[name]
+        previous = _previous(root, name)
+        records = [previous, *(_previous(root, n) for n in names[index + 1 :])]
+        if None in records:
+            eta = "ETA unknown (not measured before)"
+        else:
+            seconds = sum(record["seconds"] for record in records)
+            done_at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
+            eta = f"last took {previous['seconds']:.0f} s; all done about {done_at:%H:%M} UTC"
+        logging.info("measure [%d/%d] %s (%s): %s", index + 1, len(names), name, eta, measurement.command)
+        start_record, start = results.provenance(root), time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix=f"measure_{name}_") as scratch:
+            values = measurement.measure(root, scratch)
+        path = results.write_result(
+            root, name, measurement.command, values, start_record, time.perf_counter() - start
+        )
+        logging.info("measure %s: wrote %s: %s", name, os.path.relpath(path, root), values)
+        changed = changed_deterministic(name, previous, values)
+        if changed:
+            logging.warning("measure %s: deterministic values changed: %s", name, "; ".join(changed))
+    rewritten = results.rewrite_documents(root)
+    logging.info("measure: rewrote %s", ", ".join(os.path.relpath(p, root) for p in rewritten) or "nothing")
+    return rewritten

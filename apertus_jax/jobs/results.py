@@ -1,0 +1,268 @@
+"""Measured figures that cannot go stale: results files, and the figures of the docs bound to them.
+
+A measurement writes `docs/results/NAME.json` (`write_result`, atomically)::
+
+    {"command": the documented command(s) it ran, "date": "YYYY-MM-DD" (UTC), "commit": HEAD's sha,
+     "uncommitted": [code files that differed from HEAD], "machine": {platform, processor, cpus,
+     load_average}, "seconds": the measurement's wall time, "values": {value name: number or string}}
+
+A figure in README.md or docs/*.md is bound to a value by an HTML comment right after it, which rendered
+Markdown does not show (docs/results.md)::
+
+    the final loss is 5.68<!-- result demo.final_loss:.2f -->
+
+`NAME.PATH[:SPEC]`: PATH is looked up in the file's `values` first, else in the record itself (`demo.date`,
+`demo.machine.cpus`); SPEC is a Python format spec (`.2f`, `,.0f`, `.7` cuts a string to 7 characters;
+none: `str`). The figure is the run of letters, digits and `. , : % + -` just before the comment.
+`rewrite` writes `format(value, SPEC)` there, `mismatches` lists the figures that differ from it. A marker
+in a fenced block or an inline code span is an example, shown as written, and binds nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+
+from apertus_jax import files
+
+RESULTS_DIR = os.path.join("docs", "results")
+# The documents whose figures are bound: README.md and every Markdown file under docs/.
+DOCUMENTS = ("README.md", "docs")
+MARKER = re.compile(
+    r"(?P<figure>[-+]?[0-9A-Za-z][\w.,:%+-]*)"
+    r"<!-- result (?P<name>\w+)\.(?P<path>\w+(?:\.\w+)*)(?::(?P<spec>[^ ]*))? -->"
+)
+# Every marker's start, to find those MARKER does not read (no figure before it, or malformed).
+ANY_MARKER = re.compile(r"<!-- result\b")
+# Fenced blocks and inline code spans: a marker there is shown as written (an example), not a binding.
+CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.MULTILINE | re.DOTALL)
+
+
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    """One bound figure: `figure` as written at `line` (1-based) of a document, bound to `name.path:spec`."""
+
+    figure: str
+    name: str
+    path: str
+    spec: str
+    line: int
+    start: int  # offset of the figure in the document's text
+    end: int  # offset just after the marker
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}.{self.path}"
+
+
+def _outside_code(text: str, matches: Iterator[re.Match]) -> list[re.Match]:
+    """The `matches` that start outside the fenced blocks and inline code spans of a Markdown text."""
+    code = [m.span() for m in CODE.finditer(text)]
+    return [m for m in matches if not any(start <= m.start() < end for start, end in code)]
+
+
+def bindings(text: str) -> list[Binding]:
+    """Every bound figure of a Markdown text, in order (markers in code blocks and spans are examples)."""
+    return [
+        Binding(
+            figure=m.group("figure"),
+            name=m.group("name"),
+            path=m.group("path"),
+            spec=m.group("spec") or "",
+            line=text.count("\n", 0, m.start()) + 1,
+            start=m.start(),
+            end=m.end(),
+        )
+        for m in _outside_code(text, MARKER.finditer(text))
+    ]
+
+
+def malformed(text: str) -> list[str]:
+    """`LINE: ...` for each result marker of a Markdown text that binds no figure (none just before it, or
+    not of the form `<!-- result NAME.PATH[:SPEC] -->`)."""
+    bound = {b.start + len(b.figure) for b in bindings(text)}
+    return [
+        f"{text.count(chr(10), 0, m.start()) + 1}: a result marker with no figure just before it, or not of "
+        "the form <!-- result NAME.PATH[:SPEC] --> (docs/results.md)"
+        for m in _outside_code(text, ANY_MARKER.finditer(text))
+        if m.start() not in bound
+    ]
+
+
+def lookup(record: dict, path: str) -> object:
+    """The value at dotted `path` of a results record: under `values` first, else of the record itself.
+
+    Raises:
+      KeyError: the record has no such value (the message names the path).
+    """
+    head, *rest = path.split(".")
+    node = record["values"] if head in record["values"] else record
+    for part in [head, *rest]:
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(f"no value {path}")
+        node = node[part]
+    return node
+
+
+def results_path(root: str, name: str) -> str:
+    """ROOT/docs/results/NAME.json."""
+    return os.path.join(root, RESULTS_DIR, f"{name}.json")
+
+
+def read_result(root: str, name: str) -> dict:
+    """The record of ROOT/docs/results/NAME.json.
+
+    Raises:
+      FileNotFoundError: no such results file (the message names the command that writes it).
+    """
+    path = results_path(root, name)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{path} does not exist: python -m experiments.measure --only {name} writes it"
+        )
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def documents(root: str) -> Iterator[str]:
+    """The paths of the Markdown documents under ROOT whose figures may be bound (`DOCUMENTS`), sorted."""
+    for entry in DOCUMENTS:
+        path = os.path.join(root, entry)
+        if os.path.isfile(path):
+            yield path
+            continue
+        for directory, subdirs, names in sorted(os.walk(path)):
+            subdirs.sort()
+            yield from (os.path.join(directory, n) for n in sorted(names) if n.endswith(".md"))
+
+
+def _expected(binding: Binding, record_of: Callable[[str], dict]) -> str:
+    try:
+        return format(lookup(record_of(binding.name), binding.path), binding.spec)
+    except KeyError as error:
+        raise KeyError(f"{binding.key}: {error.args[0]} in docs/results/{binding.name}.json") from None
+
+
+def rewrite(text: str, record_of: Callable[[str], dict]) -> str:
+    """`text` with every bound figure replaced by its value's formatted text.
+
+    Args:
+      record_of: NAME -> the record of docs/results/NAME.json (`read_result`).
+
+    Raises:
+      KeyError, FileNotFoundError, ValueError: a binding names a missing value or file, or a bad spec; a
+        marker binds no figure (ValueError).
+    """
+    bad = malformed(text)
+    if bad:
+        raise ValueError(bad[0])
+    pieces, last = [], 0
+    for binding in bindings(text):
+        marker = text[binding.start + len(binding.figure) : binding.end]
+        pieces += [text[last : binding.start], _expected(binding, record_of), marker]
+        last = binding.end
+    return "".join(pieces + [text[last:]])
+
+
+def mismatches(text: str, record_of: Callable[[str], dict]) -> list[str]:
+    """`LINE: NAME.PATH is FIGURE, its results file says TEXT` for each bound figure that differs, or whose
+    value cannot be read (the reason instead), and for each marker that binds no figure (`malformed`)."""
+    found = malformed(text)
+    for binding in bindings(text):
+        try:
+            expected = _expected(binding, record_of)
+        except (KeyError, OSError, ValueError) as error:
+            reason = error.args[0] if isinstance(error, KeyError) else error
+            found.append(f"{binding.line}: {reason}")
+            continue
+        if binding.figure != expected:
+            found.append(
+                f"{binding.line}: {binding.key} is {binding.figure}, its results file says {expected}"
+            )
+    return found
+
+
+def rewrite_documents(root: str) -> list[str]:
+    """Rewrites every bound figure of the documents under ROOT from docs/results/ (atomically, only the files
+    that change); returns the paths rewritten.
+
+    Raises:
+      KeyError, FileNotFoundError, ValueError: as `rewrite` (no document is written then).
+    """
+    cache: dict[str, dict] = {}
+
+    def record_of(name: str) -> dict:
+        if name not in cache:
+            cache[name] = read_result(root, name)
+        return cache[name]
+
+    changed = {}
+    for path in documents(root):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        new = rewrite(text, record_of)
+        if new != text:
+            changed[path] = new
+    for path, text in changed.items():
+        files.write_text(path, text)
+    return list(changed)
+
+
+def _git(root: str, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+def provenance(root: str) -> dict:
+    """The `date`, `commit`, `uncommitted` and `machine` fields of a record measured now from ROOT (a git
+    checkout). `uncommitted` lists the tracked files that differ from HEAD, Markdown and results files left
+    out (a measurement rewrites those).
+
+    Raises:
+      OSError, subprocess.CalledProcessError: ROOT is not a git checkout or git is missing.
+    """
+    changed = _git(root, "diff", "--name-only", "HEAD").split()
+    changed += _git(root, "ls-files", "--others", "--exclude-standard").split()
+    processor = platform.processor()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        processor = names[0] if names else processor
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        "commit": _git(root, "rev-parse", "HEAD").strip(),
+        "uncommitted": [p for p in changed if not p.endswith(".md") and not p.startswith(RESULTS_DIR)],
+        "machine": {
+            "platform": platform.platform(),
+            "processor": processor,
+            "cpus": os.cpu_count(),
+            # The figures of time are of a shared machine: its load when the measurement started.
+            "load_average": round(os.getloadavg()[0], 2),
+        },
+    }
+
+
+def write_result(root: str, name: str, command: str, values: dict, start: dict, seconds: float) -> str:
+    """Writes ROOT/docs/results/NAME.json atomically (module docstring); returns its path.
+
+    Args:
+      command: the documented command(s) the measurement ran, one line each.
+      values: {value name: number or string}; no name may be a field of the record.
+      start: `provenance(root)` taken when the measurement started.
+      seconds: the measurement's wall time.
+
+    Raises:
+      ValueError: a value name is a field of the record.
+    """
+    record = {"command": command, **start, "seconds": round(seconds, 1), "values": values}
+    clash = sorted(set(values) & set(record))
+    if clash:
+        raise ValueError(f"value names {clash} are fields of the results record; rename them")
+    path = results_path(root, name)
+    files.write_text(path, json.dumps(record, indent=2) + "\n")
+    return path

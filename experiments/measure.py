@@ -1,0 +1,32 @@
+"""Re-measure the figures the docs quote and rewrite them (`apertus_jax.jobs.measurements`).
+
+    python -m experiments.measure               # every registered measurement
+    python -m experiments.measure --only demo   # the README's "Try it" figures
+    python -m experiments.measure --rewrite_only  # after binding a figure: rewrite from the results files
+
+Each measurement runs its documented command(s) and writes `docs/results/NAME.json` (command, date, commit,
+machine, values); then every figure of README.md and docs/*.md bound to a results file is rewritten from it
+(docs/results.md). An unknown name ends with one line on stderr and exit status 2; a failed command ends
+the same way after its own output, the results files written before it kept.
+"""
+
+from absl import flags
+
+from apertus_jax.jobs.measurements import MEASUREMENTS, REPO, measure_all, selected
+from experiments import cli
+
+_ONLY = flags.DEFINE_list("only", None, f"Measure only these (default: all): {', '.join(MEASUREMENTS)}.")
+_REWRITE_ONLY = flags.DEFINE_bool(
+    "rewrite_only", False, "Measure nothing: rewrite the bound figures from the results files as they are."
+)
+
+
+def main(argv) -> None:
+    del argv
+    if _REWRITE_ONLY.value and _ONLY.value:
+        raise ValueError("--rewrite_only measures nothing: drop --only, or --rewrite_only to measure")
+    measure_all(REPO, [] if _REWRITE_ONLY.value else selected(_ONLY.value))
+
+
+if __name__ == "__main__":
+    cli.run(main)

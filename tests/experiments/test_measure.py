@@ -1,0 +1,39 @@
+"""experiments.measure as a CLI: bad flags are one line, exit 2, nothing measured or written."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parents[2]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--only=demo,nope"],
+            "error: --only: no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan, demo_corpus, goldfish_rates",
+        ),
+        (
+            ["--only=demo", "--rewrite_only"],
+            "error: --rewrite_only measures nothing: drop --only, or --rewrite_only to measure",
+        ),
+    ],
+)
+def test_bad_flags_are_one_line_and_nothing_is_measured(flags, message):
+    before = {p: p.read_bytes() for p in (ROOT / "docs" / "results").iterdir()}
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.measure", *flags],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert lines[0] == message
+    assert {p: p.read_bytes() for p in (ROOT / "docs" / "results").iterdir()} == before

@@ -1,0 +1,141 @@
+"""Results files and bound figures: markers are read, checked and rewritten to the formatted value."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from apertus_jax.jobs import results
+
+RECORD = {
+    "command": "python -m experiments.pretrain",
+    "date": "2026-12-02",
+    "commit": "9e3ec44a1b2c3d4e5f60718293a4b5c6d7e8f901",
+    "machine": {"cpus": 2, "load_average": 9.13},
+    "seconds": 61.0,
+    "values": {"final_loss": 5.681640625, "tokens_per_s": 14769.4, "wall_seconds": 58.04},
+}
+TEXT = (
+    "# Demo\n"
+    "final 5.66<!-- result demo.final_loss:.2f --> at 1,000<!-- result demo.tokens_per_s:,.0f --> tokens/s\n"
+    "(measured 2026-12-01<!-- result demo.date --> at 9e3ec44<!-- result demo.commit:.7 -->, "
+    "load 9.1<!-- result demo.machine.load_average:.1f -->).\n"
+)
+
+
+def record_of(name):
+    if name != "demo":
+        raise FileNotFoundError(f"docs/results/{name}.json does not exist")
+    return RECORD
+
+
+def test_bindings_read_figure_key_spec_and_line():
+    found = results.bindings(TEXT)
+    assert [(b.figure, b.key, b.spec, b.line) for b in found] == [
+        ("5.66", "demo.final_loss", ".2f", 2),
+        ("1,000", "demo.tokens_per_s", ",.0f", 2),
+        ("2026-12-01", "demo.date", "", 3),
+        ("9e3ec44", "demo.commit", ".7", 3),
+        ("9.1", "demo.machine.load_average", ".1f", 3),
+    ]
+    assert TEXT[found[0].start : found[0].end] == "5.66<!-- result demo.final_loss:.2f -->"
+
+
+def test_markers_in_code_are_examples_not_bindings():
+    text = (
+        "```\nfinal 5.66<!-- result demo.final_loss:.2f -->\n```\n"
+        "`1<!-- result demo.date -->` and `<!-- result NAME.PATH:SPEC -->`, but 2<!-- result demo.date -->\n"
+    )
+    assert [(b.figure, b.line) for b in results.bindings(text)] == [("2", 4)]
+    assert results.malformed(text) == []
+    assert results.rewrite(text, record_of) == text.replace("but 2<", "but 2026-12-02<")
+
+
+def test_lookup_reads_values_first_then_the_record():
+    assert results.lookup(RECORD, "final_loss") == 5.681640625
+    assert results.lookup(RECORD, "machine.cpus") == 2
+    with pytest.raises(KeyError, match="no value machine.gpus"):
+        results.lookup(RECORD, "machine.gpus")
+
+
+def test_rewrite_writes_the_formatted_values_and_keeps_the_markers():
+    new = results.rewrite(TEXT, record_of)
+    assert new == (
+        "# Demo\n"
+        "final 5.68<!-- result demo.final_loss:.2f --> at 14,769<!-- result demo.tokens_per_s:,.0f --> "
+        "tokens/s\n(measured 2026-12-02<!-- result demo.date --> at 9e3ec44<!-- result demo.commit:.7 -->, "
+        "load 9.1<!-- result demo.machine.load_average:.1f -->).\n"
+    )
+    assert results.rewrite(new, record_of) == new
+    assert results.mismatches(new, record_of) == []
+
+
+def test_mismatches_name_the_line_the_figure_and_the_value():
+    assert results.mismatches(TEXT, record_of) == [
+        "2: demo.final_loss is 5.66, its results file says 5.68",
+        "2: demo.tokens_per_s is 1,000, its results file says 14,769",
+        "3: demo.date is 2026-12-01, its results file says 2026-12-02",
+    ]
+
+
+def test_missing_values_files_and_figures_are_reported():
+    text = (
+        "a 1.0<!-- result demo.nope:.1f -->\n"
+        "b 2.0<!-- result other.x:.1f -->\n"
+        "c 3<!-- result demo.date:.2f -->\n"
+        "d (<!-- result demo.final_loss:.2f -->)\n"
+        "e 4<!-- result demo -->\n"
+    )
+    found = results.mismatches(text, record_of)
+    assert found[:2] == [
+        "4: a result marker with no figure just before it, or not of the form <!-- result NAME.PATH[:SPEC] --> "
+        "(docs/results.md)",
+        "5: a result marker with no figure just before it, or not of the form <!-- result NAME.PATH[:SPEC] --> "
+        "(docs/results.md)",
+    ]
+    assert found[2] == "1: demo.nope: no value nope in docs/results/demo.json"
+    assert found[3] == "2: docs/results/other.json does not exist"
+    assert found[4].startswith("3: ") and "format code 'f'" in found[4]
+    with pytest.raises(ValueError, match="^4: a result marker with no figure"):
+        results.rewrite(text, record_of)
+
+
+def test_write_result_records_provenance_and_rejects_clashing_names(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "a.py"], check=True)
+    subprocess.run(
+        ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a"],
+        check=True,
+    )
+    (tmp_path / "a.py").write_text("x = 2\n")
+    (tmp_path / "b.py").write_text("y = 1\n")
+    (tmp_path / "notes.md").write_text("figures\n")
+    start = results.provenance(str(tmp_path))
+    assert len(start["commit"]) == 40 and start["uncommitted"] == ["a.py", "b.py"]
+    assert start["machine"]["cpus"] == os.cpu_count() and len(start["date"]) == 10
+    path = results.write_result(str(tmp_path), "demo", "python -m x", {"loss": 1.5}, start, 12.34)
+    assert path == str(tmp_path / "docs" / "results" / "demo.json")
+    with open(path) as f:
+        record = json.load(f)
+    assert record == {"command": "python -m x", **start, "seconds": 12.3, "values": {"loss": 1.5}}
+    assert results.read_result(str(tmp_path), "demo") == record
+    with pytest.raises(ValueError, match=r"value names \['date'\] are fields"):
+        results.write_result(str(tmp_path), "demo", "python -m x", {"date": 1}, start, 1.0)
+    with pytest.raises(FileNotFoundError, match="--only other writes it"):
+        results.read_result(str(tmp_path), "other")
+
+
+def test_rewrite_documents_writes_only_changed_documents(tmp_path):
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "demo.json").write_text(json.dumps(RECORD))
+    (tmp_path / "README.md").write_text(TEXT)
+    (tmp_path / "docs" / "same.md").write_text("no figures\n")
+    assert list(results.documents(str(tmp_path))) == [
+        str(tmp_path / "README.md"),
+        str(tmp_path / "docs" / "same.md"),
+    ]
+    assert results.rewrite_documents(str(tmp_path)) == [str(tmp_path / "README.md")]
+    assert "final 5.68<!--" in (tmp_path / "README.md").read_text()
+    assert results.rewrite_documents(str(tmp_path)) == []
