@@ -66,6 +66,9 @@ def enable_compilation_cache() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
+_config_file_flag = False  # whether this job's --config names a config file (`define_config`), not a preset
+
+
 def _config_arg(argv: list[str]) -> str | None:
     """The `PATH[:ARG]` of `--config=PATH[:ARG]` in `argv`, or None."""
     values = [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
@@ -97,7 +100,7 @@ def _unknown_key(argv: list[str], error: Exception, default: str | None = None) 
 def _parse_flags(argv: list[str]) -> list[str]:
     """absl flag parsing with one-line errors (exit 2): a missing config file, an override of a key that the
     config does not have (ml_collections raises AttributeError / KeyError with nested reprs), a bad flag."""
-    arg = _config_arg(argv)
+    arg = _config_arg(argv) if _config_file_flag else None
     if arg is not None and not os.path.isfile(arg.partition(":")[0]):
         usage_error(
             f"--config={arg}: {arg.partition(':')[0]} does not exist (a Python config file, e.g. configs/runs/tiny_demo.py)"
@@ -130,6 +133,8 @@ def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False)
 
 def define_config(default: str | None, help_text: str = "Run config (a Python file).") -> flags.FlagHolder:
     """The `--config` flag of a run config file (`--config.section.field=value` overrides)."""
+    global _config_file_flag
+    _config_file_flag = True
     try:
         return config_flags.DEFINE_config_file("config", default, help_text)
     except (AttributeError, KeyError) as error:  # the default file is parsed here, with sys.argv's overrides
