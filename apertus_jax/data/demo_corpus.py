@@ -18,7 +18,7 @@ import json
 import lzma
 
 ASSET_FILES = {"udhr": "udhr.jsonl.xz", "german_prose": "german_prose.jsonl.xz"}
-SPLITS = ("train", "heldout")
+SPLITS = ("train", "heldout", "unseen_languages")
 HELDOUT_MODULUS = 20  # 1 in 20 documents (5%) is held out
 _REBUILD = "python -m experiments.build_demo_corpus --out apertus_jax/data/assets"
 
@@ -59,16 +59,47 @@ def normalize_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
+def _key(text: str) -> int:
+    return int(hashlib.sha256(normalize_whitespace(text).encode("utf-8")).hexdigest()[:8], 16)
+
+
 def is_heldout(text: str) -> bool:
     """True for the deterministic 5% held-out split:
     `int(sha256(normalize_whitespace(text))[:8], 16) % 20 == 0`.
 
-    The split is keyed on the document's whitespace-normalized text, not on its id, so every copy of a text
-    (the corpus holds some verbatim duplicates under different ids, e.g. a quote in two fortune files) falls
-    on the same side and held-out perplexity never scores text that was trained on.
+    The split is keyed on the text, not on an id, so every copy of a text (the corpus holds some verbatim
+    duplicates under different ids, e.g. a quote in two fortune files) falls on the same side and held-out
+    perplexity never scores text that was trained on. It is applied to whole documents, and to the paragraphs
+    of every UDHR translation that is trained on (`load_demo_documents`).
     """
-    key = normalize_whitespace(text).encode("utf-8")
-    return int(hashlib.sha256(key).hexdigest()[:8], 16) % HELDOUT_MODULUS == 0
+    return _key(text) % HELDOUT_MODULUS == 0
+
+
+def _udhr_split(split: str) -> list[dict]:
+    """The UDHR part of a split. A UDHR document is a whole translation, so a translation held out whole is
+    a language (often a script) that training never sees: those form "unseen_languages". Of every other
+    translation, the paragraphs (blank-line separated: heading, preamble, article headings and texts) with
+    `is_heldout(paragraph)` are taken out: "heldout" holds them, one document per paragraph, ordered by the
+    same hash so that any prefix of the set mixes languages; "train" holds each translation without them."""
+    documents = []
+    for record in _records("udhr"):
+        if is_heldout(record["text"]):
+            if split == "unseen_languages":
+                documents.append(dict(record))
+            continue
+        paragraphs = record["text"].split("\n\n")
+        if split == "train":
+            kept = [p for p in paragraphs if not is_heldout(p)]
+            documents.append({**record, "text": "\n\n".join(kept)})
+        elif split == "heldout":
+            documents += [
+                {**record, "text": p, "doc_id": f"{record['doc_id']}#p{i}"}
+                for i, p in enumerate(paragraphs)
+                if is_heldout(p)
+            ]
+    if split == "heldout":
+        documents.sort(key=lambda d: (_key(d["text"]), d["doc_id"]))
+    return documents
 
 
 def load_udhr() -> dict[str, str]:
@@ -103,19 +134,30 @@ def check_selection(split: str, sources: list[str] | None) -> None:
 
 
 def load_demo_documents(split: str = "train", sources: list[str] | None = None) -> list[dict]:
-    """The demo training corpus (`split="train"`, 95%) or its held-out part (`split="heldout"`, 5%).
+    """A split of the demo corpus: what training reads, or the text held out from it.
 
     Args:
-      split: "train" or "heldout"; the split is by `is_heldout(text)` (a hash of the whitespace-normalized
-        text), so it never changes with order, process or machine, and no held-out text also occurs in
-        training, not even as a copy under another id.
+      split: "train" (95% of the German prose documents; the UDHR translations of the training languages
+        without their held-out paragraphs), "heldout" (text of the training languages never trained on: 5% of
+        the German prose documents and about 5% of the paragraphs of every training UDHR translation, one
+        document per paragraph) or "unseen_languages" (the 5% of UDHR translations held out whole: languages,
+        often scripts, that training never sees). Every cut is by `is_heldout` (a hash of the
+        whitespace-normalized text), so it never changes with order, process or machine, and no held-out
+        text also occurs in training, not even as a copy under another id.
       sources: names from `ASSET_FILES` ("udhr", "german_prose"); None means all, in that order.
     Returns:
-      Fresh dicts `{"text", "lang", "source", "doc_id", ...}` in file order.
+      Fresh dicts `{"text", "lang", "source", "doc_id", ...}`, source by source, each in file order except the
+      "heldout" UDHR paragraphs (ordered by their hash; `doc_id` is the translation's with `#p<index>`).
     Raises:
       ValueError: an unknown split or source name.
     """
     check_selection(split, sources)
     sources = list(ASSET_FILES) if sources is None else list(sources)
-    heldout = split == "heldout"
-    return [dict(r) for s in sources for r in _records(s) if is_heldout(r["text"]) == heldout]
+    documents = []
+    for source in sources:
+        if source == "udhr":
+            documents += _udhr_split(split)
+        elif split != "unseen_languages":
+            heldout = split == "heldout"
+            documents += [dict(r) for r in _records(source) if is_heldout(r["text"]) == heldout]
+    return documents

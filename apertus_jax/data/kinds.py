@@ -207,6 +207,11 @@ class DocumentSpec(ComponentSpec):
             )
         return None
 
+    def unseen_language_texts(self) -> list[str] | None:
+        """Texts in languages the component never trains on (an evaluation of transfer, reported apart from
+        the held-out set, which is text of the training languages); None when the kind has none."""
+        return None
+
 
 def paths_tuple(paths: Any) -> tuple[str, ...]:
     """`paths` (one path or a sequence) as a tuple of strings."""

@@ -5,6 +5,9 @@ import dataclasses
 from apertus_jax.checks import check_number
 
 EXAMS_QA_SUFFIX = "_exams_qa"
+# In-loop eval sets of languages never trained on are named `unseen_languages/<component>`
+# (`apertus_jax.eval.in_loop`); aggregate held-out losses leave them out.
+UNSEEN_LANGUAGES = "unseen_languages"
 
 
 @dataclasses.dataclass(frozen=True)

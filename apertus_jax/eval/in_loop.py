@@ -7,9 +7,13 @@ training shardings): no second model is built or restored. Metrics (`eval/<compo
 go to metrics.jsonl and TensorBoard through `MetricsWriter.write_scalars`.
 
 Held-out sets: documents of each mixture component never seen in training (`DocumentSpec.heldout_texts`). A
-"demo" component's are the demo corpus's held-out split (the same `sources`); raw kinds name theirs in
-`eval.heldout_paths` ("component=path", read with the component's kind and fields); a name there that is
-no component adds a held-out set of its own (e.g. "german=/data/german_heldout.jsonl"). Documents are packed and
+"demo" component's are the demo corpus's held-out split (the same `sources`): text of the training languages;
+raw kinds name theirs in `eval.heldout_paths` ("component=path", read with the component's kind and fields); a
+name there that is no component adds a held-out set of its own (e.g. "german=/data/german_heldout.jsonl").
+Text in languages the component never trains on (`DocumentSpec.unseen_language_texts`: a "demo" component's
+UDHR translations held out whole) is scored as its own set, `eval/unseen_languages/<component>/...`, which
+measures transfer (or forgetting), not learning, and is left out of aggregate held-out losses
+(`apertus_jax.jobs.compare`). Each set keeps its first documents up to `eval.heldout_tokens`. Documents are packed and
 masked as in training (`apertus_jax.eval.perplexity`, docs/recipe.md section 2) but without Goldfish: the
 held-out loss is that of every token. Multiple choice uses the tasks of `experiments.evaluate`
 (`<language>_exams_qa`), all four normalisations (docs/recipe.md section 9), questions whose options fit the
@@ -38,7 +42,7 @@ from jax.sharding import PartitionSpec as P
 from apertus_jax.data import sources
 from apertus_jax.data.config import PipelineSpec
 from apertus_jax.eval import multiple_choice, perplexity, tasks
-from apertus_jax.eval.config import EXAMS_QA_SUFFIX, EvalConfig
+from apertus_jax.eval.config import EXAMS_QA_SUFFIX, UNSEEN_LANGUAGES, EvalConfig
 from apertus_jax.train.hooks import Hook, LoopContext
 from apertus_jax.train.sharding import batch_sharding
 
@@ -68,8 +72,9 @@ def _read_texts(path: str) -> list[str]:
 
 def heldout_sets(eval_config: EvalConfig, pipeline: PipelineSpec, tokenizer) -> list[HeldoutSet]:
     """The held-out set of each document component of `pipeline` that has one, then the extra sets of
-    `eval.heldout_paths` whose names are not components, each capped at `eval_config.heldout_tokens` tokens
-    (whole documents, at least one).
+    `eval.heldout_paths` whose names are not components, then the unseen-language set of each component that
+    has one (named `unseen_languages/<component>`), each capped at `eval_config.heldout_tokens` tokens (whole
+    documents, at least one).
 
     Raises:
       FileNotFoundError / ValueError: a bad `eval.heldout_paths` file, or one given for a kind that reads no
@@ -87,6 +92,10 @@ def heldout_sets(eval_config: EvalConfig, pipeline: PipelineSpec, tokenizer) -> 
             continue
         named.append((name, texts))
     named += [(name, _read_texts(path)) for name, path in paths.items() if name not in pipeline.components]
+    for name, spec in pipeline.mixed().items():
+        unseen = spec.unseen_language_texts()
+        if unseen:
+            named.append((f"{UNSEEN_LANGUAGES}/{name}", unseen))
     sets = []
     for name, texts in named:
         documents, num_bytes, tokens = [], 0, 0

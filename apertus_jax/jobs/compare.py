@@ -11,7 +11,8 @@ seeds. Notebooks use the parts: `load_runs(dirs)`, `summarize(runs, baseline)`, 
 Definitions (per seed, then mean over seeds; "±" is half the range over seeds):
 - smoothed loss: trailing mean of the training loss over the last 10% of the run's steps;
 - final loss: the smoothed loss at the last step; final eval metrics: the record of the last eval;
-- held-out loss: the in-loop eval's held-out loss over all components (nats per token, token-weighted);
+- held-out loss: the in-loop eval's held-out loss over all components (nats per token, token-weighted), without
+  the unseen-language sets (`eval/unseen_languages/...`);
 - tokens to baseline: the first token count at which a variant reaches the baseline's final value, as a
   fraction of the baseline's tokens ("-" if never), read on the held-out loss where the runs have in-loop
   evals (interpolated between evals), else on the smoothed training loss;
@@ -29,6 +30,7 @@ import re
 import numpy as np
 
 from apertus_jax import files, plots
+from apertus_jax.eval.config import UNSEEN_LANGUAGES
 
 SMOOTHING_FRACTION = 0.1
 
@@ -127,10 +129,15 @@ def _mean_spread(values: list[float]) -> tuple[float, float]:
 
 def heldout_curve(run: RunRecords) -> tuple[np.ndarray, np.ndarray] | None:
     """(tokens, held-out loss over all components: nats per token, token-weighted) of the run's eval
-    records, or None without any."""
+    records, or None without any. Unseen-language sets (`eval/unseen_languages/...`) are left out: they measure
+    transfer to languages never trained on, not learning."""
     points = []
     for r in run.evals:
-        names = [k[len("eval/") : -len("/loss")] for k in r if k.startswith("eval/") and k.endswith("/loss")]
+        names = [
+            k[len("eval/") : -len("/loss")]
+            for k in r
+            if k.startswith("eval/") and k.endswith("/loss") and not k.startswith(f"eval/{UNSEEN_LANGUAGES}/")
+        ]
         if names:
             tokens = [r.get(f"eval/{n}/tokens", 1) for n in names]
             nats = sum(r[f"eval/{n}/loss"] * t for n, t in zip(names, tokens))

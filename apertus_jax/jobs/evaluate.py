@@ -6,8 +6,9 @@ Tasks:
 - `<language>_exams_qa` (e.g. `german_exams_qa`, 575 questions): cloze-style multiple choice from the
   `evals==3.0.1.post1` wheel (fetched from PyPI into the cache; `apertus_jax.eval.tasks`); accuracy per token,
   per character, per byte and unnormalised, and the chance level.
-- `perplexity`: the demo corpus's held-out split, packed and masked as in training (EoD rules); perplexity,
-  nats per token and bits per byte.
+- `perplexity`: the demo corpus's held-out split (text of the training languages), packed and masked as in
+  training (EoD rules); perplexity, nats per token and bits per byte; the same under `unseen_languages` for the
+  UDHR translations held out whole (languages the model never saw).
 - `memorization`: prefix -> greedy (or `temperature=1, top_p=0.9` nucleus-sampled) suffix on documents of the
   demo corpus's training split vs held-out ones (the baseline of unseen text); ROUGE-L, LCCS, exact match and
   TTR.
@@ -84,24 +85,30 @@ def evaluate(
         )
         return {**result, **mc.summary()}
     if task == "perplexity":
-        texts = [d["text"] for d in _limited(demo_corpus.load_demo_documents("heldout"), limit)]
-        ppl = perplexity(
-            make_token_logprobs_fn(trained.model),
-            [tokenizer.encode_document(t) for t in texts],
-            seq_len=seq_len,
-            batch_size=batch_size,
-            eod_id=tokenizer.eod_id,
-            pad_id=tokenizer.pad_id,
-            num_bytes=sum(len(t.encode("utf-8")) for t in texts),
-        )
+        scores = {}
+        for split in ("heldout", "unseen_languages"):
+            texts = [d["text"] for d in _limited(demo_corpus.load_demo_documents(split), limit)]
+            ppl = perplexity(
+                make_token_logprobs_fn(trained.model),
+                [tokenizer.encode_document(t) for t in texts],
+                seq_len=seq_len,
+                batch_size=batch_size,
+                eod_id=tokenizer.eod_id,
+                pad_id=tokenizer.pad_id,
+                num_bytes=sum(len(t.encode("utf-8")) for t in texts),
+            )
+            scores[split] = {
+                "num_documents": ppl.num_documents,
+                "num_tokens": ppl.num_tokens,
+                "perplexity": ppl.perplexity,
+                "nll_per_token": ppl.nll_per_token,
+                "bits_per_byte": ppl.bits_per_byte,
+            }
         return {
             **result,
             "split": "demo heldout",
-            "num_documents": ppl.num_documents,
-            "num_tokens": ppl.num_tokens,
-            "perplexity": ppl.perplexity,
-            "nll_per_token": ppl.nll_per_token,
-            "bits_per_byte": ppl.bits_per_byte,
+            **scores["heldout"],
+            "unseen_languages": scores["unseen_languages"],
         }
     need = prefix_len + suffix_len
     for split in ("train", "heldout"):

@@ -3,7 +3,7 @@
     measure_all(REPO, ["demo"])  # = python -m experiments.measure --only demo
 
 Each `Measurement` runs its documented command(s) in the repository, as a reader would, in a scratch
-directory of its own, and returns its values; `measure_all` writes each one's `docs/results/NAME.json`
+directory of its own, and returns its values (a value may be a dict of values: `NAME.variant.metric`); `measure_all` writes each one's `docs/results/NAME.json`
 (`apertus_jax.jobs.results`) and then rewrites every bound figure of README.md and docs/ from the results
 files. Values named in `deterministic` are the same in every fresh run on one machine (tests compare them
 with a fresh run); the others (seconds, tokens/s) are of the machine and its load at the time.
@@ -28,8 +28,9 @@ from collections.abc import Callable
 
 from absl import logging
 
+from apertus_jax import files
 from apertus_jax.eval.tasks import load_exams_qa
-from apertus_jax.jobs import results
+from apertus_jax.jobs import compare, results
 
 # The repository whose commands are run and whose docs are rewritten: the checkout this package is in.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,6 +44,7 @@ class Measurement:
     command: str
     measure: Callable[[str, str], dict]
     deterministic: tuple[str, ...]
+    rechecked: bool = True  # the slow tests compare `deterministic` with a fresh run (False: too long for CI)
 
 
 def _run(argv: list[str], root: str, env: dict[str, str], capture: bool = False) -> str:
@@ -193,7 +195,8 @@ def measure_evaluation(root: str, scratch: str) -> dict:
     Returns:
       exams_wall_seconds, perplexity_wall_seconds; exams_ACCURACY of each normalization (fraction of the
       questions), exams_chance, exams_num_questions; perplexity, nll_per_token (nats), bits_per_byte,
-      num_documents, num_tokens of the held-out demo documents; exams_N_options: the questions with N options.
+      num_documents, num_tokens of the held-out demo documents, and the same prefixed `unseen_languages_` for the
+      UDHR translations held out whole; exams_N_options: the questions with N options.
 
     Raises:
       ChildProcessError: a command failed.
@@ -209,6 +212,7 @@ def measure_evaluation(root: str, scratch: str) -> dict:
         perplexity = json.load(f)
     values.update({f"exams_{k}": exams[k] for k in (*EXAMS_VALUES, "num_questions")})
     values.update({k: perplexity[k] for k in PERPLEXITY_VALUES})
+    values.update({f"unseen_languages_{k}": perplexity["unseen_languages"][k] for k in PERPLEXITY_VALUES})
     # The README's count of the questions by their number of options (the snippet it shows).
     options = collections.Counter(len(q.options) for q in load_exams_qa("german"))
     values.update({f"exams_{n}_options": options[n] for n in sorted(options)})
@@ -308,25 +312,48 @@ CORPUS_COUNT = (
 CORPUS_PRINTED = re.compile(r"(\d+) translations, (\d+) languages, ([\d.]+) MB of German prose")
 
 
+# The demo corpus's splits (docs/data.md), as counted by `load_demo_documents`.
+SPLIT_COUNT = (
+    "from apertus_jax.data.demo_corpus import load_demo_documents as split; h = split('heldout', ['udhr']); "
+    "print(len(h), 'held-out UDHR paragraphs of', len({d['code'] for d in h}), 'translations,', "
+    "len(split('heldout', ['german_prose'])), 'held-out prose documents,', len(split('unseen_languages')), "
+    "'unseen-language translations')"
+)
+SPLIT_PRINTED = re.compile(
+    r"(\d+) held-out UDHR paragraphs of (\d+) translations, (\d+) held-out prose documents, "
+    r"(\d+) unseen-language translations"
+)
+
+DEMO_SPLIT_VALUES = (
+    "heldout_udhr_paragraphs",
+    "heldout_udhr_translations",
+    "heldout_prose_documents",
+    "unseen_translations",
+)
+
+
 def measure_demo_corpus(root: str, scratch: str) -> dict:
-    """The README's counts of the vendored demo corpus, from the line its command prints.
+    """The counts of the vendored demo corpus and its splits, from the lines their commands print.
 
     Returns:
       udhr_translations, udhr_languages (ISO 639-3 codes, `und` left out), prose_mb (UTF-8 MB = 1e6 bytes of the
-      German prose, 2 decimals as printed).
+      German prose, 2 decimals as printed); heldout_udhr_paragraphs, heldout_udhr_translations (the
+      translations they come from), heldout_prose_documents, unseen_translations (held out whole).
 
     Raises:
-      ChildProcessError: the command failed. ValueError: it printed no count.
+      ChildProcessError: a command failed. ValueError: it printed no count.
     """
     del scratch  # nothing is written
     printed = CORPUS_PRINTED.search(_run([sys.executable, "-c", CORPUS_COUNT], root, {}, capture=True))
-    if printed is None:
+    splits = SPLIT_PRINTED.search(_run([sys.executable, "-c", SPLIT_COUNT], root, {}, capture=True))
+    if printed is None or splits is None:
         raise ValueError("the demo corpus count printed no count (its format changed?)")
     translations, languages, megabytes = printed.groups()
     return {
         "udhr_translations": int(translations),
         "udhr_languages": int(languages),
         "prose_mb": float(megabytes),
+        **dict(zip(DEMO_SPLIT_VALUES, map(int, splits.groups()))),
     }
 
 
@@ -363,6 +390,97 @@ def measure_goldfish_rates(root: str, scratch: str) -> dict:
     }
 
 
+APERTUS_ABLATION_RUN = (
+    "python -m experiments.ablate --config=configs/ablations/apertus_components.py "
+    "--workdir=/tmp/ablations/apertus_recipe"
+)
+# The reduced optimizer ablation of docs/optimizers.md: the learning-rate sweep at 154k tokens (seed 0), the
+# rate shared with AdamW at 3 seeds, and at 3x the tokens (seed 0): 24 of its 72 runs.
+OPTIMIZER_ABLATION = (
+    "python -m experiments.ablate --config=configs/ablations/optimizers.py --workdir=/tmp/optim_ablation",
+    "python -m experiments.ablate --config=configs/ablations/optimizers.py --workdir=/tmp/optim_ablation_3x",
+)
+OPTIMIZER_ABLATION_RUNS = (
+    f"{OPTIMIZER_ABLATION[0]} --seeds=0 --variants="
+    + ",".join(f"{o}_lr{r}" for o in ("adamw", "ademamix", "muon") for r in ("1e-3", "3e-3", "1e-2"))
+    + ",lion_lr3e-4,lion_lr1e-3,lion_lr3e-3",
+    f"{OPTIMIZER_ABLATION[0]} --seeds=0,1,2 --variants=adamw_lr3e-3,ademamix_lr3e-3,muon_lr3e-3,lion_lr1e-3",
+    f"{OPTIMIZER_ABLATION[1]} --seeds=0 --variants=adamw_lr3e-3_3x,ademamix_lr3e-3_3x,muon_lr3e-3_3x,lion_lr1e-3_3x",
+)
+
+
+def _value_name(name: str) -> str:
+    """A metric or variant name as a value name of a binding (`eval/prose/loss` -> `prose_loss`,
+    `adamw_lr1e-3` -> `adamw_lr1e_3`)."""
+    return re.sub(r"\W", "_", name.removeprefix("eval/"))
+
+
+def ablation_values(workdir: str, baseline: str) -> dict:
+    """The comparison of the ablation runs under WORKDIR as values: per variant (`_value_name`) its row of
+    `apertus_jax.jobs.compare.summarize` (mean over seeds and `<metric>_spread`, half the range over seeds;
+    `tokens_to_baseline` as printed in the table: "47%" or "-"), and per seed `<metric>_seed<N>` with the
+    paired difference to the baseline's run of that seed as `<metric>_vs_baseline_seed<N>` (final eval)."""
+    runs = compare.load_runs([workdir])
+    values: dict = {}
+    for row in compare.summarize(runs, baseline):
+        reach = row.pop("tokens_to_baseline")
+        named = {_value_name(k.replace(" spread", "_spread")): v for k, v in row.items() if k != "variant"}
+        named["tokens_to_baseline"] = "-" if reach is None else f"{100 * reach:.0f}%"
+        values[_value_name(row["variant"])] = named
+    base_of = {r.seed: r for r in runs if r.variant == baseline}
+    for run in runs:
+        final, base = run.evals[-1], base_of[run.seed].evals[-1]
+        for key in compare.eval_keys(runs):
+            metric = _value_name(key)
+            values[_value_name(run.variant)][f"{metric}_{run.seed}"] = final[key]
+            values[_value_name(run.variant)][f"{metric}_vs_baseline_{run.seed}"] = final[key] - base[key]
+    return values
+
+
+def _figure(scratch_png: str, root: str, name: str) -> None:
+    """Copies an ablation's comparison plot to docs/figures/NAME (the figure the docs show)."""
+    with open(scratch_png, "rb") as f:
+        data = f.read()
+    files.write_bytes(os.path.join(root, "docs", "figures", name), data)
+
+
+def measure_apertus_ablation(root: str, scratch: str) -> dict:
+    """docs/ablations.md's Apertus recipe ablation (21 runs), its tables from the comparison of its runs
+    (`ablation_values`); redraws docs/figures/apertus_recipe_ablation.png.
+
+    Returns:
+      wall_seconds; per variant the values of `ablation_values` (baseline "llama").
+
+    Raises:
+      ChildProcessError: the command failed.
+    """
+    wall = _documented(APERTUS_ABLATION_RUN, root, scratch, {})
+    workdir = os.path.join(scratch, "ablations", "apertus_recipe")
+    _figure(os.path.join(workdir, "comparison.png"), root, "apertus_recipe_ablation.png")
+    return {"wall_seconds": round(wall, 1), **ablation_values(workdir, "llama")}
+
+
+def measure_optimizer_ablation(root: str, scratch: str) -> dict:
+    """docs/optimizers.md's optimizer ablation, its reduced part (`OPTIMIZER_ABLATION_RUNS`, 24 runs); redraws
+    docs/figures/optimizer_ablation.png from the 154k-token runs.
+
+    Returns:
+      wall_seconds; `ablation_values` of the 154k-token runs (baseline AdamW at 3e-3) and of the 462k-token
+      runs (baseline AdamW at 3e-3, 3x), whose variants end in `_3x`.
+
+    Raises:
+      ChildProcessError: a command failed.
+    """
+    wall = sum(_documented(line, root, scratch, {}) for line in OPTIMIZER_ABLATION_RUNS)
+    short, long = (os.path.join(scratch, name) for name in ("optim_ablation", "optim_ablation_3x"))
+    _figure(os.path.join(short, "comparison.png"), root, "optimizer_ablation.png")
+    return {
+        "wall_seconds": round(wall, 1),
+        **ablation_values(short, "adamw_lr3e-3"),
+        **ablation_values(long, "adamw_lr3e-3_3x"),
+    }
+
+
 MEASUREMENTS = {
     "demo": Measurement(
         command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
@@ -382,7 +500,11 @@ MEASUREMENTS = {
     "evaluation": Measurement(
         command="\n".join([DEMO_RUN, *EVALUATION_RUNS.values()]),
         measure=measure_evaluation,
-        deterministic=(*(f"exams_{k}" for k in (*EXAMS_VALUES, "num_questions")), *PERPLEXITY_VALUES),
+        deterministic=(
+            *(f"exams_{k}" for k in (*EXAMS_VALUES, "num_questions")),
+            *PERPLEXITY_VALUES,
+            *(f"unseen_languages_{k}" for k in PERPLEXITY_VALUES),
+        ),
     ),
     "goldfish_study": Measurement(
         command=GOLDFISH_RUN,
@@ -408,14 +530,27 @@ MEASUREMENTS = {
         ),
     ),
     "demo_corpus": Measurement(
-        command=f'python -c "{CORPUS_COUNT}"',
+        command=f'python -c "{CORPUS_COUNT}"\npython -c "{SPLIT_COUNT}"',
         measure=measure_demo_corpus,
-        deterministic=("udhr_translations", "udhr_languages", "prose_mb"),
+        deterministic=("udhr_translations", "udhr_languages", "prose_mb", *DEMO_SPLIT_VALUES),
     ),
     "goldfish_rates": Measurement(
         command=PIPELINE_RUN,
         measure=measure_goldfish_rates,
         deterministic=("apertus_drop_rate", "zero_product_windows", "mixed_drop_rate"),
+    ),
+    # Too long for CI (10 and 15 minutes on 2 cores): measured here, not re-run by the tests.
+    "apertus_ablation": Measurement(
+        command=APERTUS_ABLATION_RUN,
+        measure=measure_apertus_ablation,
+        deterministic=("llama", "xielu", "ademamix", "qk_norm", "wsd", "goldfish", "full"),
+        rechecked=False,
+    ),
+    "optimizer_ablation": Measurement(
+        command="\n".join(OPTIMIZER_ABLATION_RUNS),
+        measure=measure_optimizer_ablation,
+        deterministic=("adamw_lr3e_3", "muon_lr3e_3", "adamw_lr3e_3_3x", "muon_lr3e_3_3x"),
+        rechecked=False,
     ),
 }
 

@@ -447,11 +447,13 @@ def data_card(manifest: dict) -> str:
         "",
         'Records are JSON lines `{"text", "lang", "source", "doc_id", ...}`, one natural document each.',
         (
-            'Split: a document is held out when `int(sha256(" ".join(text.split()))[:8], 16) % 20 == 0` '
-            "(5%), so all copies of a text fall on the same side."
+            'Split (`load_demo_documents`): a text is held out when `int(sha256(" ".join(text.split()))[:8], 16) '
+            "% 20 == 0` (5%), so all copies of a text fall on the same side: whole German prose documents; whole "
+            "UDHR translations (languages training never sees) and the paragraphs of every other translation "
+            "(text of the training languages)."
         ),
         "Not an evaluation set and free of the project's evaluation data (UDHR, Debian documentation and fortunes",
-        "only). The UDHR is parallel text: held-out UDHR languages still share content with the training ones.",
+        "only). The UDHR is parallel text: held-out UDHR text still shares content with the training text.",
         "",
         "## Sources",
         "",

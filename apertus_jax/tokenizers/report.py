@@ -47,7 +47,7 @@ SUMMARY_COLUMNS = (
     "translations",
     "gini",
     "gini_one_per_language",
-    "gini_heldout",
+    "gini_unseen_languages",
     "gini_latin",
     "gini_non_latin",
     "fertility",
@@ -274,14 +274,14 @@ def write_fairness_report(
     tokenizer, sorted by Gini; the .md adds the Gini of the texts' lengths in bytes, characters and words),
     `by_script.csv/.md` (median parity per dominant script) and `tokenizer_fairness.png`; the BPE model is
     trained into `out/bpe<N>k_demo.model`. The subset columns: `gini_one_per_language` (first translation of
-    each identified language), `gini_heldout` (the demo corpus's held-out UDHR translations, unseen by the
-    demo BPE), `gini_latin` / `gini_non_latin` (dominant script).
+    each identified language), `gini_unseen_languages` (the demo corpus's UDHR translations held out whole: languages
+    the demo BPE has not seen), `gini_latin` / `gini_non_latin` (dominant script).
 
     Args:
       out: the output folder (created if missing).
       udhr: UDHR code -> text (`apertus_jax.data.demo_corpus.load_udhr()`).
       udhr_languages: metadata of the translations (`udhr_languages()`), for `one_per_language`.
-      demo_documents: the demo corpus loader (`DemoDocuments`): the held-out UDHR codes and the BPE's
+      demo_documents: the demo corpus loader (`DemoDocuments`): the unseen-language UDHR codes and the BPE's
         training text.
       languages: UDHR codes to evaluate (None: all).
       reference: UDHR code whose cost is parity 1.0.
@@ -311,14 +311,16 @@ def write_fairness_report(
     script_of = {code: dominant_script(text) for code, text in texts.items()}
     subsets = {
         "one_per_language": one_per_language(texts, udhr_languages),
-        "heldout": sorted({doc["code"] for doc in demo_documents("heldout", ["udhr"])} & set(texts)),
+        "unseen_languages": sorted(
+            {doc["code"] for doc in demo_documents("unseen_languages", ["udhr"])} & set(texts)
+        ),
         "latin": sorted(code for code, script in script_of.items() if script == "Latin"),
         "non_latin": sorted(code for code, script in script_of.items() if script != "Latin"),
     }
     log(
         f"UDHR: {len(texts)} translations of {len(subsets['one_per_language'])} identified "
-        f"languages in {len(set(script_of.values()))} scripts, {len(subsets['heldout'])} held out "
-        "from the demo training split"
+        f"languages in {len(set(script_of.values()))} scripts, {len(subsets['unseen_languages'])} of them "
+        "held out whole from the demo training split"
     )
 
     reports = []

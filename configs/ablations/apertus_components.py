@@ -1,6 +1,6 @@
 """The Apertus recipe ablation (docs/recipe.md section 12): a Llama baseline, each recipe change alone, all.
 
-    python -m experiments.ablate --config=configs/ablations/apertus_components.py --workdir=workdir/ablations/apertus_recipe
+    python -m experiments.ablate --config=configs/ablations/apertus_components.py --workdir=/tmp/ablations/apertus_recipe
 
 Baseline: Llama-style (SwiGLU, no QK-norm), AdamW, cosine schedule, no Goldfish. Variants change one thing:
 `xielu` (ungated xIELU MLP at 1.5x the hidden size: the same parameters as the gated SwiGLU), `ademamix`,

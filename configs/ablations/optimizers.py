@@ -1,7 +1,7 @@
 """The optimizer ablation (docs/optimizers.md): AdamW, AdEMAMix, Muon and Lion on the Apertus architecture, each at
 three learning rates, at two token budgets, 3 seeds.
 
-    python -m experiments.ablate --config=configs/ablations/optimizers.py --workdir=workdir/ablations/optimizers
+    python -m experiments.ablate --config=configs/ablations/optimizers.py --workdir=/tmp/optim_ablation
 
 Base: the CPU size of configs/ablations/apertus_components.py with the Apertus changes that are not the optimizer
 (ungated xIELU MLP, QK-norm, WSD with a 1-sqrt cooldown over the last 20%, warmup 10%); no Goldfish, so every

@@ -24,9 +24,11 @@ def test_jsonl_component_is_tokenized_once_and_cached(tekken, german_jsonl):
 
 
 def test_demo_component_reads_the_requested_sources(tekken):
-    spec = _spec(kind="demo", sources=["udhr"], split="heldout")
+    spec = _spec(kind="demo", sources=["udhr"], split="unseen_languages")
     component = spec.load("udhr", tekken)
-    assert 0 < len(component.documents) < 521 and component.mean_tokens > 100
+    assert 0 < len(component.documents) < 521 and component.mean_tokens > 1000  # whole translations
+    paragraphs = _spec(kind="demo", sources=["udhr"], split="heldout").load("udhr", tekken)
+    assert len(paragraphs.documents) > 1000 and paragraphs.mean_tokens < 100
 
 
 def test_empty_raw_source_names_the_component(tekken, tmp_path):

@@ -66,29 +66,62 @@ def test_german_prose_is_german():
     assert any("ß" in d["text"] or "ä" in d["text"] for d in docs[:50])
 
 
-def test_splits_are_disjoint_deterministic_and_5_percent():
-    train = demo_corpus.load_demo_documents("train")
-    heldout = demo_corpus.load_demo_documents("heldout")
+def test_prose_split_is_by_document_deterministic_and_5_percent():
+    train = demo_corpus.load_demo_documents("train", ["german_prose"])
+    heldout = demo_corpus.load_demo_documents("heldout", ["german_prose"])
     train_ids, heldout_ids = [d["doc_id"] for d in train], [d["doc_id"] for d in heldout]
     assert len(set(train_ids)) == len(train_ids) and not set(train_ids) & set(heldout_ids)
-    total = sum(a["records"] for a in demo_corpus.manifest()["assets"].values())
-    assert len(train_ids) + len(heldout_ids) == total
-    assert 0.04 < len(heldout_ids) / total < 0.06
-    assert {d["source"] for d in heldout} == {"udhr", "german_prose"}
-    assert [d["doc_id"] for d in demo_corpus.load_demo_documents("heldout")] == heldout_ids
+    assert (
+        len(train_ids) + len(heldout_ids)
+        == demo_corpus.manifest()["assets"]["german_prose.jsonl.xz"]["records"]
+    )
+    assert 0.04 < len(heldout_ids) / (len(train_ids) + len(heldout_ids)) < 0.06
+    assert not demo_corpus.load_demo_documents("unseen_languages", ["german_prose"])
+    assert [d["doc_id"] for d in demo_corpus.load_demo_documents("heldout", ["german_prose"])] == heldout_ids
     digest = hashlib.sha256(b"Alle Menschen sind frei").hexdigest()
     assert demo_corpus.is_heldout(" Alle\tMenschen\n\n sind frei ") == (int(digest[:8], 16) % 20 == 0)
 
 
+def test_udhr_splits_unseen_translations_whole_and_paragraphs_of_the_others():
+    """A translation held out whole is an unseen language; of every other, ~5% of its paragraphs are held out
+    (text of a training language), and training keeps the rest in order."""
+    udhr = demo_corpus.load_udhr()
+    unseen = demo_corpus.load_demo_documents("unseen_languages", ["udhr"])
+    train = demo_corpus.load_demo_documents("train", ["udhr"])
+    heldout = demo_corpus.load_demo_documents("heldout", ["udhr"])
+    unseen_codes, train_codes = {d["code"] for d in unseen}, [d["code"] for d in train]
+    assert not unseen_codes & set(train_codes) and len(unseen_codes) + len(train_codes) == len(udhr)
+    assert 0.02 < len(unseen_codes) / len(udhr) < 0.08 and all(d["text"] == udhr[d["code"]] for d in unseen)
+    assert {d["code"] for d in heldout} <= set(train_codes) and len({d["code"] for d in heldout}) > 0.9 * len(
+        train
+    )
+    held_paragraphs = sum(len(d["text"]) for d in heldout)
+    assert 0.03 < held_paragraphs / sum(len(udhr[c]) for c in train_codes) < 0.08
+    for document in train[::25]:
+        paragraphs = udhr[document["code"]].split("\n\n")
+        kept = [p for p in paragraphs if not demo_corpus.is_heldout(p)]
+        assert document["text"] == "\n\n".join(kept) and len(kept) < len(paragraphs) + 1
+        mine = [d["text"] for d in heldout if d["code"] == document["code"]]
+        assert sorted(mine) == sorted(p for p in paragraphs if demo_corpus.is_heldout(p))
+    # Any prefix of the held-out paragraphs mixes languages (the in-loop eval keeps a prefix).
+    assert len({d["code"] for d in heldout[:50]}) > 40
+
+
 def test_no_heldout_text_also_occurs_in_training():
-    """Over the whole corpus: no held-out document equals a training document after whitespace normalization,
-    while the corpus really holds such duplicates (so the check is not vacuous)."""
+    """Over the whole corpus: no held-out or unseen-language document equals a training document or a paragraph
+    of one after whitespace normalization, while the corpus really holds such duplicates (so the check is not
+    vacuous)."""
     norm = demo_corpus.normalize_whitespace
     train = [norm(d["text"]) for d in demo_corpus.load_demo_documents("train")]
+    paragraphs = {
+        norm(p) for d in demo_corpus.load_demo_documents("train", ["udhr"]) for p in d["text"].split("\n\n")
+    }
     heldout = [norm(d["text"]) for d in demo_corpus.load_demo_documents("heldout")]
-    assert not set(train) & set(heldout)
+    heldout += [norm(d["text"]) for d in demo_corpus.load_demo_documents("unseen_languages")]
+    assert not set(train) & set(heldout) and not paragraphs & set(heldout)
     everything = train + heldout
     assert len(set(everything)) < len(everything)
+    assert len(set(heldout)) < len(heldout)  # identical paragraphs of two translations: held out together
 
 
 def test_sources_filter_and_bad_arguments():

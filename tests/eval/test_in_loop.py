@@ -84,20 +84,24 @@ def test_heldout_loss_matches_a_separate_evaluation_of_the_checkpoint(with_eval,
     heldout = evaluation.heldout_sets(
         EvalConfig(**config.eval), parse_pipeline(config.data.pipeline), trained.tokenizer
     )
-    assert [h.name for h in heldout] == ["demo"]
-    result = perplexity(
-        make_token_logprobs_fn(trained.model),
-        heldout[0].documents,
-        seq_len=64,
-        batch_size=4,
-        eod_id=trained.tokenizer.eod_id,
-        pad_id=trained.tokenizer.pad_id,
-        num_bytes=heldout[0].num_bytes,
-    )
+    # The held-out paragraphs of the training translations, then the translations held out whole.
+    assert [h.name for h in heldout] == ["demo", "unseen_languages/demo"]
     last = _eval_records(read_records(with_eval))[-1]
-    assert last["eval/demo/tokens"] == result.num_tokens
-    np.testing.assert_allclose(last["eval/demo/loss"], result.nll_per_token, rtol=1e-5)
-    np.testing.assert_allclose(last["eval/demo/bits_per_byte"], result.bits_per_byte, rtol=1e-5)
+    for name, documents in [(h.name, h) for h in heldout]:
+        result = perplexity(
+            make_token_logprobs_fn(trained.model),
+            documents.documents,
+            seq_len=64,
+            batch_size=4,
+            eod_id=trained.tokenizer.eod_id,
+            pad_id=trained.tokenizer.pad_id,
+            num_bytes=documents.num_bytes,
+        )
+        assert last[f"eval/{name}/tokens"] == result.num_tokens
+        np.testing.assert_allclose(last[f"eval/{name}/loss"], result.nll_per_token, rtol=1e-5)
+        np.testing.assert_allclose(last[f"eval/{name}/bits_per_byte"], result.bits_per_byte, rtol=1e-5)
+    # After a few steps on the training languages their held-out text is easier than unseen languages.
+    assert last["eval/demo/loss"] < last["eval/unseen_languages/demo/loss"]
 
 
 def test_heldout_documents_are_never_trained_on():
@@ -105,8 +109,14 @@ def test_heldout_documents_are_never_trained_on():
     from apertus_jax.data.demo_corpus import load_demo_documents
 
     spec = parse_pipeline({"components": {"demo": {"kind": "demo", "sources": ["udhr"]}}}).components["demo"]
-    heldout = set(spec.heldout_texts(None))
-    assert heldout and not heldout & {d["text"] for d in load_demo_documents("train", ["udhr"])}
+    heldout, unseen = set(spec.heldout_texts(None)), set(spec.unseen_language_texts())
+    train = load_demo_documents("train", ["udhr"])
+    paragraphs = {p for d in train for p in d["text"].split("\n\n")}
+    assert heldout and not heldout & paragraphs and unseen and not unseen & {d["text"] for d in train}
+    prose = parse_pipeline({"components": {"p": {"kind": "demo", "sources": ["german_prose"]}}}).components[
+        "p"
+    ]
+    assert prose.unseen_language_texts() is None
 
 
 def test_sigterm_mid_eval_resumes_and_redoes_the_eval(

@@ -9,7 +9,7 @@ import sys
 import ml_collections
 import pytest
 
-from apertus_jax.jobs import ablations
+from apertus_jax.jobs import ablations, measurements
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = os.path.join(ROOT, "configs", "ablations", "tiny.py")
@@ -48,6 +48,19 @@ def test_three_variants_end_to_end_then_skipped(tmp_path):
         assert [r["step"] for r in records if "loss" in r] == list(range(1, 9))
         assert [r["step"] for r in records if "eval/demo/loss" in r] == [4, 8]
     stamps = {label: os.path.getmtime(workdir / label / "metrics.jsonl") for label in labels}
+    # The values the docs bind (apertus_jax.jobs.measurements): the table's rows and each seed's paired difference.
+    values = measurements.ablation_values(str(workdir), "baseline")
+    assert list(values) == ["baseline", "lr3e_3", "no_qk_norm"] and values["baseline"]["seeds"] == 1
+    assert rows[2].split(" | ")[2] == f"{values['no_qk_norm']['final_loss']:.4f} ± 0.0000"
+    assert (
+        values["baseline"]["tokens_to_baseline"] == reach and "unseen_languages_demo_loss" in values["lr3e_3"]
+    )
+    final = [r for r in records if "eval/demo/loss" in r][-1]  # the last eval of no_qk_norm/seed0
+    row = values["no_qk_norm"]
+    assert row["demo_loss_seed0"] == row["demo_loss"] == final["eval/demo/loss"]
+    with open(workdir / "baseline" / "seed0" / "metrics.jsonl") as f:
+        base = [r for r in map(json.loads, f) if "eval/demo/loss" in r][-1]
+    assert row["demo_loss_vs_baseline_seed0"] == final["eval/demo/loss"] - base["eval/demo/loss"]
 
     second = _ablate(f"--workdir={workdir}", "--variants=baseline,no_qk_norm")
     assert second.returncode == 0, second.stderr[-3000:]

@@ -30,6 +30,8 @@ def test_perplexity_and_memorization_tasks_run(workdir):
     assert (
         100 < ppl["perplexity"] < 5000 and ppl["bits_per_byte"] > 0
     )  # random init: about the vocabulary size
+    unseen = ppl["unseen_languages"]
+    assert unseen["num_documents"] == 2 and unseen["num_tokens"] > 2 * ppl["num_tokens"]  # whole translations
     memo = evaluate(workdir, "memorization", limit=3, batch_size=3, prefix_len=8, suffix_len=8)
     assert memo["train"]["num_documents"] == 3 and memo["heldout"]["num_documents"] == 3
     assert 0 <= memo["train"]["rouge_l"] <= 1 and memo["train"]["exact_match"] == 0
