@@ -45,6 +45,9 @@ class Measurement:
     measure: Callable[[str, str], dict]
     deterministic: tuple[str, ...]
     rechecked: bool = True  # the slow tests compare `deterministic` with a fresh run (False: too long for CI)
+    # On another processor model the runs differ in the last bits from the first steps on, and training
+    # amplifies that: there a fresh run agrees with the record within this relative tolerance only.
+    other_machine_rtol: float = 0.05
 
 
 def _run(argv: list[str], root: str, env: dict[str, str], capture: bool = False) -> str:
@@ -573,6 +576,26 @@ def _previous(root: str, name: str) -> dict | None:
         return results.read_result(root, name)
     except FileNotFoundError:
         return None
+
+
+def disagreements(name: str, fresh: dict, recorded: dict, same_machine_kind: bool) -> list[str]:
+    """`VALUE RECORDED -> FRESH` for each deterministic value of measurement NAME where a fresh run disagrees
+    with its record: any difference on the machine kind of the record (the runs are bitwise deterministic
+    there), else a relative difference above the measurement's `other_machine_rtol` (strings: any)."""
+    rtol = 0.0 if same_machine_kind else MEASUREMENTS[name].other_machine_rtol
+
+    def close(a, b) -> bool:
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            return abs(a - b) <= rtol * abs(b)
+        return a == b
+
+    return [
+        f"{k} {recorded.get(k)} -> {fresh.get(k)}"
+        for k in MEASUREMENTS[name].deterministic
+        if not close(fresh.get(k), recorded.get(k))
+    ]
 
 
 def changed_deterministic(name: str, previous: dict | None, values: dict) -> list[str]:

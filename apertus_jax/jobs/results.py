@@ -218,6 +218,17 @@ def _git(root: str, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
 
 
+def processor() -> str:
+    """This machine's processor model (`/proc/cpuinfo`'s first "model name", else `platform.processor()`): the
+    machine kind on which a measurement's deterministic values are bitwise reproducible."""
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        if names:
+            return names[0]
+    return platform.processor()
+
+
 def provenance(root: str) -> dict:
     """The `date`, `commit`, `uncommitted` and `machine` fields of a record measured now from ROOT (a git
     checkout). `uncommitted` lists the tracked files that differ from HEAD, Markdown and results files left
@@ -228,18 +239,13 @@ def provenance(root: str) -> dict:
     """
     changed = _git(root, "diff", "--name-only", "HEAD").split()
     changed += _git(root, "ls-files", "--others", "--exclude-standard").split()
-    processor = platform.processor()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        processor = names[0] if names else processor
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "commit": _git(root, "rev-parse", "HEAD").strip(),
         "uncommitted": [p for p in changed if not p.endswith(".md") and not p.startswith(RESULTS_DIR)],
         "machine": {
             "platform": platform.platform(),
-            "processor": processor,
+            "processor": processor(),
             "cpus": os.cpu_count(),
             # The figures of time are of a shared machine: its load when the measurement started.
             "load_average": round(os.getloadavg()[0], 2),
