@@ -422,7 +422,8 @@ def ablation_values(workdir: str, baseline: str) -> dict:
     """The comparison of the ablation runs under WORKDIR as values: per variant (`_value_name`) its row of
     `apertus_jax.jobs.compare.summarize` (mean over seeds and `<metric>_spread`, half the range over seeds;
     `tokens_to_baseline` as printed in the table: "47%" or "-"), and per seed `<metric>_seed<N>` with the
-    paired difference to the baseline's run of that seed as `<metric>_vs_baseline_seed<N>` (final eval)."""
+    paired difference to the baseline's run of that seed as `<metric>_vs_baseline_seed<N>` (final eval; the
+    metrics of the table and `heldout_loss`)."""
     runs = compare.load_runs([workdir])
     values: dict = {}
     for row in compare.summarize(runs, baseline):
@@ -430,13 +431,18 @@ def ablation_values(workdir: str, baseline: str) -> dict:
         named = {_value_name(k.replace(" spread", "_spread")): v for k, v in row.items() if k != "variant"}
         named["tokens_to_baseline"] = "-" if reach is None else f"{100 * reach:.0f}%"
         values[_value_name(row["variant"])] = named
-    base_of = {r.seed: r for r in runs if r.variant == baseline}
+
+    def finals(run: compare.RunRecords) -> dict:
+        final = {_value_name(k): run.evals[-1][k] for k in compare.eval_keys(runs)}
+        return {**final, "heldout_loss": float(compare.heldout_curve(run)[1][-1])}
+
+    base_of = {r.seed: finals(r) for r in runs if r.variant == baseline}
     for run in runs:
-        final, base = run.evals[-1], base_of[run.seed].evals[-1]
-        for key in compare.eval_keys(runs):
-            metric = _value_name(key)
-            values[_value_name(run.variant)][f"{metric}_{run.seed}"] = final[key]
-            values[_value_name(run.variant)][f"{metric}_vs_baseline_{run.seed}"] = final[key] - base[key]
+        for metric, value in finals(run).items():
+            values[_value_name(run.variant)][f"{metric}_{run.seed}"] = value
+            values[_value_name(run.variant)][f"{metric}_vs_baseline_{run.seed}"] = (
+                value - base_of[run.seed][metric]
+            )
     return values
 
 
