@@ -13,6 +13,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import pytest  # noqa: E402
 
 
+def pytest_collection_modifyitems(items):
+    """The `slow` tests (minutes each) first, so that the two workers start on them and the short tests fill
+    the gaps, rather than one worker running them alone at the end (`pytest.ini`: `-n 2`)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def train(config, workdir: str) -> str:
     """The run of a config file's ConfigDict as `experiments.pretrain` trains it: parsed, with the standard
     hooks (config and provenance records, in-loop evaluation)."""
