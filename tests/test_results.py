@@ -38,38 +38,28 @@ def test_the_readme_demo_figures_are_bound():
     assert {"demo.median_tokens_per_s", "demo.wall_seconds", "demo.date"} <= keys
 
 
-# Decimals that are arithmetic, not measurements, in the fully bound sections.
-NOT_MEASURED = {"8.32"}  # ln 4096, the loss of a uniform prediction over the demo BPE
+# Where every figure with a decimal point is bound to a results file or marked as a reference (docs/results.md):
+# whole documents, and README sections by heading (up to the next heading of level 2 or 3).
+FULLY_BOUND = [
+    ("README.md", "## Try it (Python >= 3.11, pip; no accelerator needed)"),
+    ("README.md", "### Post-training (SFT, QRPO, DPO)"),
+    ("docs/ablations.md", None),
+    ("docs/data.md", None),
+    ("docs/optimizers.md", None),
+    ("docs/results.md", None),
+]
 
 
-def unbound_decimals(text: str) -> list[str]:
-    """The numbers with a decimal point outside code and not bound by a marker, of a Markdown text."""
-    bound = {(b.start, b.start + len(b.figure)) for b in results.bindings(text)}
-    code = [m.span() for m in results.CODE.finditer(text)]
-    return [
-        m.group()
-        for m in re.finditer(r"(?<![\w.])\d[\d,]*\.\d+(?![\w.])", text)
-        if m.span() not in bound
-        and not any(a <= m.start() < b for a, b in code)
-        and m.group() not in NOT_MEASURED
-    ]
-
-
-def test_unbound_decimals_are_found_outside_code_and_markers():
-    text = "a 5.68<!-- result demo.final_loss:.2f --> b 5.66 `c 1.5` d 8.32 e v3.0.1\n```\n2.5\n```\n"
-    assert unbound_decimals(text) == ["5.66"]
-
-
-@pytest.mark.parametrize(
-    "heading",
-    ["## Try it (Python >= 3.11, pip; no accelerator needed)", "### Post-training (SFT, QRPO, DPO)"],
-)
-def test_every_decimal_of_the_fully_bound_readme_sections_is_bound(heading):
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+@pytest.mark.parametrize("path,heading", FULLY_BOUND, ids=lambda p: p if p else "")
+def test_every_decimal_figure_is_bound_or_a_reference(path, heading):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         text = f.read()
-    body = text[text.index(heading + "\n") + len(heading) :]  # the heading's own numbers are not figures
-    body = body[: re.search(r"\n#{2,3} ", body).start()]
-    assert not unbound_decimals(body), f"{heading}: hand-typed figures; bind them (docs/results.md)"
+    if heading:
+        body = text[text.index(heading + "\n") + len(heading) :]  # the heading's own numbers are not figures
+        text = body[: re.search(r"\n#{2,3} ", body).start()]
+    assert not results.unbound_figures(text), (
+        f"{path} {heading or ''}: hand-typed figures; bind them (docs/results.md)"
+    )
 
 
 def test_results_files_and_bindings_are_of_registered_measurements():

@@ -38,8 +38,13 @@ MARKER = re.compile(
     r"(?P<figure>[-+]?[0-9A-Za-z][\w.,:%+-]*)"
     r"<!-- result (?P<name>\w+)\.(?P<path>\w+(?:\.\w+)*)(?::(?P<spec>[^ ]*))? -->"
 )
-# Every marker's start, to find those MARKER does not read (no figure before it, or malformed).
-ANY_MARKER = re.compile(r"<!-- result\b")
+# A figure not measured here, with its source: a paper, a specification, arithmetic
+# (`2.037<!-- reference Apertus report, section 2.4 -->`, `8.32<!-- reference ln 4096 -->`).
+REFERENCE = re.compile(r"(?P<figure>[-+]?[0-9A-Za-z][\w.,:%+-]*)<!-- reference (?P<source>[^<>]*\S) -->")
+# Every marker's start, to find those MARKER and REFERENCE do not read (no figure before it, or malformed).
+ANY_MARKER = re.compile(r"<!-- (?:result|reference)\b")
+# A figure with a decimal point (what `unbound_figures` looks for): 5.68, 1,234.5, not v3.0.1.
+DECIMAL = re.compile(r"(?<![\w.])\d[\d,]*\.\d+(?![\w.])")
 # Fenced blocks and inline code spans: a marker there is shown as written (an example), not a binding.
 CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.MULTILINE | re.DOTALL)
 
@@ -83,15 +88,35 @@ def bindings(text: str) -> list[Binding]:
     ]
 
 
+def references(text: str) -> list[tuple[str, str]]:
+    """(figure, source) of every reference marker of a Markdown text, in order (outside code)."""
+    return [(m.group("figure"), m.group("source")) for m in _outside_code(text, REFERENCE.finditer(text))]
+
+
 def malformed(text: str) -> list[str]:
-    """`LINE: ...` for each result marker of a Markdown text that binds no figure (none just before it, or
-    not of the form `<!-- result NAME.PATH[:SPEC] -->`)."""
+    """`LINE: ...` for each marker of a Markdown text that binds no figure (none just before it, or not of
+    the form `<!-- result NAME.PATH[:SPEC] -->` or `<!-- reference SOURCE -->`)."""
     bound = {b.start + len(b.figure) for b in bindings(text)}
+    bound |= {m.start() + len(m.group("figure")) for m in REFERENCE.finditer(text)}
     return [
-        f"{text.count(chr(10), 0, m.start()) + 1}: a result marker with no figure just before it, or not of "
-        "the form <!-- result NAME.PATH[:SPEC] --> (docs/results.md)"
+        f"{text.count(chr(10), 0, m.start()) + 1}: a marker with no figure just before it, or not of the form "
+        "<!-- result NAME.PATH[:SPEC] --> or <!-- reference SOURCE --> (docs/results.md)"
         for m in _outside_code(text, ANY_MARKER.finditer(text))
         if m.start() not in bound
+    ]
+
+
+def unbound_figures(text: str) -> list[str]:
+    """The numbers with a decimal point of a Markdown text that are neither bound to a results file nor marked
+    as a reference, outside code (a hand-typed measurement, unless it is arithmetic or a version)."""
+    marked = {(b.start, b.start + len(b.figure)) for b in bindings(text)}
+    marked |= {(m.start(), m.start() + len(m.group("figure"))) for m in REFERENCE.finditer(text)}
+    spans = [(m.start(), m.end()) for m in CODE.finditer(text)]
+    spans += [(m.start(), m.end()) for m in re.finditer(r"<!--.*?-->", text, re.DOTALL)]  # markers' own text
+    return [
+        f"{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
+        for m in DECIMAL.finditer(text)
+        if m.span() not in marked and not any(a <= m.start() < b for a, b in spans)
     ]
 
 

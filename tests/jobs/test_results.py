@@ -89,15 +89,14 @@ def test_missing_values_files_and_figures_are_reported():
     )
     found = results.mismatches(text, record_of)
     assert found[:2] == [
-        "4: a result marker with no figure just before it, or not of the form <!-- result NAME.PATH[:SPEC] --> "
-        "(docs/results.md)",
-        "5: a result marker with no figure just before it, or not of the form <!-- result NAME.PATH[:SPEC] --> "
-        "(docs/results.md)",
+        f"{line}: a marker with no figure just before it, or not of the form <!-- result NAME.PATH[:SPEC] --> or "
+        "<!-- reference SOURCE --> (docs/results.md)"
+        for line in (4, 5)
     ]
     assert found[2] == "1: demo.nope: no value nope in docs/results/demo.json"
     assert found[3] == "2: docs/results/other.json does not exist"
     assert found[4].startswith("3: ") and "format code 'f'" in found[4]
-    with pytest.raises(ValueError, match="^4: a result marker with no figure"):
+    with pytest.raises(ValueError, match="^4: a marker with no figure"):
         results.rewrite(text, record_of)
 
 
@@ -139,3 +138,15 @@ def test_rewrite_documents_writes_only_changed_documents(tmp_path):
     assert results.rewrite_documents(str(tmp_path)) == [str(tmp_path / "README.md")]
     assert "final 5.68<!--" in (tmp_path / "README.md").read_text()
     assert results.rewrite_documents(str(tmp_path)) == []
+
+
+def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_rest():
+    text = (
+        "loss 2.037<!-- reference Apertus report, section 2.4 --> vs 5.68<!-- result demo.final_loss:.2f -->,\n"
+        "ln 4096 = 8.32<!-- reference ln 4096 -->; typed 5.66 and 1,234.5; `code 1.5`; version v3.0.1;\n"
+        "```\n2.5\n```\n"
+        "bad <!-- reference nothing before --> and 3.1<!-- reference -->\n"
+    )
+    assert results.references(text) == [("2.037", "Apertus report, section 2.4"), ("8.32", "ln 4096")]
+    assert results.unbound_figures(text) == ["2: 5.66", "2: 1,234.5", "6: 3.1"]
+    assert [line.split(":")[0] for line in results.malformed(text)] == ["6", "6"]
