@@ -43,8 +43,12 @@ MARKER = re.compile(
 REFERENCE = re.compile(r"(?P<figure>[-+]?[0-9A-Za-z][\w.,:%+-]*)<!-- reference (?P<source>[^<>]*\S) -->")
 # Every marker's start, to find those MARKER and REFERENCE do not read (no figure before it, or malformed).
 ANY_MARKER = re.compile(r"<!-- (?:result|reference)\b")
-# A figure with a decimal point (what `unbound_figures` looks for): 5.68, 1,234.5, not v3.0.1.
-DECIMAL = re.compile(r"(?<![\w.])\d[\d,]*\.\d+(?![\w.])")
+# A figure with a decimal point (what `unbound_figures` looks for): 5.68, 1,234.5; not v3.0.1, a path or a URL.
+DECIMAL = re.compile(r"(?<![\w./])\d[\d,]*\.\d+(?![\w.]|-\w)")
+# Words after which a decimal is a name, not a figure: arXiv 2509.14233, section 2.4, Python 3.11, Table 3.2.
+NAMING = re.compile(
+    r"(?:arXiv:?|[Ss]ections?|§|Python(?: >=)?|[Tt]ables?|[Ff]ig(?:ures?|s?\.)|[Ee]q\.|[Vv]ersions?)\s*$"
+)
 # Fenced blocks and inline code spans: a marker there is shown as written (an example), not a binding.
 CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.MULTILINE | re.DOTALL)
 
@@ -116,7 +120,9 @@ def unbound_figures(text: str) -> list[str]:
     return [
         f"{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
         for m in DECIMAL.finditer(text)
-        if m.span() not in marked and not any(a <= m.start() < b for a, b in spans)
+        if m.span() not in marked
+        and not any(a <= m.start() < b for a, b in spans)
+        and not NAMING.search(text[max(0, m.start() - 20) : m.start()])
     ]
 
 

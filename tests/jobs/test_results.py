@@ -144,9 +144,10 @@ def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_r
     text = (
         "loss 2.037<!-- reference Apertus report, section 2.4 --> vs 5.68<!-- result demo.final_loss:.2f -->,\n"
         "ln 4096 = 8.32<!-- reference ln 4096 -->; typed 5.66 and 1,234.5; `code 1.5`; version v3.0.1;\n"
+        "names: arXiv 2509.14233, section 2.4, Python 3.11, docs/a1.5.md, 1.5b-preset\n"
         "```\n2.5\n```\n"
         "bad <!-- reference nothing before --> and 3.1<!-- reference -->\n"
     )
     assert results.references(text) == [("2.037", "Apertus report, section 2.4"), ("8.32", "ln 4096")]
-    assert results.unbound_figures(text) == ["2: 5.66", "2: 1,234.5", "6: 3.1"]
-    assert [line.split(":")[0] for line in results.malformed(text)] == ["6", "6"]
+    assert results.unbound_figures(text) == ["2: 5.66", "2: 1,234.5", "7: 3.1"]
+    assert [line.split(":")[0] for line in results.malformed(text)] == ["7", "7"]
