@@ -117,11 +117,11 @@ def unbound_figures(text: str) -> list[str]:
     marked |= {(m.start(), m.start() + len(m.group("figure"))) for m in REFERENCE.finditer(text)}
     spans = [(m.start(), m.end()) for m in CODE.finditer(text)]
     spans += [(m.start(), m.end()) for m in re.finditer(r"<!--.*?-->", text, re.DOTALL)]  # markers' own text
+    spans += list(marked)  # a bound figure may hold more than the decimal: a sign, a unit
     return [
         f"{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
         for m in DECIMAL.finditer(text)
-        if m.span() not in marked
-        and not any(a <= m.start() < b for a, b in spans)
+        if not any(a <= m.start() < b for a, b in spans)
         and not NAMING.search(text[max(0, m.start() - 20) : m.start()])
     ]
 

@@ -144,7 +144,7 @@ def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_r
     text = (
         "loss 2.037<!-- reference Apertus report, section 2.4 --> vs 5.68<!-- result demo.final_loss:.2f -->,\n"
         "ln 4096 = 8.32<!-- reference ln 4096 -->; typed 5.66 and 1,234.5; `code 1.5`; version v3.0.1;\n"
-        "names: arXiv 2509.14233, section 2.4, Python 3.11, docs/a1.5.md, 1.5b-preset\n"
+        "names: arXiv 2509.14233, section 2.4, Python 3.11, docs/a1.5.md, 1.5b-preset; -0.5<!-- result d.x:+.1f -->\n"
         "```\n2.5\n```\n"
         "bad <!-- reference nothing before --> and 3.1<!-- reference -->\n"
     )
