@@ -491,6 +491,32 @@ def measure_optimizer_ablation(root: str, scratch: str) -> dict:
     }
 
 
+# The README's parameter counts and tekken's vocabulary size ("Configs", "Using the pieces"), as it prints them.
+PARAM_COUNT = (
+    "from apertus_jax.models import get_config, flops; from apertus_jax.tokenizers import load_tokenizer; "
+    "print(flops.param_count(get_config('apertus-8b')), flops.param_count(get_config('apertus-1.5b')), "
+    "load_tokenizer('tekken').vocab_size)"
+)
+PARAM_COUNT_VALUES = ("apertus_8b_params", "apertus_1p5b_params", "tekken_vocab_size")
+
+
+def measure_param_counts(root: str, scratch: str) -> dict:
+    """The parameter counts of the apertus-8b and apertus-1.5b presets (`flops.param_count`, from shapes
+    alone) and the tekken tokenizer's vocabulary size, from the line their command prints.
+
+    Returns:
+      apertus_8b_params, apertus_1p5b_params, tekken_vocab_size.
+
+    Raises:
+      ChildProcessError: the command failed. ValueError: it printed no three counts.
+    """
+    del scratch  # nothing is written
+    printed = _run([sys.executable, "-c", PARAM_COUNT], root, {}, capture=True).split()
+    if len(printed) != len(PARAM_COUNT_VALUES) or not all(p.isdigit() for p in printed):
+        raise ValueError(f"the parameter count printed {printed}, not three counts (its format changed?)")
+    return dict(zip(PARAM_COUNT_VALUES, map(int, printed)))
+
+
 MEASUREMENTS = {
     "demo": Measurement(
         command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
@@ -561,6 +587,11 @@ MEASUREMENTS = {
         measure=measure_optimizer_ablation,
         deterministic=("adamw_lr3e_3", "muon_lr3e_3", "adamw_lr3e_3_3x", "muon_lr3e_3_3x"),
         rechecked=False,
+    ),
+    "param_counts": Measurement(
+        command=f'python -c "{PARAM_COUNT}"',
+        measure=measure_param_counts,
+        deterministic=PARAM_COUNT_VALUES,
     ),
 }
 
