@@ -47,6 +47,7 @@ FULLY_BOUND = [
     ("docs/data.md", None),
     ("docs/optimizers.md", None),
     ("docs/results.md", None),
+    ("docs/tokenizer_fairness.md", None),
 ]
 
 

@@ -6,29 +6,17 @@ import subprocess
 
 import pytest
 
+from apertus_jax.data.demo_corpus import load_demo_documents, load_udhr, udhr_languages
 from apertus_jax.jobs import measurements, results
 from apertus_jax.jobs.measurements import MEASUREMENTS, REPO, selected
+from apertus_jax.tokenizers.report import write_fairness_report
 
 
 def test_only_selects_in_registry_order_and_rejects_unknown_names():
-    assert (
-        selected(None)
-        == selected([])
-        == [
-            "demo",
-            "posttrain",
-            "evaluation",
-            "goldfish_study",
-            "memory_plan",
-            "demo_corpus",
-            "goldfish_rates",
-        ]
-    )
+    assert selected(None) == selected([]) == list(MEASUREMENTS)
+    assert list(MEASUREMENTS)[:3] == ["demo", "posttrain", "evaluation"]
     assert selected(["evaluation", "demo"]) == ["demo", "evaluation"]
-    with pytest.raises(
-        ValueError,
-        match="no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan, demo_corpus, goldfish_rates",
-    ):
+    with pytest.raises(ValueError, match=f"no measurement nope; known: {', '.join(MEASUREMENTS)}$"):
         selected(["demo", "nope"])
 
 
@@ -39,6 +27,8 @@ def test_measured_commands_name_existing_modules_and_configs(name):
         measurement.deterministic
     )
     for line in measurement.command.splitlines():
+        if line.startswith("(cd /tmp && "):
+            continue  # a shell step that fetches into the scratch directory (tokenizer_fairness: npm pack)
         argv = shlex.split(line.split("  #")[0])
         assert argv[0] == "python" and argv[1] in ("-m", "-c"), line
         if argv[1] == "-m":
@@ -77,3 +67,37 @@ def test_measure_all_writes_the_results_file_and_rewrites_the_bound_figures(tmp_
     measurements.measure_all(str(tmp_path), ["fake"])
     assert "x is 3.0<!--" in (tmp_path / "README.md").read_text()
     assert measurements.measure_all(str(tmp_path), []) == []  # --rewrite_only: nothing changes
+
+
+def test_tokenizer_value_names():
+    assert measurements.tokenizer_value_name("llama3.1") == "llama3_1"
+    assert measurements.tokenizer_value_name("sentencepiece:bpe32k_demo.model") == "bpe32k_demo"
+    assert measurements.tokenizer_value_name("BPE 32k, demo corpus") == "BPE_32k__demo_corpus"
+
+
+def test_fairness_values_read_the_report_as_written(tmp_path):
+    printed = []
+    langs = ["eng", "deu_1996", "rus", "cmn_hans", "065"]  # 065: a UDHR code that looks like a number
+    rows = write_fairness_report(
+        str(tmp_path),
+        load_udhr(),
+        udhr_languages(),
+        load_demo_documents,
+        languages=langs,
+        bpe_vocab_size=0,
+        log=printed.append,
+    )
+    values = measurements.fairness_values(str(tmp_path), "\n".join(printed))
+    assert values["translations"] == 5 and values["scripts"] == 3
+    assert values["latin_translations"] == 3 and values["non_latin_translations"] == 2
+    assert values["gini_ranking"] == "tekken" and set(values["tokenizer_seconds"]) == {"tekken"}
+    tekken = values["tekken"]
+    assert tekken["gini"] == rows[0]["gini"] and tekken["vocab_size"] == rows[0]["vocab_size"]
+    assert tekken["max_parity_lang"] == rows[0]["max_parity_lang"] and tekken["translations"] == 5
+    assert values["by_script"]["Latin"]["translations"] == 3 and "tekken" in values["by_script"]["Han"]
+    assert 0 < values["text_gini"]["chars"] < 1
+    cheapest = values["tekken_cheapest"]
+    assert list(cheapest) == ["1", "2", "3", "4", "5"] and "065" in {r["lang"] for r in cheapest.values()}
+    assert [r["tokens"] for r in cheapest.values()] == sorted(r["tokens"] for r in cheapest.values())
+    with pytest.raises(ValueError, match="no counts line"):
+        measurements.fairness_values(str(tmp_path), "")
