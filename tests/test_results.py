@@ -76,7 +76,7 @@ def test_results_files_and_bindings_are_of_registered_measurements():
 
 
 # The demo workdir of the first serves the others' commands (their first is the same demo run, then a no-op).
-FRESH_GROUPS = [("demo", "evaluation", "posttrain")]
+FRESH_GROUPS = [("demo", "evaluation", "posttrain", "lm_eval_exams")]
 FRESH_GROUPS += [(n,) for n, m in MEASUREMENTS.items() if m.rechecked and n not in FRESH_GROUPS[0]]
 
 
