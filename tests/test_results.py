@@ -45,7 +45,11 @@ FULLY_BOUND = [
     ("README.md", "### Post-training (SFT, QRPO, DPO)"),
     ("docs/ablations.md", None),
     ("docs/data.md", None),
+    ("docs/lm_eval.md", None),
+    ("docs/long_context.md", None),
     ("docs/optimizers.md", None),
+    ("docs/posttrain.md", None),
+    ("docs/recipe.md", None),
     ("docs/results.md", None),
     ("docs/tokenizer_fairness.md", None),
 ]

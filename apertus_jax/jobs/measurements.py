@@ -678,6 +678,55 @@ def measure_tokenizer_fairness(root: str, scratch: str) -> dict:
     }
 
 
+# docs/lm_eval.md "German exams": the local task, then the harness and `experiments.evaluate` on the demo
+# workdir, the harness with the 512-token rows `experiments.evaluate` uses (max_length + 1 tokens).
+LM_EVAL_RUNS = {
+    "task": "python -m experiments.lm_eval_task --output_dir=/tmp/lm_eval_tasks",
+    "harness": "python -m apertus_jax.jobs.lm_eval_cli run --model apertus_jax "
+    "--model_args workdir=/tmp/apertus_demo,max_length=511 --tasks german_exams_qa "
+    "--include_path /tmp/lm_eval_tasks --batch_size 16 --output_path /tmp/lm_eval_results",
+    "evaluate": EVALUATION_RUNS["exams"],
+}
+LM_EVAL_METRICS = ("acc", "acc_norm", "acc_bytes")
+
+
+def measure_lm_eval_exams(root: str, scratch: str) -> dict:
+    """docs/lm_eval.md's German EXAMS-QA through lm-evaluation-harness against `experiments.evaluate`: the
+    demo run, the local task, the harness (the results JSON it writes under --output_path) and
+    `experiments.evaluate` (WORKDIR/eval/german_exams_qa.json).
+
+    Returns:
+      harness_wall_seconds; harness_acc, harness_acc_norm, harness_acc_bytes, harness_num_questions;
+      evaluate_ACCURACY of each normalization of `EXAMS_VALUES`, evaluate_chance, evaluate_num_questions.
+
+    Raises:
+      ChildProcessError: a command failed. ValueError: the harness wrote no single results file.
+    """
+    _documented(DEMO_RUN, root, scratch, {})
+    values = {}
+    for name, line in LM_EVAL_RUNS.items():
+        seconds = _documented(line, root, scratch, {})
+        if name == "harness":
+            values["harness_wall_seconds"] = round(seconds, 1)
+    found = [
+        os.path.join(directory, n)
+        for directory, _, names in os.walk(os.path.join(scratch, "lm_eval_results"))
+        for n in names
+        if n.startswith("results_") and n.endswith(".json")
+    ]
+    if len(found) != 1:
+        raise ValueError(f"the harness wrote {len(found)} results files, not one: {found}")
+    with open(found[0]) as f:
+        harness = json.load(f)
+    metrics = harness["results"]["german_exams_qa"]
+    values.update({f"harness_{m}": metrics[f"{m},none"] for m in LM_EVAL_METRICS})
+    values["harness_num_questions"] = harness["n-samples"]["german_exams_qa"]["effective"]
+    with open(os.path.join(scratch, "apertus_demo", "eval", "german_exams_qa.json")) as f:
+        exams = json.load(f)
+    values.update({f"evaluate_{k}": exams[k] for k in (*EXAMS_VALUES, "num_questions")})
+    return values
+
+
 MEASUREMENTS = {
     "demo": Measurement(
         command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
@@ -774,6 +823,16 @@ MEASUREMENTS = {
             "widely_used",
             "tokenizer_sha256",
         ),
+        rechecked=False,
+    ),
+    "lm_eval_exams": Measurement(
+        command="\n".join([DEMO_RUN, *LM_EVAL_RUNS.values()]),
+        measure=measure_lm_eval_exams,
+        deterministic=(
+            *(f"harness_{m}" for m in LM_EVAL_METRICS),
+            *(f"evaluate_{k}" for k in (*EXAMS_VALUES, "num_questions")),
+        ),
+        # the exam accuracies are re-checked with `evaluation`; the harness itself by tests/jobs/test_lm_eval*.py
         rechecked=False,
     ),
 }

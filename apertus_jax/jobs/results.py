@@ -113,8 +113,9 @@ def malformed(text: str) -> list[str]:
 def unbound_figures(text: str) -> list[str]:
     """The numbers with a decimal point of a Markdown text that are neither bound to a results file nor marked
     as a reference, outside code (a hand-typed measurement, unless it is arithmetic or a version)."""
-    marked = {(b.start, b.start + len(b.figure)) for b in bindings(text)}
-    marked |= {(m.start(), m.start() + len(m.group("figure"))) for m in REFERENCE.finditer(text)}
+    # A marked figure may be wider than its decimal: `1.99%`, `x5.68`.
+    marked = [(b.start, b.start + len(b.figure)) for b in bindings(text)]
+    marked += [(m.start(), m.start() + len(m.group("figure"))) for m in REFERENCE.finditer(text)]
     spans = [(m.start(), m.end()) for m in CODE.finditer(text)]
     spans += [(m.start(), m.end()) for m in re.finditer(r"<!--.*?-->", text, re.DOTALL)]  # markers' own text
     spans += list(marked)  # a bound figure may hold more than the decimal: a sign, a unit

@@ -147,7 +147,12 @@ def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_r
         "names: arXiv 2509.14233, section 2.4, Python 3.11, docs/a1.5.md, 1.5b-preset; -0.5<!-- result d.x:+.1f -->\n"
         "```\n2.5\n```\n"
         "bad <!-- reference nothing before --> and 3.1<!-- reference -->\n"
+        "shares 60.6%<!-- reference Boldt paper, Table 1 -->, 1.99%<!-- result goldfish_rates.mixed_drop_rate:.2% -->\n"
     )
-    assert results.references(text) == [("2.037", "Apertus report, section 2.4"), ("8.32", "ln 4096")]
+    assert results.references(text) == [
+        ("2.037", "Apertus report, section 2.4"),
+        ("8.32", "ln 4096"),
+        ("60.6%", "Boldt paper, Table 1"),
+    ]
     assert results.unbound_figures(text) == ["2: 5.66", "2: 1,234.5", "7: 3.1"]
     assert [line.split(":")[0] for line in results.malformed(text)] == ["7", "7"]
