@@ -727,6 +727,55 @@ def measure_lm_eval_exams(root: str, scratch: str) -> dict:
     return values
 
 
+# docs/optimizers.md's (and README "Scaling up"'s) AdEMAMix and Muon side by side on the 8B config, its default
+# meshes 1x64x1 and 1x16x4 (`apertus_jax.jobs.memory_plan.DEFAULT_MESHES`).
+OPTIMIZER_MEMORY_RUN = (
+    "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --optimizers=ademamix,muon"
+)
+# A row of the table `experiments.memory_plan --optimizers=...` prints (`memory_plan.optimizer_lines`).
+OPTIMIZER_ROW = re.compile(
+    r"^\| (?P<mesh>[\dx]+) \(\d+ dev\) \| (?P<optimizer>\w+) \| (?P<state>[\d.]+) \| (?P<collectives>[^|]*) \|$",
+    re.MULTILINE,
+)
+# One collective of a row's last cell: "32 all-reduce (44.29)".
+OPTIMIZER_COLLECTIVE = re.compile(r"(?P<ops>\d+) (?P<kind>[a-z-]+) \((?P<gb>[\d.]+)\)")
+
+
+def measure_optimizer_memory(root: str, scratch: str) -> dict:
+    """The optimizer state and the collectives of one optimizer update of AdEMAMix and Muon on the 8B config
+    (`OPTIMIZER_MEMORY_RUN`), from the table it prints.
+
+    Returns:
+      wall_seconds; for each OPTIMIZER and MESH of the table, OPTIMIZER_MESH (e.g. `muon_1x64x1`): {state_gb
+      (optimizer state, GB = 1e9 bytes per device), and for each collective KIND the update has (`-` as `_`:
+      all_gather, all_reduce, all_to_all, ...) KIND_ops (its ops) and KIND_gb (GB of their results per device
+      and update)}, 2 decimals as printed; a kind the update does not have is absent.
+
+    Raises:
+      ChildProcessError: the command failed. ValueError: it printed no table row, or a cell it cannot read.
+    """
+    del scratch  # nothing is written
+    start = time.perf_counter()
+    printed = _run([sys.executable, *shlex.split(OPTIMIZER_MEMORY_RUN)[1:]], root, {}, capture=True)
+    values: dict = {"wall_seconds": round(time.perf_counter() - start, 1)}
+    rows = list(OPTIMIZER_ROW.finditer(printed))
+    if not rows:
+        raise ValueError(
+            f"`{OPTIMIZER_MEMORY_RUN}` printed no row of the optimizer table (its format changed?)"
+        )
+    for row in rows:
+        row_values: dict = {"state_gb": float(row["state"])}
+        cell = row["collectives"].strip()
+        found = list(OPTIMIZER_COLLECTIVE.finditer(cell))
+        if cell != "none" and ", ".join(m.group() for m in found) != cell:
+            raise ValueError(f"`{OPTIMIZER_MEMORY_RUN}`: cannot read the collectives {cell!r}")
+        for m in found:
+            kind = m["kind"].replace("-", "_")
+            row_values.update({f"{kind}_ops": int(m["ops"]), f"{kind}_gb": float(m["gb"])})
+        values[f"{row['optimizer']}_{row['mesh']}"] = row_values
+    return values
+
+
 MEASUREMENTS = {
     "demo": Measurement(
         command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
@@ -833,6 +882,15 @@ MEASUREMENTS = {
             *(f"evaluate_{k}" for k in (*EXAMS_VALUES, "num_questions")),
         ),
         # the exam accuracies are re-checked with `evaluation`; the harness itself by tests/jobs/test_lm_eval*.py
+        rechecked=False,
+    ),
+    # Compiled, not run: the same on every machine; minutes of compiling on 2 cores, too long for CI.
+    "optimizer_memory": Measurement(
+        command=OPTIMIZER_MEMORY_RUN,
+        measure=measure_optimizer_memory,
+        deterministic=tuple(
+            f"{optimizer}_{mesh}" for mesh in ("1x64x1", "1x16x4") for optimizer in ("ademamix", "muon")
+        ),
         rechecked=False,
     ),
 }
