@@ -424,7 +424,7 @@ def _value_name(name: str) -> str:
 def ablation_values(workdir: str, baseline: str) -> dict:
     """The comparison of the ablation runs under WORKDIR as values: per variant (`_value_name`) its row of
     `apertus_jax.jobs.compare.summarize` (mean over seeds and `<metric>_spread`, half the range over seeds;
-    `tokens_to_baseline` as a percentage of the baseline's tokens, "47%", or "never"), and per seed `<metric>_seed<N>` with the
+    `tokens_to_baseline` as the table prints it: "47%", or "-" when never reached), and per seed `<metric>_seed<N>` with the
     paired difference to the baseline's run of that seed as `<metric>_vs_baseline_seed<N>` (final eval; the
     metrics of the table and `heldout_loss`)."""
     runs = compare.load_runs([workdir])
@@ -432,7 +432,7 @@ def ablation_values(workdir: str, baseline: str) -> dict:
     for row in compare.summarize(runs, baseline):
         reach = row.pop("tokens_to_baseline")
         named = {_value_name(k.replace(" spread", "_spread")): v for k, v in row.items() if k != "variant"}
-        named["tokens_to_baseline"] = "never" if reach is None else f"{100 * reach:.0f}%"
+        named["tokens_to_baseline"] = "-" if reach is None else f"{100 * reach:.0f}%"
         values[_value_name(row["variant"])] = named
 
     def finals(run: compare.RunRecords) -> dict:
