@@ -89,6 +89,12 @@ def _step_records(workdir: str) -> list[dict]:
         return [r for r in map(json.loads, f) if "loss" in r]
 
 
+def _eval_records(workdir: str) -> list[dict]:
+    """The in-loop evaluation records of WORKDIR/metrics.jsonl (those with `eval/seconds`), in order."""
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if "eval/seconds" in r]
+
+
 DEMO_VOCAB = 4096
 # The documented time of training the demo BPE (README "Try it"), on its own in a fresh cache.
 DEMO_BPE = (
@@ -106,7 +112,12 @@ def measure_demo(root: str, scratch: str) -> dict:
     Returns:
       bpe_seconds; wall_seconds, user_seconds, system_seconds of the run's process; median_tokens_per_s over
       steps 2.. (step 1 includes compiling); the training losses (nats per token): first_loss, first10_mean,
-      last20_mean, last20_median, final_loss.
+      last20_mean, last20_median, final_loss; steps (training steps recorded); the in-loop evaluations
+      (docs/ablations.md "Cost"): evals (how many), eval_step_seconds {step: `eval/seconds` of the eval after
+      that step (the first includes compiling)}, eval_seconds (their sum), train_step_seconds (the time in
+      train steps: the sum over steps of the step's tokens / its `tokens_per_s`), eval_share (eval_seconds /
+      (train_step_seconds + eval_seconds): the share of the time spent in train steps and evals that went to
+      evals; checkpointing, start-up and compiling outside the steps left out).
 
     Raises:
       ChildProcessError: a command failed.
@@ -117,7 +128,12 @@ def measure_demo(root: str, scratch: str) -> dict:
     wall = _documented(DEMO_RUN, root, scratch, {"JAX_COMPILATION_CACHE_DIR": os.path.join(scratch, "xla")})
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     steps = _step_records(os.path.join(scratch, "apertus_demo"))
+    evals = _eval_records(os.path.join(scratch, "apertus_demo"))
     losses = [r["loss"] for r in steps]
+    eval_seconds = sum(r["eval/seconds"] for r in evals)
+    # tokens/s of a step is its rows x length over its seconds (`apertus_jax.train.loop`)
+    tokens = [0, *(r["tokens"] for r in steps)]
+    train_seconds = sum((b - a) / r["tokens_per_s"] for a, b, r in zip(tokens, tokens[1:], steps))
     return {
         "bpe_seconds": round(bpe_seconds, 2),
         "wall_seconds": round(wall, 1),
@@ -129,6 +145,12 @@ def measure_demo(root: str, scratch: str) -> dict:
         "last20_mean": statistics.mean(losses[-20:]),
         "last20_median": statistics.median(losses[-20:]),
         "final_loss": losses[-1],
+        "steps": len(steps),
+        "evals": len(evals),
+        "eval_step_seconds": {str(r["step"]): round(r["eval/seconds"], 2) for r in evals},
+        "eval_seconds": round(eval_seconds, 2),
+        "train_step_seconds": round(train_seconds, 1),
+        "eval_share": eval_seconds / (train_seconds + eval_seconds),
     }
 
 
@@ -275,21 +297,15 @@ PLAN_ROW = re.compile(
 )
 
 
-def measure_memory_plan(root: str, scratch: str) -> dict:
-    """The README's memory plans: each command's printed table.
-
-    Returns:
-      wall_seconds {model: seconds}; for each planned mesh, MODEL_MESH (e.g. `8b_1x64x1`, `8b_1x16x1x4`):
-      {devices, microbatches, rows (per microbatch), params, optimizer, activations, total (GB = 1e9 bytes per
-      device, as printed: 2 decimals), fits_80, fits_141, fits_95 ("yes" | "no": H100 80GB, H200 141GB, TPU
-      v5p 95GB)}.
+def _memory_plans(runs: dict[str, str], root: str) -> dict:
+    """The tables that the `experiments.memory_plan` command lines `runs` {model: line} print, as values
+    (`measure_memory_plan`).
 
     Raises:
       ChildProcessError: a command failed. ValueError: a command printed no table row.
     """
-    del scratch  # nothing is written
     values = {"wall_seconds": {}}
-    for model, line in PLAN_RUNS.items():
+    for model, line in runs.items():
         start = time.perf_counter()
         printed = _run([sys.executable, *shlex.split(line)[1:]], root, {}, capture=True)
         values["wall_seconds"][model] = round(time.perf_counter() - start, 1)
@@ -304,6 +320,49 @@ def measure_memory_plan(root: str, scratch: str) -> dict:
                 for k, v in fields.items()
             }
     return values
+
+
+def measure_memory_plan(root: str, scratch: str) -> dict:
+    """The README's memory plans: each command's printed table.
+
+    Returns:
+      wall_seconds {model: seconds}; for each planned mesh, MODEL_MESH (e.g. `8b_1x64x1`, `8b_1x16x1x4`):
+      {devices, microbatches, rows (per microbatch), params, optimizer, activations, total (GB = 1e9 bytes per
+      device, as printed: 2 decimals), fits_80, fits_141, fits_95 ("yes" | "no": H100 80GB, H200 141GB, TPU
+      v5p 95GB)}.
+
+    Raises:
+      ChildProcessError: a command failed. ValueError: a command printed no table row.
+    """
+    del scratch  # nothing is written
+    return _memory_plans(PLAN_RUNS, root)
+
+
+# docs/ablations.md's memory plans of the pod-size ablations ("Pod sizes (1.5B and 3B)"): the 1.5B ablation
+# config, and the same with the 3B preset (a preset override drops the file's model fields: the run's bf16,
+# scan, full remat and cuDNN attention are set again, as the ablation command's `--set`s do).
+ABLATION_PLAN_RUNS = {
+    "1p5b": "python -m experiments.memory_plan --config=configs/runs/ablation_1p5b.py --meshes=1x8x1 "
+    "--rows_per_device=1",
+    "3b": "python -m experiments.memory_plan --config=configs/runs/ablation_1p5b.py "
+    "--config.model.preset=apertus-3b --config.model.dtype=bfloat16 --config.model.scan_layers=True "
+    "--config.model.remat_policy=full --config.model.attention_impl=cudnn --meshes=1x8x1,1x16x1 "
+    "--rows_per_device=1",
+}
+
+
+def measure_ablation_memory_plan(root: str, scratch: str) -> dict:
+    """docs/ablations.md's memory plans of the 1.5B and 3B ablation runs (`ABLATION_PLAN_RUNS`): each
+    command's printed table.
+
+    Returns:
+      as `measure_memory_plan`, models `1p5b` and `3b` (`1p5b_1x8x1`, `3b_1x8x1`, `3b_1x16x1`).
+
+    Raises:
+      ChildProcessError: a command failed. ValueError: a command printed no table row.
+    """
+    del scratch  # nothing is written
+    return _memory_plans(ABLATION_PLAN_RUNS, root)
 
 
 # The README's count of the demo corpus ("Your own data"), as it prints it.
@@ -538,6 +597,11 @@ MEASUREMENTS = {
             "8b_1x64x1x1",
             "70b_1x8x4x8",
         ),
+    ),
+    "ablation_memory_plan": Measurement(
+        command="\n".join(ABLATION_PLAN_RUNS.values()),
+        measure=measure_ablation_memory_plan,
+        deterministic=("1p5b_1x8x1", "3b_1x8x1", "3b_1x16x1"),
     ),
     "demo_corpus": Measurement(
         command=f'python -c "{CORPUS_COUNT}"\npython -c "{SPLIT_COUNT}"',
