@@ -29,8 +29,11 @@ from collections.abc import Callable
 from absl import logging
 
 from apertus_jax import files
+from apertus_jax.data.strategy_report import strategy_report
+from apertus_jax.data.tokenizer import run_tokenizer
+from apertus_jax.eval.in_loop import heldout_sets
 from apertus_jax.eval.tasks import load_exams_qa
-from apertus_jax.jobs import compare, results
+from apertus_jax.jobs import ablations, compare, results
 
 # The repository whose commands are run and whose docs are rewritten: the checkout this package is in.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -529,6 +532,85 @@ def measure_apertus_ablation(root: str, scratch: str) -> dict:
     return {"wall_seconds": round(wall, 1), **ablation_values(workdir, "llama")}
 
 
+BOLDT_ABLATION = "configs/ablations/boldt_strategies.py"
+BOLDT_ABLATION_RUN = f"python -m experiments.ablate --config={BOLDT_ABLATION} --workdir=/tmp/ablations/boldt"
+
+
+def boldt_data(root: str, seed: int = 0) -> dict:
+    """What each Boldt strategy of `BOLDT_ABLATION` feeds the model in its run of `seed`, read back from the
+    run's own pipeline (`apertus_jax.data.strategy_report`: the run's config, tokenizer and batches), and the
+    run's held-out set.
+
+    Returns:
+      {variant: {unique_tokens, unique_share (unique / trained tokens), components {name: {documents (drawn
+      from), tokens (theirs), draws, epochs (draws / documents)}}, order {"run<i>": {stage, component,
+      documents (in a row)}}}, "heldout": {documents, tokens of the `german_heldout` set (whole documents up to
+      `eval.heldout_tokens`)}}.
+    """
+    ablation = ablations.load_ablation(os.path.join(root, BOLDT_ABLATION))
+    values: dict = {}
+    for variant, _, parsed in ablations.variant_configs(ablation, None, [seed], {}):
+        run = parsed.run
+        tokenizer = run_tokenizer(run.data.tokenizer, run.data.demo_tokenizer_vocab)
+        ((_, batch_tokens),) = run.train.batch_plan
+        report = strategy_report(
+            run.data.pipeline,
+            tokenizer,
+            seq_len=run.data.seq_len,
+            rows=batch_tokens // run.data.seq_len,
+            steps=run.train.steps,
+            seed=seed,
+        )
+        values[_value_name(variant)] = {
+            "unique_tokens": report["unique_tokens"],
+            "unique_share": report["unique_tokens"] / report["tokens"],
+            "components": {
+                name: {k: entry[k] for k in ("documents", "tokens", "draws", "epochs")}
+                for name, entry in report["components"].items()
+            },
+            "order": {
+                f"run{i}": {"stage": stage, "component": component, "documents": n}
+                for i, (stage, component, n) in enumerate(report["order"], 1)
+            },
+        }
+    (heldout,) = (
+        h for h in heldout_sets(parsed.eval, run.data.pipeline, tokenizer) if h.name == "german_heldout"
+    )
+    values["heldout"] = {"documents": len(heldout.documents), "tokens": sum(map(len, heldout.documents))}
+    return values
+
+
+def measure_boldt_ablation(root: str, scratch: str) -> dict:
+    """docs/ablations.md's Boldt data strategies (5 pipelines x 3 seeds = 15 runs): the comparison of its runs
+    (`ablation_values`), what each strategy feeds the model (`boldt_data`, seed 0) and the eval sets of the
+    runs; redraws docs/figures/boldt_strategies_ablation.png.
+
+    Returns:
+      wall_seconds; runs (the runs compared); per variant the values of `ablation_values` (baseline
+      "random_single"); data: `boldt_data`; evals: {heldout_tokens (`eval/german_heldout/tokens`: the tokens
+      scored), exam_questions (the German exam questions that fit a row), exam_chance (their expected
+      accuracy at random)} of the baseline's seed-0 run (the same for every run).
+
+    Raises:
+      ChildProcessError: the command failed.
+    """
+    wall = _documented(BOLDT_ABLATION_RUN, root, scratch, {})
+    workdir = os.path.join(scratch, "ablations", "boldt")
+    _figure(os.path.join(workdir, "comparison.png"), root, "boldt_strategies_ablation.png")
+    final = _eval_records(os.path.join(workdir, "random_single", "seed0"))[-1]
+    return {
+        "wall_seconds": round(wall, 1),
+        "runs": len(compare.run_dirs([workdir])),
+        **ablation_values(workdir, "random_single"),
+        "data": boldt_data(root),
+        "evals": {
+            "heldout_tokens": final["eval/german_heldout/tokens"],
+            "exam_questions": final["eval/german_exams_qa/questions"],
+            "exam_chance": final["eval/german_exams_qa/chance"],
+        },
+    }
+
+
 def measure_optimizer_ablation(root: str, scratch: str) -> dict:
     """docs/optimizers.md's optimizer ablation (`OPTIMIZER_ABLATION_RUNS`: 4 optimizers x 3 learning rates x 2
     budgets x 3 seeds = 72 runs); redraws docs/figures/optimizer_ablation.png from the 154k-token runs.
@@ -618,6 +700,20 @@ MEASUREMENTS = {
         command=APERTUS_ABLATION_RUN,
         measure=measure_apertus_ablation,
         deterministic=("llama", "xielu", "ademamix", "qk_norm", "wsd", "goldfish", "full"),
+        rechecked=False,
+    ),
+    "boldt_ablation": Measurement(
+        command=BOLDT_ABLATION_RUN,
+        measure=measure_boldt_ablation,
+        deterministic=(
+            "random_single",
+            "coherence_single",
+            "dense_core_repeated",
+            "phased",
+            "sorted",
+            "data",
+            "evals",
+        ),
         rechecked=False,
     ),
     "optimizer_ablation": Measurement(
