@@ -31,8 +31,11 @@ from collections.abc import Callable
 from absl import logging
 
 from apertus_jax import files
+from apertus_jax.data.strategy_report import strategy_report
+from apertus_jax.data.tokenizer import run_tokenizer
+from apertus_jax.eval.in_loop import heldout_sets
 from apertus_jax.eval.tasks import load_exams_qa
-from apertus_jax.jobs import compare, results
+from apertus_jax.jobs import ablations, compare, results
 
 # The repository whose commands are run and whose docs are rewritten: the checkout this package is in.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -91,6 +94,12 @@ def _step_records(workdir: str) -> list[dict]:
         return [r for r in map(json.loads, f) if "loss" in r]
 
 
+def _eval_records(workdir: str) -> list[dict]:
+    """The in-loop evaluation records of WORKDIR/metrics.jsonl (those with `eval/seconds`), in order."""
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if "eval/seconds" in r]
+
+
 DEMO_VOCAB = 4096
 # The documented time of training the demo BPE (README "Try it"), on its own in a fresh cache.
 DEMO_BPE = (
@@ -108,7 +117,12 @@ def measure_demo(root: str, scratch: str) -> dict:
     Returns:
       bpe_seconds; wall_seconds, user_seconds, system_seconds of the run's process; median_tokens_per_s over
       steps 2.. (step 1 includes compiling); the training losses (nats per token): first_loss, first10_mean,
-      last20_mean, last20_median, final_loss.
+      last20_mean, last20_median, final_loss; steps (training steps recorded); the in-loop evaluations
+      (docs/ablations.md "Cost"): evals (how many), eval_step_seconds {step: `eval/seconds` of the eval after
+      that step (the first includes compiling)}, eval_seconds (their sum), train_step_seconds (the time in
+      train steps: the sum over steps of the step's tokens / its `tokens_per_s`), eval_share (eval_seconds /
+      (train_step_seconds + eval_seconds): the share of the time spent in train steps and evals that went to
+      evals; checkpointing, start-up and compiling outside the steps left out).
 
     Raises:
       ChildProcessError: a command failed.
@@ -119,7 +133,12 @@ def measure_demo(root: str, scratch: str) -> dict:
     wall = _documented(DEMO_RUN, root, scratch, {"JAX_COMPILATION_CACHE_DIR": os.path.join(scratch, "xla")})
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     steps = _step_records(os.path.join(scratch, "apertus_demo"))
+    evals = _eval_records(os.path.join(scratch, "apertus_demo"))
     losses = [r["loss"] for r in steps]
+    eval_seconds = sum(r["eval/seconds"] for r in evals)
+    # tokens/s of a step is its rows x length over its seconds (`apertus_jax.train.loop`)
+    tokens = [0, *(r["tokens"] for r in steps)]
+    train_seconds = sum((b - a) / r["tokens_per_s"] for a, b, r in zip(tokens, tokens[1:], steps))
     return {
         "bpe_seconds": round(bpe_seconds, 2),
         "wall_seconds": round(wall, 1),
@@ -131,6 +150,12 @@ def measure_demo(root: str, scratch: str) -> dict:
         "last20_mean": statistics.mean(losses[-20:]),
         "last20_median": statistics.median(losses[-20:]),
         "final_loss": losses[-1],
+        "steps": len(steps),
+        "evals": len(evals),
+        "eval_step_seconds": {str(r["step"]): round(r["eval/seconds"], 2) for r in evals},
+        "eval_seconds": round(eval_seconds, 2),
+        "train_step_seconds": round(train_seconds, 1),
+        "eval_share": eval_seconds / (train_seconds + eval_seconds),
     }
 
 
@@ -277,21 +302,15 @@ PLAN_ROW = re.compile(
 )
 
 
-def measure_memory_plan(root: str, scratch: str) -> dict:
-    """The README's memory plans: each command's printed table.
-
-    Returns:
-      wall_seconds {model: seconds}; for each planned mesh, MODEL_MESH (e.g. `8b_1x64x1`, `8b_1x16x1x4`):
-      {devices, microbatches, rows (per microbatch), params, optimizer, activations, total (GB = 1e9 bytes per
-      device, as printed: 2 decimals), fits_80, fits_141, fits_95 ("yes" | "no": H100 80GB, H200 141GB, TPU
-      v5p 95GB)}.
+def _memory_plans(runs: dict[str, str], root: str) -> dict:
+    """The tables that the `experiments.memory_plan` command lines `runs` {model: line} print, as values
+    (`measure_memory_plan`).
 
     Raises:
       ChildProcessError: a command failed. ValueError: a command printed no table row.
     """
-    del scratch  # nothing is written
     values = {"wall_seconds": {}}
-    for model, line in PLAN_RUNS.items():
+    for model, line in runs.items():
         start = time.perf_counter()
         printed = _run([sys.executable, *shlex.split(line)[1:]], root, {}, capture=True)
         values["wall_seconds"][model] = round(time.perf_counter() - start, 1)
@@ -306,6 +325,49 @@ def measure_memory_plan(root: str, scratch: str) -> dict:
                 for k, v in fields.items()
             }
     return values
+
+
+def measure_memory_plan(root: str, scratch: str) -> dict:
+    """The README's memory plans: each command's printed table.
+
+    Returns:
+      wall_seconds {model: seconds}; for each planned mesh, MODEL_MESH (e.g. `8b_1x64x1`, `8b_1x16x1x4`):
+      {devices, microbatches, rows (per microbatch), params, optimizer, activations, total (GB = 1e9 bytes per
+      device, as printed: 2 decimals), fits_80, fits_141, fits_95 ("yes" | "no": H100 80GB, H200 141GB, TPU
+      v5p 95GB)}.
+
+    Raises:
+      ChildProcessError: a command failed. ValueError: a command printed no table row.
+    """
+    del scratch  # nothing is written
+    return _memory_plans(PLAN_RUNS, root)
+
+
+# docs/ablations.md's memory plans of the pod-size ablations ("Pod sizes (1.5B and 3B)"): the 1.5B ablation
+# config, and the same with the 3B preset (a preset override drops the file's model fields: the run's bf16,
+# scan, full remat and cuDNN attention are set again, as the ablation command's `--set`s do).
+ABLATION_PLAN_RUNS = {
+    "1p5b": "python -m experiments.memory_plan --config=configs/runs/ablation_1p5b.py --meshes=1x8x1 "
+    "--rows_per_device=1",
+    "3b": "python -m experiments.memory_plan --config=configs/runs/ablation_1p5b.py "
+    "--config.model.preset=apertus-3b --config.model.dtype=bfloat16 --config.model.scan_layers=True "
+    "--config.model.remat_policy=full --config.model.attention_impl=cudnn --meshes=1x8x1,1x16x1 "
+    "--rows_per_device=1",
+}
+
+
+def measure_ablation_memory_plan(root: str, scratch: str) -> dict:
+    """docs/ablations.md's memory plans of the 1.5B and 3B ablation runs (`ABLATION_PLAN_RUNS`): each
+    command's printed table.
+
+    Returns:
+      as `measure_memory_plan`, models `1p5b` and `3b` (`1p5b_1x8x1`, `3b_1x8x1`, `3b_1x16x1`).
+
+    Raises:
+      ChildProcessError: a command failed. ValueError: a command printed no table row.
+    """
+    del scratch  # nothing is written
+    return _memory_plans(ABLATION_PLAN_RUNS, root)
 
 
 # The README's count of the demo corpus ("Your own data"), as it prints it.
@@ -470,6 +532,85 @@ def measure_apertus_ablation(root: str, scratch: str) -> dict:
     workdir = os.path.join(scratch, "ablations", "apertus_recipe")
     _figure(os.path.join(workdir, "comparison.png"), root, "apertus_recipe_ablation.png")
     return {"wall_seconds": round(wall, 1), **ablation_values(workdir, "llama")}
+
+
+BOLDT_ABLATION = "configs/ablations/boldt_strategies.py"
+BOLDT_ABLATION_RUN = f"python -m experiments.ablate --config={BOLDT_ABLATION} --workdir=/tmp/ablations/boldt"
+
+
+def boldt_data(root: str, seed: int = 0) -> dict:
+    """What each Boldt strategy of `BOLDT_ABLATION` feeds the model in its run of `seed`, read back from the
+    run's own pipeline (`apertus_jax.data.strategy_report`: the run's config, tokenizer and batches), and the
+    run's held-out set.
+
+    Returns:
+      {variant: {unique_tokens, unique_share (unique / trained tokens), components {name: {documents (drawn
+      from), tokens (theirs), draws, epochs (draws / documents)}}, order {"run<i>": {stage, component,
+      documents (in a row)}}}, "heldout": {documents, tokens of the `german_heldout` set (whole documents up to
+      `eval.heldout_tokens`)}}.
+    """
+    ablation = ablations.load_ablation(os.path.join(root, BOLDT_ABLATION))
+    values: dict = {}
+    for variant, _, parsed in ablations.variant_configs(ablation, None, [seed], {}):
+        run = parsed.run
+        tokenizer = run_tokenizer(run.data.tokenizer, run.data.demo_tokenizer_vocab)
+        ((_, batch_tokens),) = run.train.batch_plan
+        report = strategy_report(
+            run.data.pipeline,
+            tokenizer,
+            seq_len=run.data.seq_len,
+            rows=batch_tokens // run.data.seq_len,
+            steps=run.train.steps,
+            seed=seed,
+        )
+        values[_value_name(variant)] = {
+            "unique_tokens": report["unique_tokens"],
+            "unique_share": report["unique_tokens"] / report["tokens"],
+            "components": {
+                name: {k: entry[k] for k in ("documents", "tokens", "draws", "epochs")}
+                for name, entry in report["components"].items()
+            },
+            "order": {
+                f"run{i}": {"stage": stage, "component": component, "documents": n}
+                for i, (stage, component, n) in enumerate(report["order"], 1)
+            },
+        }
+    (heldout,) = (
+        h for h in heldout_sets(parsed.eval, run.data.pipeline, tokenizer) if h.name == "german_heldout"
+    )
+    values["heldout"] = {"documents": len(heldout.documents), "tokens": sum(map(len, heldout.documents))}
+    return values
+
+
+def measure_boldt_ablation(root: str, scratch: str) -> dict:
+    """docs/ablations.md's Boldt data strategies (5 pipelines x 3 seeds = 15 runs): the comparison of its runs
+    (`ablation_values`), what each strategy feeds the model (`boldt_data`, seed 0) and the eval sets of the
+    runs; redraws docs/figures/boldt_strategies_ablation.png.
+
+    Returns:
+      wall_seconds; runs (the runs compared); per variant the values of `ablation_values` (baseline
+      "random_single"); data: `boldt_data`; evals: {heldout_tokens (`eval/german_heldout/tokens`: the tokens
+      scored), exam_questions (the German exam questions that fit a row), exam_chance (their expected
+      accuracy at random)} of the baseline's seed-0 run (the same for every run).
+
+    Raises:
+      ChildProcessError: the command failed.
+    """
+    wall = _documented(BOLDT_ABLATION_RUN, root, scratch, {})
+    workdir = os.path.join(scratch, "ablations", "boldt")
+    _figure(os.path.join(workdir, "comparison.png"), root, "boldt_strategies_ablation.png")
+    final = _eval_records(os.path.join(workdir, "random_single", "seed0"))[-1]
+    return {
+        "wall_seconds": round(wall, 1),
+        "runs": len(compare.run_dirs([workdir])),
+        **ablation_values(workdir, "random_single"),
+        "data": boldt_data(root),
+        "evals": {
+            "heldout_tokens": final["eval/german_heldout/tokens"],
+            "exam_questions": final["eval/german_exams_qa/questions"],
+            "exam_chance": final["eval/german_exams_qa/chance"],
+        },
+    }
 
 
 def measure_optimizer_ablation(root: str, scratch: str) -> dict:
@@ -824,6 +965,11 @@ MEASUREMENTS = {
             "70b_1x8x4x8",
         ),
     ),
+    "ablation_memory_plan": Measurement(
+        command="\n".join(ABLATION_PLAN_RUNS.values()),
+        measure=measure_ablation_memory_plan,
+        deterministic=("1p5b_1x8x1", "3b_1x8x1", "3b_1x16x1"),
+    ),
     "demo_corpus": Measurement(
         command=f'python -c "{CORPUS_COUNT}"\npython -c "{SPLIT_COUNT}"',
         measure=measure_demo_corpus,
@@ -839,6 +985,20 @@ MEASUREMENTS = {
         command=APERTUS_ABLATION_RUN,
         measure=measure_apertus_ablation,
         deterministic=("llama", "xielu", "ademamix", "qk_norm", "wsd", "goldfish", "full"),
+        rechecked=False,
+    ),
+    "boldt_ablation": Measurement(
+        command=BOLDT_ABLATION_RUN,
+        measure=measure_boldt_ablation,
+        deterministic=(
+            "random_single",
+            "coherence_single",
+            "dense_core_repeated",
+            "phased",
+            "sorted",
+            "data",
+            "evals",
+        ),
         rechecked=False,
     ),
     "optimizer_ablation": Measurement(

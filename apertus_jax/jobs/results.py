@@ -13,7 +13,8 @@ Markdown does not show (docs/results.md)::
 
 `NAME.PATH[:SPEC]`: PATH is looked up in the file's `values` first, else in the record itself (`demo.date`,
 `demo.machine.cpus`); SPEC is a Python format spec (`.2f`, `,.0f`, `.7` cuts a string to 7 characters;
-none: `str`). The figure is the run of letters, digits and `. , : % + -` just before the comment.
+none: `str`). The figure is the run of letters, digits and `. , : % + -` just before the comment (or a lone
+`-`).
 `rewrite` writes `format(value, SPEC)` there, `mismatches` lists the figures that differ from it. A marker
 in a fenced block or an inline code span is an example, shown as written, and binds nothing.
 """
@@ -35,7 +36,7 @@ RESULTS_DIR = os.path.join("docs", "results")
 # The documents whose figures are bound: README.md and every Markdown file under docs/.
 DOCUMENTS = ("README.md", "docs")
 MARKER = re.compile(
-    r"(?P<figure>[-+]?[0-9A-Za-z][\w.,:%+-]*)"
+    r"(?P<figure>[-+]?[0-9A-Za-z][\w.,:%+-]*|-)"  # a lone "-": a table's "never" (`compare.markdown_table`)
     r"<!-- result (?P<name>\w+)\.(?P<path>\w+(?:\.\w+)*)(?::(?P<spec>[^ ]*))? -->"
 )
 # A figure not measured here, with its source: a paper, a specification, arithmetic

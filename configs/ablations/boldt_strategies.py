@@ -1,6 +1,6 @@
 """Boldt's token-allocation strategies at one fixed token budget (docs/recipe.md section 8).
 
-    python -m experiments.ablate --config=configs/ablations/boldt_strategies.py --workdir=workdir/ablations/boldt
+    python -m experiments.ablate --config=configs/ablations/boldt_strategies.py --workdir=/tmp/ablations/boldt
 
 Variants (same model, optimizer and budget of BUDGET tokens; only `data.pipeline` differs):
 - `random_single`: random documents of the unfiltered pool, each at most once;

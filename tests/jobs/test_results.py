@@ -156,3 +156,14 @@ def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_r
     ]
     assert results.unbound_figures(text) == ["2: 5.66", "2: 1,234.5", "7: 3.1"]
     assert [line.split(":")[0] for line in results.malformed(text)] == ["7", "7"]
+
+
+def test_signed_percent_and_never_figures_are_bound_whole():
+    record = {"values": {"share": 0.0424, "delta": -0.5, "reach": "-"}}
+    text = (
+        "**4.2%<!-- result demo.share:.1% -->**, +0.175<!-- result demo.delta:+.3f -->, "
+        "| -<!-- result demo.reach --> |\n"
+    )
+    assert [b.figure for b in results.bindings(text)] == ["4.2%", "+0.175", "-"]
+    assert results.unbound_figures(text) == [] and results.malformed(text) == []
+    assert results.rewrite(text, lambda name: record) == text.replace("+0.175", "-0.500")
