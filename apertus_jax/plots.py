@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import os
 
+import matplotlib
+from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
 
 from apertus_jax import files
+
+
+def colormap(name: str) -> Colormap:
+    """Matplotlib's registered colormap `name` (e.g. "tab20": 20 distinct colors in `.colors`)."""
+    return matplotlib.colormaps[name]
 
 
 def figure(figsize: tuple[float, float]) -> Figure:

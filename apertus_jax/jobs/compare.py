@@ -248,9 +248,13 @@ def plot(runs: list[RunRecords], baseline: str | None, path: str) -> None:
     base_members = variants[baseline]
     grid = base_members[0].tokens
     base_curve = _mean_curve(base_members, grid, RunRecords.smoothed_loss).mean(0)
-    for name, members in variants.items():
+    # One color per variant: the default cycle repeats after 10.
+    colors = plots.colormap("tab20" if len(variants) > 10 else "tab10").colors
+    for index, (name, members) in enumerate(variants.items()):
         curves = _mean_curve(members, grid, RunRecords.smoothed_loss)
-        (line,) = axes[0].plot(grid, curves.mean(0), label=f"{name} ({len(members)} seeds)")
+        (line,) = axes[0].plot(
+            grid, curves.mean(0), color=colors[index % len(colors)], label=f"{name} ({len(members)} seeds)"
+        )
         axes[0].fill_between(grid, curves.min(0), curves.max(0), color=line.get_color(), alpha=0.2)
         difference = curves - base_curve
         axes[1].plot(grid, difference.mean(0), color=line.get_color())
