@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from apertus_jax.jobs.measurements import MEASUREMENTS
+
 ROOT = pathlib.Path(__file__).parents[2]
 
 
@@ -15,7 +17,7 @@ ROOT = pathlib.Path(__file__).parents[2]
     [
         (
             ["--only=demo,nope"],
-            "error: --only: no measurement nope; known: demo, posttrain, evaluation, goldfish_study, memory_plan, demo_corpus, goldfish_rates",
+            f"error: --only: no measurement nope; known: {', '.join(MEASUREMENTS)}",
         ),
         (
             ["--only=demo", "--rewrite_only"],

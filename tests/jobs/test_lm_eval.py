@@ -82,7 +82,9 @@ def rolling_instances(texts):
 def test_loglikelihood_rolling_windows_equal_lm_eval_hf_model(hf_dir):
     """Texts longer than max_length=24 tokens are scored in several windows; lm-eval's hf model without
     add_bos_token encodes them as we do (no BoD in the text, BoD as the first window's prefix)."""
-    texts = [d["text"][:300] for d in demo_corpus.load_demo_documents("heldout")[:3]]
+    texts = [
+        d["text"][:300] for d in demo_corpus.load_demo_documents("heldout", sources=["german_prose"])[:3]
+    ]
     mine = ApertusJaxLM(pretrained=hf_dir, batch_size=4, max_length=24)
     assert all(len(mine.tok_encode(t, add_special_tokens=False)) > 2 * 24 for t in texts)
     theirs = hf_lm(hf_dir, add_bos_token=False, max_length=24).loglikelihood_rolling(rolling_instances(texts))
@@ -212,8 +214,9 @@ def test_export_under_lm_eval_hf_model_scores_like_the_workdir(demo_workdir, tas
         ApertusJaxLM(workdir=demo_workdir, batch_size=4, max_length=511), task_manager
     )
     assert len(mine) == len(theirs) == 69
-    diff = np.abs(np.array([float(r[0]) for r in mine]) - np.array([float(r[0]) for r in theirs])).max()
-    print(f"export under lm-eval hf: max abs loglikelihood diff {diff:.2e}, acc {theirs_metrics['acc,none']}")
-    assert diff <= TOLERANCE
+    mine, theirs = np.array([float(r[0]) for r in mine]), np.array([float(r[0]) for r in theirs])
+    print(f"export under lm-eval hf: max abs loglikelihood diff {np.abs(mine - theirs).max():.2e}")
+    # Sums of up to a few hundred float32 log-probabilities: the rounding grows with the sum.
+    np.testing.assert_allclose(mine, theirs, rtol=1e-6, atol=TOLERANCE)
     for metric in ("acc,none", "acc_norm,none", "acc_bytes,none"):
         assert our_metrics[metric] == theirs_metrics[metric], metric
