@@ -112,15 +112,16 @@ def malformed(text: str) -> list[str]:
 
 def unbound_figures(text: str) -> list[str]:
     """The numbers with a decimal point of a Markdown text that are neither bound to a results file nor marked
-    as a reference, outside code (a hand-typed measurement, unless it is arithmetic or a version)."""
-    marked = {(b.start, b.start + len(b.figure)) for b in bindings(text)}
-    marked |= {(m.start(), m.start() + len(m.group("figure"))) for m in REFERENCE.finditer(text)}
+    as a reference, outside code (a hand-typed measurement, unless it is arithmetic or a version). A number
+    inside a marked figure is marked (`1.56%`, `~5.68`)."""
+    marked = [(b.start, b.start + len(b.figure)) for b in bindings(text)]
+    marked += [(m.start(), m.start() + len(m.group("figure"))) for m in REFERENCE.finditer(text)]
     spans = [(m.start(), m.end()) for m in CODE.finditer(text)]
     spans += [(m.start(), m.end()) for m in re.finditer(r"<!--.*?-->", text, re.DOTALL)]  # markers' own text
     return [
         f"{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
         for m in DECIMAL.finditer(text)
-        if m.span() not in marked
+        if not any(a <= m.start() and m.end() <= b for a, b in marked)
         and not any(a <= m.start() < b for a, b in spans)
         and not NAMING.search(text[max(0, m.start() - 20) : m.start()])
     ]

@@ -147,6 +147,7 @@ def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_r
         "names: arXiv 2509.14233, section 2.4, Python 3.11, docs/a1.5.md, 1.5b-preset\n"
         "```\n2.5\n```\n"
         "bad <!-- reference nothing before --> and 3.1<!-- reference -->\n"
+        "a figure with its unit: 1.56%<!-- result goldfish_rates.apertus_drop_rate:.2% -->\n"
     )
     assert results.references(text) == [("2.037", "Apertus report, section 2.4"), ("8.32", "ln 4096")]
     assert results.unbound_figures(text) == ["2: 5.66", "2: 1,234.5", "7: 3.1"]
