@@ -45,6 +45,7 @@ FULLY_BOUND = [
     ("README.md", "### Post-training (SFT, QRPO, DPO)"),
     ("docs/ablations.md", None),
     ("docs/data.md", None),
+    ("docs/memorization.md", None),
     ("docs/optimizers.md", None),
     ("docs/results.md", None),
 ]

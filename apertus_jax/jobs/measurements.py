@@ -805,7 +805,7 @@ MEASUREMENTS = {
         deterministic=("adamw_lr3e_3", "muon_lr3e_3", "adamw_lr3e_3_3x", "muon_lr3e_3_3x"),
         rechecked=False,
     ),
-    # docs/memorization.md, each about 10 minutes on 2 cores (goldfish_formats: 4): not re-run by the tests.
+    # docs/memorization.md: 14, 11 and 2 minutes on 2 shared cores; not re-run by the tests.
     "goldfish_formats": Measurement(
         command=f'{GOLDFISH_FORMATS_RUN}\npython -c "{CANONICAL_COST}"',
         measure=measure_goldfish_formats,
