@@ -46,6 +46,7 @@ FULLY_BOUND = [
     ("docs/data.md", None),
     ("docs/lm_eval.md", None),
     ("docs/long_context.md", None),
+    ("docs/memorization.md", None),
     ("docs/optimizers.md", None),
     ("docs/posttrain.md", None),
     ("docs/recipe.md", None),

@@ -148,6 +148,7 @@ def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_r
         "```\n2.5\n```\n"
         "bad <!-- reference nothing before --> and 3.1<!-- reference -->\n"
         "shares 60.6%<!-- reference Boldt paper, Table 1 -->, 1.99%<!-- result goldfish_rates.mixed_drop_rate:.2% -->\n"
+        "a figure with its unit: 1.56%<!-- result goldfish_rates.apertus_drop_rate:.2% -->\n"
     )
     assert results.references(text) == [
         ("2.037", "Apertus report, section 2.4"),
