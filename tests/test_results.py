@@ -2,7 +2,6 @@
 deterministic ones are those of a fresh run of the documented commands."""
 
 import os
-import re
 
 import pytest
 
@@ -38,33 +37,13 @@ def test_the_readme_demo_figures_are_bound():
     assert {"demo.median_tokens_per_s", "demo.wall_seconds", "demo.date"} <= keys
 
 
-# Where every figure with a decimal point is bound to a results file or marked as a reference (docs/results.md):
-# whole documents, and README sections by heading (up to the next heading of level 2 or 3).
-FULLY_BOUND = [
-    ("README.md", None),
-    ("docs/ablations.md", None),
-    ("docs/data.md", None),
-    ("docs/lm_eval.md", None),
-    ("docs/long_context.md", None),
-    ("docs/memorization.md", None),
-    ("docs/optimizers.md", None),
-    ("docs/posttrain.md", None),
-    ("docs/recipe.md", None),
-    ("docs/results.md", None),
-    ("docs/tokenizer_fairness.md", None),
-]
-
-
-@pytest.mark.parametrize("path,heading", FULLY_BOUND, ids=lambda p: p if p else "")
-def test_every_decimal_figure_is_bound_or_a_reference(path, heading):
+@pytest.mark.parametrize("path", [os.path.relpath(p, ROOT) for p in results.documents(ROOT)])
+def test_every_decimal_figure_is_bound_or_a_reference(path):
+    """README.md and every document under docs/: each number with a decimal point outside code is bound to a
+    results file or marked as a reference (docs/results.md)."""
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
-        text = f.read()
-    if heading:
-        body = text[text.index(heading + "\n") + len(heading) :]  # the heading's own numbers are not figures
-        text = body[: re.search(r"\n#{2,3} ", body).start()]
-    assert not results.unbound_figures(text), (
-        f"{path} {heading or ''}: hand-typed figures; bind them (docs/results.md)"
-    )
+        unbound = results.unbound_figures(f.read())
+    assert not unbound, f"{path}: hand-typed figures {unbound}; bind them (docs/results.md)"
 
 
 def test_results_files_and_bindings_are_of_registered_measurements():
