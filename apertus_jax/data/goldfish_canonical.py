@@ -162,7 +162,7 @@ def canonical_drop_mask(labels: np.ndarray, tokenizer, k: int, h: int) -> np.nda
       h: context width in normalized WORDS.
 
     Returns:
-      bool array `[..., T]`. Cost: a Python pass over the tokens (about 1 us per token and context word).
+      bool array `[..., T]`. Cost: a Python pass over the tokens and their context words (measured: docs/memorization.md).
 
     Raises:
       ValueError: k < 0, h < 1, non-integer labels or an id outside the tokenizer's vocabulary.
