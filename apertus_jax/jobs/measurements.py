@@ -1181,10 +1181,12 @@ MEASUREMENTS = {
         measure=measure_evaluation,
         deterministic=(
             *(f"exams_{k}" for k in (*EXAMS_VALUES, "num_questions")),
-            *PERPLEXITY_VALUES,
-            *(f"unseen_languages_{k}" for k in PERPLEXITY_VALUES),
+            # the perplexities follow from nll_per_token (exp), which is compared: on another processor model a
+            # small relative change of the loss would move exp(loss) by about 8 times as much
+            *(k for k in PERPLEXITY_VALUES if k != "perplexity"),
+            *(f"unseen_languages_{k}" for k in PERPLEXITY_VALUES if k != "perplexity"),
         ),
-        # a perplexity is exp(nats per token): a relative change of the loss grows by the loss (about 8 nats)
+        # held-out losses near a uniform guess move most between processor models (8% seen in stop 29's records)
         other_machine_rtol=0.25,
     ),
     "goldfish_study": Measurement(
