@@ -4,7 +4,12 @@ A measurement writes `docs/results/NAME.json` (`write_result`, atomically)::
 
     {"command": the documented command(s) it ran, "date": "YYYY-MM-DD" (UTC), "commit": HEAD's sha,
      "uncommitted": [code files that differed from HEAD], "machine": {platform, processor, cpus,
-     load_average}, "seconds": the measurement's wall time, "values": {value name: number or string}}
+     load_average}, "seconds": the measurement's wall time, "values": {value name: number or string},
+     "processors": {processor kind: {"values": the deterministic values, "commit", "date"}}}
+
+`processors`, in the files of the measurements the tests re-check, holds the deterministic values of every
+processor kind measured on the same code (`apertus_jax.jobs.processor_kinds`); `values` are those of the latest
+measurement, which the docs quote.
 
 A figure in README.md or docs/*.md is bound to a value by an HTML comment right after it, which rendered
 Markdown does not show (docs/results.md)::
@@ -252,14 +257,22 @@ def _git(root: str, *args: str) -> str:
 
 
 def processor() -> str:
-    """This machine's processor model (`/proc/cpuinfo`'s first "model name", else `platform.processor()`): the
-    machine kind on which a measurement's deterministic values are bitwise reproducible."""
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        if names:
-            return names[0]
-    return platform.processor()
+    """This machine's processor kind: `/proc/cpuinfo`'s first "model name" and the widest vector instruction set
+    its flags name, e.g. "AMD EPYC (AVX2)" (else `platform.processor()`). XLA:CPU's libraries choose their
+    kernels by the instruction set, and some instructions round differently between vendors (docs/results.md,
+    "Across processor kinds"): the deterministic values are bitwise reproducible on one kind."""
+    if not os.path.exists("/proc/cpuinfo"):
+        return platform.processor()
+    with open("/proc/cpuinfo") as f:
+        lines = f.read().splitlines()
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    flags = next((set(line.split(":", 1)[1].split()) for line in lines if line.startswith("flags")), set())
+    isa = next((name for flag, name in ISA_FLAGS if flag in flags), "SSE")
+    return f"{names[0] if names else platform.processor()} ({isa})"
+
+
+# The vector instruction sets that name a processor kind, widest first (their /proc/cpuinfo flags).
+ISA_FLAGS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"))
 
 
 def provenance(root: str) -> dict:
@@ -286,7 +299,9 @@ def provenance(root: str) -> dict:
     }
 
 
-def write_result(root: str, name: str, command: str, values: dict, start: dict, seconds: float) -> str:
+def write_result(
+    root: str, name: str, command: str, values: dict, start: dict, seconds: float, processors: dict | None
+) -> str:
     """Writes ROOT/docs/results/NAME.json atomically (module docstring); returns its path.
 
     Args:
@@ -294,14 +309,27 @@ def write_result(root: str, name: str, command: str, values: dict, start: dict, 
       values: {value name: number or string}; no name may be a field of the record.
       start: `provenance(root)` taken when the measurement started.
       seconds: the measurement's wall time.
+      processors: {processor kind: {"values", "commit", "date"}} (`processor_kinds.kept_processors`), or None
+        for a measurement the tests do not re-check.
 
     Raises:
       ValueError: a value name is a field of the record.
     """
-    record = {"command": command, **start, "seconds": round(seconds, 1), "values": values}
+    record = {
+        "command": command,
+        **start,
+        "seconds": round(seconds, 1),
+        "values": values,
+        **({} if processors is None else {"processors": processors}),
+    }
     clash = sorted(set(values) & set(record))
     if clash:
         raise ValueError(f"value names {clash} are fields of the results record; rename them")
+    return write_record(root, name, record)
+
+
+def write_record(root: str, name: str, record: dict) -> str:
+    """Writes the whole `record` as ROOT/docs/results/NAME.json atomically; returns its path."""
     path = results_path(root, name)
     files.write_text(path, json.dumps(record, indent=2) + "\n")
     return path
