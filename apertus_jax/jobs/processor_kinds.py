@@ -30,15 +30,22 @@ from absl import logging
 
 from apertus_jax.jobs import results
 
-# XLA flags that move the last bits of the CPU runs the way another processor kind does, on one machine: the
-# exactly rounded reciprocal square root instead of the processor's estimate, and Eigen's dots and reductions
-# instead of YNNPACK's. Both together, with the instruction set capped at AVX2, are the flags under which the
-# op-level check (`benchmarks.cpu_ops`) gives the same bits on every emulated processor (docs/results.md).
+# XLA flags that move the last bits of the CPU runs on one machine the way another processor kind does: the
+# exactly rounded reciprocal square root instead of the processor's estimate; XLA's own reductions instead of
+# YNNPACK's; Eigen's dots and XLA's reductions; the elementwise functions without fused multiply-adds (as
+# `benchmarks.cpu_ops` shows, each changes the bits of some ops and no other).
 PERTURBATIONS = {
     "rsqrt_exact": "--xla_cpu_enable_platform_dependent_math=false",
+    "xla_reductions": "--xla_cpu_experimental_ynn_fusion_type=dot",
     "eigen_dots": "--xla_cpu_experimental_ynn_fusion_type=",
+    "no_fma": "--xla_cpu_max_isa=SSE4_2",
 }
-PORTABLE_FLAGS = " ".join([*PERTURBATIONS.values(), "--xla_cpu_max_isa=AVX2"])
+# The flags under which every op of `benchmarks.cpu_ops` gives the same bits on every processor emulated:
+# exact rsqrt, Eigen's dots, XLA's reductions, generated code capped at AVX2 (docs/results.md).
+PORTABLE_FLAGS = (
+    "--xla_cpu_enable_platform_dependent_math=false --xla_cpu_experimental_ynn_fusion_type= "
+    "--xla_cpu_max_isa=AVX2"
+)
 # The measurements whose deterministic values come out of floating-point training or evaluation: those the
 # perturbations are run for (the others: compiled memory plans, counts and integer hashes).
 PERTURBED = ("demo", "evaluation", "posttrain", "goldfish_study")

@@ -257,18 +257,21 @@ def _git(root: str, *args: str) -> str:
 
 
 def processor() -> str:
-    """This machine's processor kind: `/proc/cpuinfo`'s first "model name" and the widest vector instruction set
-    its flags name, e.g. "AMD EPYC (AVX2)" (else `platform.processor()`). XLA:CPU's libraries choose their
-    kernels by the instruction set, and some instructions round differently between vendors (docs/results.md,
-    "Across processor kinds"): the deterministic values are bitwise reproducible on one kind."""
+    """This machine's processor kind: `/proc/cpuinfo`'s first "model name", the widest vector instruction set
+    its flags name, its family and model numbers, e.g. "AMD EPYC (AVX2, family 25 model 1)" (else
+    `platform.processor()`). XLA:CPU's libraries choose their kernels by the instruction set, and estimate
+    instructions round differently between vendors and generations (docs/results.md, "Across processor
+    kinds"): the deterministic values are bitwise reproducible on one kind."""
     if not os.path.exists("/proc/cpuinfo"):
         return platform.processor()
     with open("/proc/cpuinfo") as f:
-        lines = f.read().splitlines()
-    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    flags = next((set(line.split(":", 1)[1].split()) for line in lines if line.startswith("flags")), set())
+        first = f.read().split("\n\n")[0]
+    fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("flags", "").split())
     isa = next((name for flag, name in ISA_FLAGS if flag in flags), "SSE")
-    return f"{names[0] if names else platform.processor()} ({isa})"
+    name = fields.get("model name") or platform.processor()
+    return f"{name} ({isa}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
 
 
 # The vector instruction sets that name a processor kind, widest first (their /proc/cpuinfo flags).
