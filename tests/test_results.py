@@ -6,7 +6,7 @@ import os
 import pytest
 
 from apertus_jax.jobs import processor_kinds, results
-from apertus_jax.jobs.measurements import MEASUREMENTS
+from apertus_jax.jobs.measurements import MEASUREMENTS, RENDERERS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -28,6 +28,8 @@ def test_every_bound_figure_is_its_results_file_value():
             f"{os.path.relpath(path, ROOT)}:{m}"
             for m in results.mismatches(text, lambda n: results.read_result(ROOT, n))
         ]
+        if results.regenerate(text, lambda block: RENDERERS[block](ROOT)) != text:
+            bad.append(f"{os.path.relpath(path, ROOT)}: a generated block differs from its rendering")
     assert not bad, "\n".join(bad) + "\n(python -m experiments.measure --rewrite_only rewrites them)"
 
 

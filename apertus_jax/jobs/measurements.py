@@ -1176,7 +1176,9 @@ def measure_cpu_portability(root: str, scratch: str) -> dict:
       ops: {setting: {processor: {op: fingerprint}}}, setting "default" or "portable", processor "native"
       (this one) or an emulated model; differing: {setting: [ops whose fingerprints differ between the
       processors]}; demo_seconds: {setting: [wall seconds of each run]}; portable_slowdown: the median
-      portable run's wall time over the median default run's.
+      portable run's wall time over the median default run's; evaluation_only: {"default" or a perturbation:
+      the held-out nll_per_token and unseen_languages_nll_per_token (nats) of the first default run's workdir,
+      evaluated under those flags}; evaluation_only_spread: max - min of each over them.
 
     Raises:
       FileNotFoundError: no qemu-x86_64 (install qemu-user). ChildProcessError: a command failed.
@@ -1202,7 +1204,42 @@ def measure_cpu_portability(root: str, scratch: str) -> dict:
             cache = {"JAX_COMPILATION_CACHE_DIR": os.path.join(run, "xla")}
             seconds[setting].append(round(_documented(line, root, scratch, {**env, **cache}), 1))
     slowdown = statistics.median(seconds["portable"]) / statistics.median(seconds["default"])
-    return {"ops": ops, "differing": differing, "demo_seconds": seconds, "portable_slowdown": slowdown}
+    # The evaluation alone: the held-out perplexity of one trained workdir under each perturbation.
+    workdir = os.path.join(scratch, "default_0", "apertus_demo")
+    line = EVALUATION_RUNS["perplexity"].replace("/tmp/apertus_demo", "/tmp/default_0/apertus_demo")
+    evaluation = {}
+    for label, flags in {"default": "", **processor_kinds.PERTURBATIONS}.items():
+        _documented(line, root, scratch, {"XLA_FLAGS": flags})
+        with open(os.path.join(workdir, "eval", "perplexity.json")) as f:
+            found = json.load(f)
+        unseen = found["unseen_languages"]["nll_per_token"]
+        evaluation[label] = {
+            "nll_per_token": found["nll_per_token"],
+            "unseen_languages_nll_per_token": unseen,
+        }
+    return {
+        "ops": ops,
+        "differing": differing,
+        "demo_seconds": seconds,
+        "portable_slowdown": slowdown,
+        "evaluation_only": evaluation,
+        "evaluation_only_spread": processor_kinds.spreads(evaluation),
+    }
+
+
+def render_portability(values: dict) -> str:
+    """docs/results.md's table of `cpu_portability`: per setting, the ops whose bits differ between the
+    processors and the demo run's median wall time."""
+    seconds = {setting: statistics.median(runs) for setting, runs in values["demo_seconds"].items()}
+    flags = {"default": "XLA's defaults", "portable": "PORTABLE_FLAGS"}
+    processors = ", ".join(values["ops"]["default"])
+    lines = [
+        f"| XLA flags | ops with other bits on another processor ({processors}) | demo run, median wall s |",
+        "| --- | --- | --- |",
+    ]
+    for setting, ops in values["differing"].items():
+        lines.append(f"| {flags[setting]} | {', '.join(ops) or 'none'} | {seconds[setting]:.1f} |")
+    return "\n".join(lines) + "\n"
 
 
 MEASUREMENTS = {
@@ -1377,7 +1414,7 @@ MEASUREMENTS = {
         command=f"{CPU_OPS}  # natively and under qemu-x86_64 -cpu MODEL, then the demo run, with and without "
         "XLA_FLAGS=PORTABLE_FLAGS",
         measure=measure_cpu_portability,
-        deterministic=("ops", "differing"),
+        deterministic=("ops", "differing", "evaluation_only"),
         rechecked=False,
     ),
     "processor_spread": Measurement(
@@ -1391,6 +1428,18 @@ MEASUREMENTS = {
         measure=lambda root, scratch: processor_kinds.measure_regressions(MEASUREMENTS, root, scratch),
         deterministic=("none", *processor_kinds.REGRESSIONS),
         rechecked=False,
+    ),
+}
+# The generated blocks of the docs (`results.GENERATED`), each rendered from its results file.
+RENDERERS = {
+    "cpu_portability": lambda root: render_portability(
+        results.read_result(root, "cpu_portability")["values"]
+    ),
+    "processor_spread": lambda root: processor_kinds.render_spread(
+        results.read_result(root, "processor_spread")["values"]
+    ),
+    "check_regressions": lambda root: processor_kinds.render_regressions(
+        results.read_result(root, "check_regressions")["values"]
     ),
 }
 
@@ -1500,6 +1549,6 @@ def measure_all(root: str, names: list[str], processor_only: bool = False) -> li
             )
     if processor_only:
         return []
-    rewritten = results.rewrite_documents(root)
+    rewritten = results.rewrite_documents(root, lambda block: RENDERERS[block](root))
     logging.info("measure: rewrote %s", ", ".join(os.path.relpath(p, root) for p in rewritten) or "nothing")
     return rewritten

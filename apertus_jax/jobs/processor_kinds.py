@@ -230,7 +230,7 @@ def measure_spread(registry: Mapping, root: str, scratch: str) -> dict:
     of fresh runs on this kind under each of `PERTURBATIONS` (XLA_FLAGS set for the commands).
 
     Returns:
-      {measurement: {sample label (a kind, or "KIND, PERTURBATION"): {value name: value}}}.
+      {measurement: {sample label (a kind, or "KIND under PERTURBATION"): {value name: value}}}.
 
     Raises:
       ChildProcessError: a command failed.
@@ -250,7 +250,9 @@ def measure_spread(registry: Mapping, root: str, scratch: str) -> dict:
                 for name in group:
                     logging.info("processor_spread: %s under %s", name, perturbation)
                     fresh = registry[name].measure(root, runs)
-                    samples[name][f"{kind}, {label}"] = {k: fresh[k] for k in registry[name].deterministic}
+                    samples[name][f"{kind} under {label}"] = {
+                        k: fresh[k] for k in registry[name].deterministic
+                    }
     finally:
         if flags is None:
             os.environ.pop("XLA_FLAGS", None)
@@ -305,3 +307,58 @@ def measure_regressions(registry: Mapping, root: str, scratch: str) -> dict:
         for tree in trees:
             subprocess.run(["git", "-C", root, "worktree", "remove", "--force", tree], check=False)
     return found
+
+
+def _figure(value: object) -> str:
+    return format(value, ".5g") if _number(value) else str(value)
+
+
+def render_spread(spread: Mapping) -> str:
+    """docs/results.md's table of the fresh-run figures that differ across kinds and perturbations, from the
+    `processor_spread` values `spread` ({measurement: {label: values}}): per figure each kind's value, the
+    range of the perturbed runs, the spread and the tolerance a kind without a record gets; then the figures
+    every sample gives alike (compared exactly everywhere)."""
+    lines = []
+    for name, samples in spread.items():
+        kinds = [label for label in samples if " under " not in label]
+        perturbed = [label for label in samples if " under " in label]
+        by_path = {label: leaves(values) for label, values in samples.items()}
+        moved = {path: s for path, s in spreads(samples).items() if s}
+        alike = [path for path in leaves(next(iter(samples.values()))) if path not in moved]
+        lines.append(f"**{name}** ({len(kinds)} kinds, {len(perturbed)} perturbed runs):")
+        if moved:
+            header = ["figure", *kinds, "perturbed runs", "spread", "tolerance"]
+            lines += ["", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+            for path, width in moved.items():
+                runs = [by_path[label][path] for label in perturbed]
+                cells = [path, *(_figure(by_path[label][path]) for label in kinds)]
+                cells.append(f"{_figure(min(runs))} to {_figure(max(runs))}" if runs else "-")
+                cells += [_figure(width), _figure(MARGIN * width)]
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
+        lines.append(f"Alike in every sample (exact everywhere): {', '.join(alike) or 'none'}.")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_regressions(found: Mapping) -> str:
+    """docs/results.md's table of the regression demonstration (`measure_regressions`' values `found`): per
+    case and measurement, whether the exact rule and the tolerance rule failed, and on how many figures."""
+
+    def verdict(disagreements: list[str]) -> str:
+        if not disagreements:
+            return "passes"
+        first = disagreements[0].split(" ")[0]
+        return f"fails ({len(disagreements)}: {first}{', ...' if len(disagreements) > 1 else ''})"
+
+    lines = [
+        "| case | the bug | measurement | exact rule | tolerance rule |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for case, checks in found.items():
+        what = REGRESSIONS[case].what if case in REGRESSIONS else "none (HEAD as committed)"
+        for name, result in checks.items():
+            cells = [case, what, name, verdict(result["exact"]), verdict(result["tolerance"])]
+            lines.append("| " + " | ".join(cells) + " |")
+            what = ""
+    return "\n".join(lines) + "\n"

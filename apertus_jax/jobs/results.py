@@ -57,6 +57,13 @@ NAMING = re.compile(
 )
 # Fenced blocks and inline code spans: a marker there is shown as written (an example), not a binding.
 CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.MULTILINE | re.DOTALL)
+# A block rendered whole from results files by the renderer NAME (`apertus_jax.jobs.measurements.RENDERERS`):
+# a table too wide to bind figure by figure. `regenerate` rewrites its body; its figures are not checked one
+# by one (the test compares the whole block with its rendering).
+GENERATED = re.compile(
+    r"^<!-- begin generated: (?P<name>\w+) -->\n(?P<body>.*?)^<!-- end generated -->$",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +131,7 @@ def unbound_figures(text: str) -> list[str]:
     marked += [(m.start(), m.start() + len(m.group("figure"))) for m in REFERENCE.finditer(text)]
     spans = [(m.start(), m.end()) for m in CODE.finditer(text)]
     spans += [(m.start(), m.end()) for m in re.finditer(r"<!--.*?-->", text, re.DOTALL)]  # markers' own text
+    spans += [m.span() for m in GENERATED.finditer(text)]
     spans += list(marked)  # a bound figure may hold more than the decimal: a sign, a unit
     return [
         f"{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
@@ -208,6 +216,18 @@ def rewrite(text: str, record_of: Callable[[str], dict]) -> str:
     return "".join(pieces + [text[last:]])
 
 
+def regenerate(text: str, render: Callable[[str], str]) -> str:
+    """`text` with the body of every generated block replaced by `render(NAME)` (a Markdown text ending in a
+    newline).
+
+    Raises:
+      KeyError: a block names no renderer (raised by `render`).
+    """
+    return GENERATED.sub(
+        lambda m: f"<!-- begin generated: {m['name']} -->\n{render(m['name'])}<!-- end generated -->", text
+    )
+
+
 def mismatches(text: str, record_of: Callable[[str], dict]) -> list[str]:
     """`LINE: NAME.PATH is FIGURE, its results file says TEXT` for each bound figure that differs, or whose
     value cannot be read (the reason instead), and for each marker that binds no figure (`malformed`)."""
@@ -226,12 +246,13 @@ def mismatches(text: str, record_of: Callable[[str], dict]) -> list[str]:
     return found
 
 
-def rewrite_documents(root: str) -> list[str]:
-    """Rewrites every bound figure of the documents under ROOT from docs/results/ (atomically, only the files
-    that change); returns the paths rewritten.
+def rewrite_documents(root: str, render: Callable[[str], str]) -> list[str]:
+    """Rewrites every bound figure and generated block (`render`: NAME -> its body, `regenerate`) of the
+    documents under ROOT from docs/results/ (atomically, only the files that change); returns the paths
+    rewritten.
 
     Raises:
-      KeyError, FileNotFoundError, ValueError: as `rewrite` (no document is written then).
+      KeyError, FileNotFoundError, ValueError: as `rewrite` and `regenerate` (no document is written then).
     """
     cache: dict[str, dict] = {}
 
@@ -244,7 +265,7 @@ def rewrite_documents(root: str) -> list[str]:
     for path in documents(root):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        new = rewrite(text, record_of)
+        new = regenerate(rewrite(text, record_of), render)
         if new != text:
             changed[path] = new
     for path, text in changed.items():

@@ -164,3 +164,55 @@ def test_a_patched_tree_applies_the_regression_to_a_worktree_of_head(tmp_path):
     with pytest.raises(ValueError, match="is not there once; update REGRESSIONS"):
         processor_kinds._patched_tree(str(repo), str(tmp_path / "tree2"), gone)
     subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", tree], check=True)
+
+
+def test_the_spread_table_lists_the_figures_that_moved_and_names_the_rest():
+    spread = {
+        "demo": {
+            INTEL: {"loss": 5.0, "steps": 300},
+            AMD: {"loss": 5.25, "steps": 300},
+            f"{AMD} under rsqrt_exact": {"loss": 5.125, "steps": 300},
+            f"{AMD} under no_fma": {"loss": 4.75, "steps": 300},
+        }
+    }
+    assert processor_kinds.render_spread(spread).splitlines() == [
+        "**demo** (2 kinds, 2 perturbed runs):",
+        "",
+        f"| figure | {INTEL} | {AMD} | perturbed runs | spread | tolerance |",
+        "| --- | --- | --- | --- | --- | --- |",
+        "| loss | 5 | 5.25 | 4.75 to 5.125 | 0.5 | 1 |",
+        "",
+        "Alike in every sample (exact everywhere): steps.",
+    ]
+
+
+def test_the_regression_table_says_which_rule_failed_on_how_many_figures():
+    found = {
+        "none": {"demo": {"exact": [], "tolerance": []}},
+        "loss_mask": {
+            "demo": {
+                "exact": ["first10_mean 8.1 -> 8.2", "final_loss 5.8 -> 6.1"],
+                "tolerance": ["final_loss 5.8 -> 6.1"],
+            },  # fmt: skip
+            "posttrain": {"exact": ["sft_final_loss 1.7 -> 1.9"], "tolerance": []},
+        },
+    }
+    assert processor_kinds.render_regressions(found).splitlines()[2:] == [
+        "| none | none (HEAD as committed) | demo | passes | passes |",
+        f"| loss_mask | {REGRESSIONS['loss_mask'].what} | demo | fails (2: first10_mean, ...) | fails (1: final_loss) |",
+        "|  |  | posttrain | fails (1: sft_final_loss) | passes |",
+    ]
+
+
+def test_the_portability_table_names_the_differing_ops_and_the_run_times():
+    values = {
+        "ops": {"default": {"native": {}, "EPYC-v3": {}}, "portable": {"native": {}, "EPYC-v3": {}}},
+        "differing": {"default": ["rsqrt", "sum_1m"], "portable": []},
+        "demo_seconds": {"default": [90.0, 92.0, 100.0], "portable": [110.0, 108.0, 111.0]},
+    }
+    assert measurements.render_portability(values).splitlines() == [
+        "| XLA flags | ops with other bits on another processor (native, EPYC-v3) | demo run, median wall s |",
+        "| --- | --- | --- |",
+        "| XLA's defaults | rsqrt, sum_1m | 92.0 |",
+        "| PORTABLE_FLAGS | none | 110.0 |",
+    ]
