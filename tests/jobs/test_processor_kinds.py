@@ -200,7 +200,7 @@ def test_the_regression_table_says_which_rule_failed_on_how_many_figures():
     assert processor_kinds.render_regressions(found).splitlines()[2:] == [
         "| none | none (HEAD as committed) | demo | passes | passes |",
         f"| loss_mask | {REGRESSIONS['loss_mask'].what} | demo | fails (2: first10_mean, ...) | fails (1: final_loss) |",
-        "|  |  | posttrain | fails (1: sft_final_loss) | passes |",
+        "| loss_mask |  | posttrain | fails (1: sft_final_loss) | passes |",
     ]
 
 
