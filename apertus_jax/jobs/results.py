@@ -3,7 +3,7 @@
 A measurement writes `docs/results/NAME.json` (`write_result`, atomically)::
 
     {"command": the documented command(s) it ran, "date": "YYYY-MM-DD" (UTC), "commit": HEAD's sha,
-     "uncommitted": [code files that differed from HEAD], "machine": {platform, processor, cpus,
+     "uncommitted": [code files that differed from HEAD], "machine": {platform, processor, vendor, cpus,
      load_average}, "seconds": the measurement's wall time, "values": {value name: number or string},
      "processors": {processor kind: {"values": the deterministic values, "commit", "date"}}}
 
@@ -295,6 +295,18 @@ def processor() -> str:
     return f"{name} ({isa}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
 
 
+def vendor() -> str:
+    """This machine's processor vendor as the docs name it ("Intel", "AMD"; else `/proc/cpuinfo`'s vendor_id,
+    else `platform.machine()`)."""
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            ids = [line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")]
+        if ids:
+            return VENDORS.get(ids[0], ids[0])
+    return platform.machine()
+
+
+VENDORS = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}
 # The vector instruction sets that name a processor kind, widest first (their /proc/cpuinfo flags).
 ISA_FLAGS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"))
 
@@ -316,6 +328,7 @@ def provenance(root: str) -> dict:
         "machine": {
             "platform": platform.platform(),
             "processor": processor(),
+            "vendor": vendor(),
             "cpus": os.cpu_count(),
             # The figures of time are of a shared machine: its load when the measurement started.
             "load_average": round(os.getloadavg()[0], 2),
