@@ -46,6 +46,7 @@ KERNEL_BY_PLATFORM = {"tpu": "splash", "gpu": "cudnn"}
 _UNKNOWN_COST_CALLS = ("ConcatBitcast",)
 _MOSAIC_CALL = re.compile(r"%([\w.\-]+?)(?:\.\d+)? = [^\n]*custom_call_target=\"tpu_custom_call\"")
 _CUSTOM_CALL = re.compile(r"custom_call_target=\"([^\"]+)\"")
+_WHILE = re.compile(r"\swhile\(")
 
 
 def kernels(hlo_text: str) -> dict[str, int]:
@@ -70,9 +71,19 @@ def attention_core_flops(config: RunConfig, rows: int) -> float:
 
 
 def _roofline(compiled) -> tuple[float, float]:
-    """(flops, optimal_seconds) of a compiled TPU program, the unknown-cost calls' -1 s each added back."""
+    """(flops, optimal_seconds) of a compiled TPU program without loops, the unknown-cost calls' -1 s each
+    added back.
+
+    Raises:
+      ValueError: the program has a while loop (its body would be counted once).
+    """
     cost = compiled.cost_analysis()
     text = compiled.as_text()
+    if _WHILE.search(text):
+        raise ValueError(
+            "the step-time estimate found a loop left in a program compiled without scanned layers, "
+            "microbatches or loss chunks (a loop in the optimizer?); plan without the estimate"
+        )
     unknown = sum(c in _UNKNOWN_COST_CALLS for c in _CUSTOM_CALL.findall(text))
     return float(cost["flops"]), float(cost["optimal_seconds"]) + unknown
 
@@ -91,16 +102,23 @@ def estimate_points(
     run_config: RunConfig, devices: Sequence, mesh_shape: tuple[int, ...], rows: int, impl: str
 ) -> dict[tuple[int, int], tuple[float, float]]:
     """{(layers, microbatches): (flops, optimal_seconds)} per device of the step with 1 and 2 unrolled layers
-    over one pass of 1 and 2 microbatches of `rows` rows, on `mesh_shape` over `devices` (`scaled`)."""
+    over one pass of 1 and 2 microbatches of `rows` rows, the loss in one chunk, on `mesh_shape` over `devices`
+    (`scaled`): programs without loops.
+
+    Raises:
+      ValueError: a loop is left in a program (`_roofline`).
+    """
     points = {}
     for layers in (1, 2):
         for micro in (1, 2):
+            tokens = micro * rows * run_config.data.seq_len
             config = run_config.replace(
                 model=run_config.model.replace(n_layers=layers, scan_layers=False),
                 train=dataclasses.replace(
                     run_config.train,
                     microbatch_size=0,
-                    batch_plan=((0, micro * rows * run_config.data.seq_len),),
+                    batch_plan=((0, tokens),),
+                    loss_chunk_tokens=tokens,
                 ),
             )
             run = plan_run(config, mesh_shape, devices=devices, attention_impl=impl)

@@ -74,8 +74,8 @@ def _torus(chips: int, dims: int) -> list[int]:
 
 
 def parse_target(name: str, num_slices: int = 1) -> Target:
-    """The `Target` of a name: `v4-N`, `v5p-N` (N TensorCores), `v5e-N`, `v6e-N` (N chips), N a power of two
-    (v5e/v6e at most 256), or `KIND:HOSTSxGPUS` with KIND in `GPU_KINDS`.
+    """The `Target` of a name: `v4-N`, `v5p-N` (N >= 8 TensorCores), `v5e-N`, `v6e-N` (N <= 256 chips), N a
+    power of two, or `KIND:HOSTSxGPUS` with KIND in `GPU_KINDS`.
 
     Raises:
       ValueError: an unknown or malformed name, a bad `num_slices` (one line naming the accepted forms).
@@ -89,7 +89,12 @@ def parse_target(name: str, num_slices: int = 1) -> Target:
         _, cores_per_chip, _, _ = TPU_CHIPS[kind]
         chips = count // cores_per_chip
         flat = kind in ("v5e", "v6e")
-        if count % cores_per_chip or chips < 1 or chips & (chips - 1) or (flat and chips > 256):
+        if (
+            count % cores_per_chip
+            or chips < (1 if flat else 4)
+            or chips & (chips - 1)
+            or (flat and chips > 256)
+        ):
             sizes = "1 to 256 chips" if flat else "8 or more TensorCores"
             raise ValueError(
                 f"--target={name}: {kind} slices here are powers of two ({sizes}), e.g. {kind}-{8 if not flat else 4}"
