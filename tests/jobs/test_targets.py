@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import jax
 import pytest
 
 from apertus_jax.jobs import target_plan, targets
@@ -145,8 +146,6 @@ def test_kernels_read_compiled_hlo():
 @pytest.fixture(scope="module", autouse=True)
 def no_persistent_cache():
     """Compile-only executables cannot be read back from the session's persistent XLA cache: none here."""
-    import jax
-
     jax.config.update("jax_enable_compilation_cache", False)
     yield
     jax.config.update("jax_enable_compilation_cache", True)
