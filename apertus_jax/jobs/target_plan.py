@@ -280,7 +280,7 @@ def _cells(r: dict) -> list[str]:
         used,
     ]
     if "est_step_seconds" in r:
-        cells += [f"{r['est_step_seconds']:.3f}", f"{r['est_mfu']:.1%}"]
+        cells += [f"{r['est_step_seconds']:.3g}", f"{r['est_mfu']:.1%}"]
     return cells
 
 
