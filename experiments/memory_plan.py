@@ -78,6 +78,9 @@ def main(argv) -> None:
     if _TARGET.value:
         if _OPTIMIZERS.value:
             raise ValueError("--optimizers compares optimizers on the CPU plan; drop --target")
+        folder = os.path.dirname(os.path.abspath(_JSON.value))
+        if _JSON.value and not os.path.isdir(folder):
+            raise ValueError(f"--json={_JSON.value}: the folder {folder} does not exist; create it first")
         target = parse_target(_TARGET.value, _NUM_SLICES.value)
         shapes = target_meshes(parsed.run, target, _MESHES.value)
         devices = target_devices(target)
