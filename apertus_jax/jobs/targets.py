@@ -144,6 +144,9 @@ def target_devices(target: Target) -> list:
         return topologies.get_topology_desc(
             target.kind, "cuda", target_config=gpu_target_config(target.kind), topology=f"1x{target.topology}"
         ).devices
+    # libtpu locks /tmp/libtpu_lockfile for the one process that may own the chips; compile-only devices own
+    # none, so concurrent plans (and test workers) may load it side by side.
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "true")
     sides = [int(s) for s in target.topology.split("x")]
     host = [min(s, 2) for s in sides] + [1] * (3 - len(sides))  # 4 chips a host (2x2x1), fewer on 1 or 2
     return topologies.get_topology_desc(
