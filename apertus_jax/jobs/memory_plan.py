@@ -28,7 +28,8 @@ orthogonalization layout and the all-reduces of X X^T; docs/optimizers.md). Only
 
 Caveats: the CPU compiler's buffer assignment approximates a GPU/TPU one; attention is lowered with the plain
 XLA implementation (it materializes the [heads, T, T] scores that cuDNN/splash kernels avoid), so activation
-figures are upper bounds for configs that use those kernels.
+figures are upper bounds for configs that use those kernels. The same step compiled by the TPU or GPU compiler
+with those kernels: `apertus_jax.jobs.target_plan` (docs/accelerators.md).
 """
 
 from __future__ import annotations
