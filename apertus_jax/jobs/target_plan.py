@@ -19,8 +19,9 @@ microbatches as the loop) with the attention kernel a real run uses there, "spla
   collectives        ops and GB of their results in the program text (a loop body's once)
 
 TPU only, the step time: XLA's TPU cost analysis (`optimal_seconds`, a roofline per op) counts the body of a
-loop once (scanned layers, microbatches). The estimate therefore compiles the step four more times, layers
-unrolled and one pass over the rows, with 1 and 2 layers and 1 and 2 microbatches' rows, and extrapolates the
+loop once (scanned layers, microbatches, loss chunks). The estimate therefore compiles the step four more
+times without loops (layers unrolled, one pass over the rows, the loss in one chunk), with 1 and 2 layers and 1
+and 2 microbatches' rows, and extrapolates the
 bilinear cost a + b L + M (c + d L) to the config's L layers and M microbatches (`scaled`). The splash kernel
 declares no cost, so the attention core is added at the chip's peak rate (`attention_core_flops`); MFU is the
 model FLOPs of the step (`apertus_jax.models.flops`, no remat) over the estimated time and the slice's peak.
