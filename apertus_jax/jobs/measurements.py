@@ -1444,6 +1444,78 @@ RENDERERS = {
 }
 
 
+# docs/accelerators.md: the 8B's train step compiled by the TPU and GPU compilers for compile-only devices
+# (`experiments.memory_plan --target`, needs the `accelerators` extra), and the cuDNN document mask's cost.
+ACCELERATOR_PLAN_RUNS = {
+    target: "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py "
+    f"--target={target} --rows_per_device=1 --json=/tmp/plan_{target.replace(':', '_')}.json"
+    for target in ("v5p-128", "h100:1x8")
+}
+DOCUMENT_MASK_RUN = (
+    "python -m experiments.document_mask --config=configs/runs/apertus_8b.py --target=h100:1x8"
+)
+DOCUMENT_MASK_PRINTED = re.compile(
+    r"masked: (?P<masked_gb>[\d.]+) GB.*\ncausal: (?P<causal_gb>[\d.]+) GB.*\ndocument mask: "
+    r"(?P<mask_gb>[\d.]+) GB.* alone (?P<mask_input_gb>[\d.]+) GB"
+)
+ACCELERATOR_PLAN_KEYS = (
+    "devices",
+    "mesh",
+    "microbatches",
+    "rows",
+    "params_gb",
+    "optimizer_gb",
+    "temps_gb",
+    "total_gb",
+    "hbm_gb",
+    "fits",
+    "est_step_seconds",
+    "est_mfu",
+    "attention_seconds",
+)
+
+
+def measure_accelerator_plans(root: str, scratch: str) -> dict:
+    """The 8B on a v5p-128 slice and on 8 H100s (`ACCELERATOR_PLAN_RUNS`, their JSON reports) and the cuDNN
+    document mask's memory (`DOCUMENT_MASK_RUN`, as printed).
+
+    Returns:
+      wall_seconds {name: seconds}; v5p_128 and h100_1x8: the report's `ACCELERATOR_PLAN_KEYS` (GB = 1e9 bytes
+      per device; TPU also the estimate) and `kernels` (their names joined by ", "); document_mask: masked_gb,
+      causal_gb, mask_gb, mask_input_gb (3 decimals as printed).
+
+    Raises:
+      ChildProcessError: a command failed. ValueError: the document-mask command printed no cost.
+    """
+    values: dict = {"wall_seconds": {}}
+    for target, line in ACCELERATOR_PLAN_RUNS.items():
+        name = target.replace(":", "_").replace("-", "_")
+        values["wall_seconds"][name] = round(_documented(line, root, scratch, {}), 1)
+        path = shlex.split(line.replace("/tmp/", scratch + "/"))[-1].split("=", 1)[1]
+        with open(path) as f:
+            (report,) = json.load(f)
+        values[name] = {k: report[k] for k in ACCELERATOR_PLAN_KEYS if k in report}
+        values[name]["kernels"] = ", ".join(report["kernels"])
+    start = time.perf_counter()
+    printed = DOCUMENT_MASK_PRINTED.search(
+        _run([sys.executable, *shlex.split(DOCUMENT_MASK_RUN)[1:]], root, {}, capture=True)
+    )
+    values["wall_seconds"]["document_mask"] = round(time.perf_counter() - start, 1)
+    if printed is None:
+        raise ValueError(f"`{DOCUMENT_MASK_RUN}` printed no document-mask cost (its format changed?)")
+    values["document_mask"] = {k: float(v) for k, v in printed.groupdict().items()}
+    return values
+
+
+# Compiled, not run: minutes of compiling on 2 cores and the `accelerators` extra; not re-run by the tests.
+MEASUREMENTS["accelerator_plans"] = Measurement(
+    command="\n".join([*ACCELERATOR_PLAN_RUNS.values(), DOCUMENT_MASK_RUN]),
+    measure=measure_accelerator_plans,
+    deterministic=("v5p_128", "h100_1x8", "document_mask"),
+    rechecked=False,
+)
+
+
 def selected(only: list[str] | None) -> list[str]:
     """The measurement names of `--only` (None or empty: all), in registry order.
 
