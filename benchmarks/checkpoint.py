@@ -56,7 +56,7 @@ def measure(
     _, step, state, batch = build(config_name, 4, 256, "float32", optimizer)
     params, opt_state = state["params"], state["opt_state"]
     for _ in range(2):  # compile and warm up
-        params, opt_state, metrics = step(params, opt_state, batch)
+        params, opt_state, metrics = step(params, opt_state, batch, None)
     jax.block_until_ready(metrics)
     state = {"params": params, "opt_state": opt_state}
     nbytes = state_bytes(state)
@@ -73,12 +73,12 @@ def measure(
         for i in range(repeats):
             seconds, _ = _timed(lambda: (sync.save(i, state, data_iter, meta), sync.wait()))
             results["sync_save"].append(seconds)
-            seconds, _ = _timed(lambda: jax.block_until_ready(step(*_copy(state), batch)))
+            seconds, _ = _timed(lambda: jax.block_until_ready(step(*_copy(state), batch, None)))
             results["step_alone"].append(seconds)
             start = time.perf_counter()
             background.save(i, state, data_iter, meta)
             results["async_block"].append(time.perf_counter() - start)
-            seconds, _ = _timed(lambda: jax.block_until_ready(step(*_copy(state), batch)))
+            seconds, _ = _timed(lambda: jax.block_until_ready(step(*_copy(state), batch, None)))
             results["step_during_async"].append(seconds)
             background.wait()
             results["async_total"].append(time.perf_counter() - start)

@@ -62,7 +62,7 @@ def bare_step_seconds(config, steps: int) -> float:
     with jax.set_mesh(run.mesh):
         for i in range(steps + 2):
             start = time.perf_counter()
-            params, opt_state, metrics = fn(params, opt_state, batch)
+            params, opt_state, metrics = fn(params, opt_state, batch, None)
             jax.block_until_ready((params, opt_state, metrics))
             if i >= 2:
                 times.append(time.perf_counter() - start)

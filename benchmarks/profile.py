@@ -84,15 +84,15 @@ def profile(
     """
     model_config, step, state, device_batch = build(config_name, batch, seq, dtype, optimizer)
     params, opt_state = state["params"], state["opt_state"]
-    hlo = step.lower(params, opt_state, device_batch).compile().as_text()
+    hlo = step.lower(params, opt_state, device_batch, None).compile().as_text()
     parts = hlo_parts(_operand_shapes(hlo), model_config.vocab_size, model_config.mlp_hidden, seq)
     for _ in range(2):
-        params, opt_state, metrics = step(params, opt_state, device_batch)
+        params, opt_state, metrics = step(params, opt_state, device_batch, None)
     jax.block_until_ready(metrics)
     with tempfile.TemporaryDirectory() as trace_dir:
         with jax.profiler.trace(trace_dir):
             for _ in range(steps):
-                params, opt_state, metrics = step(params, opt_state, device_batch)
+                params, opt_state, metrics = step(params, opt_state, device_batch, None)
                 jax.block_until_ready((params, opt_state, metrics))
         trace = jax.profiler.ProfileData.from_file(
             glob.glob(f"{trace_dir}/**/*.xplane.pb", recursive=True)[0]

@@ -121,13 +121,13 @@ def measure(
     params, opt_state = state["params"], state["opt_state"]
     compile_start = time.perf_counter()
     # One compilation, timed as part of the first step; its executable also gives the temporaries' size.
-    compiled = step.lower(params, opt_state, device_batch).compile()
+    compiled = step.lower(params, opt_state, device_batch, None).compile()
     temp_bytes = compiled.memory_analysis().temp_size_in_bytes
     times, cpu_times, sys_times, faults = [], [], [], []
     for i in range(warmup + steps):
         start, cpu_start = time.perf_counter(), time.process_time()
         usage_start = resource.getrusage(resource.RUSAGE_SELF)
-        params, opt_state, metrics = compiled(params, opt_state, device_batch)
+        params, opt_state, metrics = compiled(params, opt_state, device_batch, None)
         jax.block_until_ready((params, opt_state, metrics))
         elapsed = time.perf_counter() - start
         usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -5,6 +5,7 @@ so it is set before any test imports jax. `train(config, workdir)` runs a config
 `experiments.pretrain` does; `uninterrupted` is the reference run of every resume test.
 """
 
+import functools
 import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -38,6 +39,30 @@ def compilation_cache(tmp_path_factory):
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     return path
+
+
+# The tests' tiny Apertus: 2 layers, width 32, over UTF-8 bytes unless `vocab_size` says otherwise.
+TINY_MODEL = dict(vocab_size=256, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64)
+
+
+@functools.cache
+def _tiny_model(seed: int = 0, **fields):
+    import jax
+
+    from apertus_jax.models import partitioning
+    from apertus_jax.models.presets import get_config
+    from apertus_jax.train.train_state import make_param_spec
+
+    config = get_config("tiny", **{**TINY_MODEL, **fields})
+    spec = make_param_spec(config, partitioning.make_mesh(1, 1, 1, jax.devices()[:1]), seed)
+    return spec, spec.create()
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """`tiny_model(seed=0, **model fields)` -> (its `ParamSpec` on one device: apply_fn, hidden_fn; its
+    parameters as a plain dict): the model of the step, loss and objective tests (`TINY_MODEL` fields)."""
+    return _tiny_model
 
 
 def _read_metrics(workdir: str) -> list[dict]:

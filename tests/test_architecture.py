@@ -93,7 +93,7 @@ def test_a_new_component_kind_trains_through_the_pipeline(tmp_path):
 
 
 def smoothed_cross_entropy(epsilon):
-    def loss_fn(logits_BxTxV, mb):
+    def loss_fn(logits_BxTxV, mb, frozen):
         log_p = jax.nn.log_softmax(logits_BxTxV.astype(jnp.float32))
         target = jnp.take_along_axis(log_p, mb["targets"][..., None], axis=-1)[..., 0]
         per_token = -(1 - epsilon) * target - epsilon * log_p.mean(-1)
@@ -107,7 +107,7 @@ def _first_step_loss(run):
     state = run.spec.init()
     batch = make_global_batch(next(run.batch_source()), run.mesh)
     with jax.set_mesh(run.mesh):
-        _, _, metrics = run.train_step(ROWS).fn(state["params"], state["opt_state"], batch)
+        _, _, metrics = run.train_step(ROWS).fn(state["params"], state["opt_state"], batch, None)
     return float(metrics["loss"])
 
 

@@ -159,7 +159,9 @@ def train_and_score(
         for start in range(0, len(order), batch_size):
             batch = rows_to_batch(train_rows[order[start : start + batch_size]], tokenizer, goldfish)
             kept, seen = kept + int(batch["loss_mask"].sum()), seen + batch["loss_mask"].size
-            params, opt_state, metrics = run.train_step(len(batch["tokens"])).fn(params, opt_state, batch)
+            params, opt_state, metrics = run.train_step(len(batch["tokens"])).fn(
+                params, opt_state, batch, None
+            )
             losses.append(float(metrics["loss"]))
             progress(name, losses[-1])
         if epoch % study.eval_every == 0 or epoch == epochs:

@@ -112,7 +112,7 @@ def qrpo_terms(
 
 
 def qrpo_loss(beta: float, length_normalized: bool, variant: str = "exact") -> Callable:
-    """The train step's `loss_fn(logits, mb) -> (loss_sum, sums)` of QRPO (see the module docstring;
+    """The train step's `loss_fn(logits, mb, frozen) -> (loss_sum, sums)` of QRPO (see the module docstring;
     `variant` as in `qrpo_terms`).
 
     Every non-empty slot is one example: loss_sum = sum of squared residuals, count = examples.
@@ -120,7 +120,8 @@ def qrpo_loss(beta: float, length_normalized: bool, variant: str = "exact") -> C
     and log_ratio_per_token (the implicit KL estimate per token), summed over the batch.
     """
 
-    def loss_fn(logits, mb):
+    def loss_fn(logits, mb, frozen):
+        del frozen  # the reference's log-probs come with the batch
         logp, lengths = slot_logprobs(logits, mb)
         residual, _ = qrpo_terms(
             logp, mb["ref_logprobs"], mb["quantile_reward"], lengths, beta, length_normalized, variant
@@ -145,13 +146,14 @@ def dpo_margin(logp, ref_logp, lengths, beta: float, length_normalized: bool) ->
 
 
 def dpo_loss(beta: float, length_normalized: bool) -> Callable:
-    """The train step's `loss_fn(logits, mb) -> (loss_sum, sums)` of DPO: -log sigmoid(margin) per pair.
+    """The train step's `loss_fn(logits, mb, frozen) -> (loss_sum, sums)` of DPO: -log sigmoid(margin) per pair.
 
     A row is a pair when both slots are non-empty; count = pairs. sums also hold chosen_reward,
     rejected_reward (b' log-ratios), margin and accuracy (margin > 0), per pair.
     """
 
-    def loss_fn(logits, mb):
+    def loss_fn(logits, mb, frozen):
+        del frozen  # the reference's log-probs come with the batch
         logp, lengths = slot_logprobs(logits, mb)
         margin = dpo_margin(logp, mb["ref_logprobs"], lengths, beta, length_normalized)
         rewards = _beta(beta, lengths, length_normalized) * (logp - mb["ref_logprobs"])
@@ -175,8 +177,9 @@ def objective_for(posttrain) -> Objective | None:
     arrays = {key: ((SLOTS,), "float32") for key in PREFERENCE_KEYS}
     if posttrain.objective == "qrpo":
         return Objective(
-            qrpo_loss(posttrain.beta, posttrain.length_normalized, posttrain.qrpo_variant), arrays
+            qrpo_loss(posttrain.beta, posttrain.length_normalized, posttrain.qrpo_variant),
+            batch_arrays=arrays,
         )
     if posttrain.objective == "dpo":
-        return Objective(dpo_loss(posttrain.beta, posttrain.length_normalized), arrays)
+        return Objective(dpo_loss(posttrain.beta, posttrain.length_normalized), batch_arrays=arrays)
     return None

@@ -37,14 +37,16 @@ from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.train.batches import BatchSource, pipeline_source
 from apertus_jax.train.config import RunConfig, TrainConfig, check_layout
 from apertus_jax.train.hooks import Hook
+from apertus_jax.train.loss import cross_entropy
 from apertus_jax.train.sharding import batch_sharding
-from apertus_jax.train.step import Objective, make_train_step
+from apertus_jax.train.step import FrozenParams, Objective, make_train_step
 from apertus_jax.train.train_state import TrainStateSpec, make_train_state_spec
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainStep:
-    """The jitted `fn(params, opt_state, batch) -> (params, opt_state, metrics)` for `rows`-row batches.
+    """The jitted `fn(params, opt_state, batch, frozen) -> (params, opt_state, metrics)` for `rows`-row batches
+    (`frozen`: the objective's frozen parameters, `Run.load_frozen()`; None without them).
 
     `params` and `opt_state` are donated; `in_shardings` / `out_shardings` are exactly those given to
     `jax.jit`; `num_microbatches` sequential microbatches of `rows // num_microbatches` rows make one step.
@@ -63,7 +65,7 @@ class Run:
     Args:
       config: the run's typed sections (`apertus_jax.train.config.RunConfig`).
       objective: the loss (`apertus_jax.train.step.Objective`); None is the pretraining cross-entropy
-        (fused with the lm_head, masked by `loss_mask`, plus the optional z-loss).
+        (`apertus_jax.train.loss.cross_entropy` with `train.z_loss_weight` and `train.loss_chunk_tokens`).
       batch_source: `(run) -> BatchSource` (`apertus_jax.train.batches`), called once by the loop; None reads
         `data.pipeline` (`batches.pipeline_source`).
       hooks: the loop's plug-ins (`apertus_jax.train.hooks.Hook`), called in this order.
@@ -84,7 +86,9 @@ class Run:
     ):
         devices = list(jax.devices() if devices is None else devices)
         self.config = config
-        self.objective = objective
+        self.objective = objective or cross_entropy(
+            config.train.z_loss_weight, config.train.loss_chunk_tokens
+        )
         self.hooks = tuple(hooks)
         self.reads_pipeline = batch_source is None  # batches of `data.pipeline` (masked by its Goldfish)
         self._batch_source = batch_source or (lambda run: pipeline_source(run.config, run.tokenizer))
@@ -130,6 +134,15 @@ class Run:
         """Abstract train state on the run's mesh, its shardings and the sharded initializer."""
         return make_train_state_spec(self.config.model, self.tx, self.mesh, self.config.seed)
 
+    @functools.cached_property
+    def frozen(self) -> FrozenParams | None:
+        """The objective's frozen parameters on the run's mesh (abstract; `load_frozen` gives the arrays)."""
+        return self.objective.frozen(self) if self.objective.frozen else None
+
+    def load_frozen(self):
+        """The objective's frozen parameters as arrays (None without them): the step's last argument."""
+        return self.frozen.load() if self.frozen else None
+
     def num_microbatches(self, rows: int) -> int:
         """Microbatches of a `rows`-row batch: rows / train.microbatch_size (1 when it is 0)."""
         return rows // (self.config.train.microbatch_size or rows)
@@ -138,20 +151,12 @@ class Run:
         """The jitted train step for `rows`-row batches (built once per row count)."""
         if rows not in self._steps:
             shardings = self.spec.shardings
-            in_shardings = (shardings["params"], shardings["opt_state"], batch_sharding(self.mesh))
+            frozen = jax.tree.map(lambda x: x.sharding, self.frozen.abstract) if self.frozen else None
+            in_shardings = (shardings["params"], shardings["opt_state"], batch_sharding(self.mesh), frozen)
             out_shardings = (shardings["params"], shardings["opt_state"], None)
             micro = self.num_microbatches(rows)
             fn = jax.jit(
-                make_train_step(
-                    self.spec.apply_fn,
-                    self.tx,
-                    micro,
-                    hidden_fn=self.spec.hidden_fn,
-                    z_loss_weight=self.config.train.z_loss_weight,
-                    clip_norm=self.config.optim.clip_norm,
-                    chunk_tokens=self.config.train.loss_chunk_tokens,
-                    loss_fn=self.objective.loss_fn if self.objective else None,
-                ),
+                make_train_step(self.spec, self.tx, self.objective, micro, self.config.optim.clip_norm),
                 in_shardings=in_shardings,
                 out_shardings=out_shardings,
                 donate_argnums=(0, 1),
@@ -165,7 +170,7 @@ class Run:
         shape = (rows, self.config.data.seq_len)
         sharding = batch_sharding(self.mesh)
         batch = {key: jax.ShapeDtypeStruct(shape, np.int32, sharding=sharding) for key in BATCH_KEYS}
-        for key, (trailing, dtype) in (self.objective.batch_arrays if self.objective else {}).items():
+        for key, (trailing, dtype) in self.objective.batch_arrays.items():
             batch[key] = jax.ShapeDtypeStruct((rows, *trailing), np.dtype(dtype), sharding=sharding)
         return batch
 
@@ -175,7 +180,10 @@ class Run:
         abstract = self.spec.abstract
         with jax.set_mesh(self.mesh):
             return self.train_step(rows).fn.lower(
-                abstract["params"], abstract["opt_state"], self.abstract_batch(rows)
+                abstract["params"],
+                abstract["opt_state"],
+                self.abstract_batch(rows),
+                self.frozen.abstract if self.frozen else None,
             )
 
     def warn_if_steps_end_before_cooldown(self) -> None:

@@ -34,7 +34,7 @@ from apertus_jax.train.prefetch import Prefetcher
 from apertus_jax.train.profiling import StepProfiler
 from apertus_jax.train.sharding import make_global_batch
 
-STEP_METRICS = ("loss", "z_loss", "grad_norm", "clipped", "unmasked_tokens", "finite", "spike_skipped")
+STEP_METRICS = ("loss", "grad_norm", "clipped", "unmasked_tokens", "finite", "spike_skipped")
 
 
 @dataclasses.dataclass
@@ -139,6 +139,7 @@ class _Loop:
         config = run.config
         self.run, self.workdir, self.batches, self.checkpointer = run, workdir, batches, checkpointer
         self.state, self.progress = state, progress
+        self.frozen = run.load_frozen()
         self.total_steps = config.train.steps
         self.metrics = MetricsWriter(
             workdir,
@@ -240,7 +241,6 @@ class _Loop:
                 "seq_len": pending.length,
                 "rope_theta": self.run.config.model.rope_theta,
                 "loss": float(step_metrics["loss"]),
-                "z_loss": float(step_metrics["z_loss"]),
                 "lr": lr,
                 "grad_norm": float(step_metrics["grad_norm"]),
                 "clipped_fraction": progress.clipped_steps / progress.step,
@@ -253,7 +253,7 @@ class _Loop:
                 "skipped_steps": progress.skipped_steps,
                 "spike_skipped_steps": progress.spike_skipped_steps,
                 "rollbacks": progress.rollbacks,
-                # the objective's own metrics (post-training: reward quantiles, log-ratios, DPO margins)
+                # the objective's own metrics (pretraining: z_loss; post-training: rewards, log-ratios, margins)
                 **{k: float(v) for k, v in step_metrics.items() if k not in STEP_METRICS},
             }
         )
@@ -293,7 +293,7 @@ class _Loop:
                 length,
             )
         params, opt_state, step_metrics = self.run.train_step(rows).fn(
-            self.state["params"], self.state["opt_state"], batch
+            self.state["params"], self.state["opt_state"], batch, self.frozen
         )
         if first:
             self.shapes_run.add((rows, length))

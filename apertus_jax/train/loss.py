@@ -1,33 +1,16 @@
-"""Next-token cross-entropy summed over unmasked tokens (the trainer divides once by the total count)."""
+"""The pretraining objective: next-token cross-entropy fused with the lm_head, masked, with the z-loss.
+
+    objective = cross_entropy(z_loss_weight=1e-5, chunk_tokens=256)   # an `apertus_jax.train.step.Objective`
+
+The loss is summed over unmasked tokens; the train step divides once by the total count. The lm_head and the
+loss run chunk by chunk, never forming `[B, T, V]` logits (`fused_cross_entropy_sum`); `chunked_token_logprobs`
+is the same head for per-token log-probabilities (evaluation, scoring).
+"""
 
 import jax
 import jax.numpy as jnp
 
-
-def cross_entropy_sum(
-    logits_BxTxV: jax.Array, targets_BxT: jax.Array, loss_mask_BxT: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """Returns (sum of token losses, number of unmasked tokens), both float32 scalars.
-
-    Summing rather than averaging lets gradient accumulation normalize by the total unmasked-token count of
-    the whole batch (Apertus/Megatron normalize per global batch), so microbatches with unequal counts
-    weigh each token equally. Masked positions contribute exactly 0 to the value AND to the gradient, even if
-    their logits are not finite: the logits of masked positions are replaced by 0 before the logsumexp (the
-    "double where"), because a `where` applied only after it still backpropagates 0 * NaN = NaN into them
-    (JAX FAQ, "gradients contain NaN where using where").
-
-    Args:
-      logits_BxTxV: logits, any float dtype (upcast to float32 for the log-softmax).
-      targets_BxT: int32 next-token ids.
-      loss_mask_BxT: 0/1 (int or bool); 0 drops the position (EoD input, Goldfish, padding; docs/recipe.md 2-3).
-    """
-    mask_BxT = loss_mask_BxT.astype(bool)
-    logits_BxTxV = jnp.where(mask_BxT[..., None], logits_BxTxV.astype(jnp.float32), 0.0)
-    log_z_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1)
-    target_logit_BxT = jnp.take_along_axis(logits_BxTxV, targets_BxT[..., None], axis=-1)[..., 0]
-    loss_sum = jnp.sum(jnp.where(mask_BxT, log_z_BxT - target_logit_BxT, 0.0))
-    return loss_sum, jnp.sum(mask_BxT, dtype=jnp.float32)
-
+from apertus_jax.train.step import Objective
 
 # Tokens per chunk of the fused lm_head + loss: [chunk, vocab] float32 logits (32 MB for 256 tokens at a
 # 32k vocabulary) stay in the last-level cache on CPU and are small next to the activations on accelerators.
@@ -137,8 +120,10 @@ def fused_cross_entropy_sum(
 ) -> dict[str, jax.Array]:
     """The lm_head and the summed next-token loss in one pass, chunk by chunk, never forming `[B, T, V]`.
 
-    Equals `cross_entropy_sum(hidden @ w, targets, loss_mask)` (plus the z-loss) up to float32 summation
-    order. Under differentiation the logit gradient of each chunk is formed in the forward pass while the
+    Equals the cross-entropy of the logits `hidden @ w` summed over unmasked tokens (plus the z-loss) up to
+    float32 summation order. Summing rather than averaging lets gradient accumulation normalize by the total
+    unmasked-token count of the whole batch (Apertus/Megatron normalize per global batch), so microbatches with
+    unequal counts weigh each token equally. Under differentiation the logit gradient of each chunk is formed in the forward pass while the
     chunk's logits are in cache, so the backward pass is two multiplications by the incoming scalar
     cotangent: the same FLOPs as the unfused head, no `[B, T, V]` buffer, no recomputation.
 
@@ -195,11 +180,22 @@ def chunked_token_logprobs(
     return jnp.moveaxis(logprobs, 0, 1).reshape(rows, length + pad)[:, :length]
 
 
-def z_loss_sum(logits_BxTxV: jax.Array, loss_mask_BxT: jax.Array) -> jax.Array:
-    """`sum(log Z^2)` over unmasked positions (float32 scalar; 0 where masked, also for non-finite logits);
-    the z-loss of `fused_cross_entropy_sum` for callers that hold the logits."""
-    mask_BxT = loss_mask_BxT.astype(bool)
-    # The inner where keeps a masked non-finite logit out of the gradient (0 * NaN would be NaN).
-    safe_BxTxV = jnp.where(mask_BxT[..., None], logits_BxTxV.astype(jnp.float32), 0.0)
-    log_z_BxT = jax.nn.logsumexp(safe_BxTxV, axis=-1)
-    return jnp.sum(jnp.where(mask_BxT, jnp.square(log_z_BxT), 0.0))
+def cross_entropy(z_loss_weight: float = 0.0, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> Objective:
+    """The pretraining (and SFT) objective: `fused_cross_entropy_sum` over `loss_mask` (0 drops a position: EoD
+    input, Goldfish, padding, prompt tokens; docs/recipe.md 2-3), normalized by the unmasked tokens. The step
+    reports "loss" (cross-entropy per token) and "z_loss" (mean log Z^2)."""
+
+    def loss_fn(outputs, mb, frozen):
+        del frozen
+        hidden_BxTxD, w_DxV = outputs
+        out = fused_cross_entropy_sum(
+            hidden_BxTxD,
+            w_DxV,
+            mb["targets"],
+            mb["loss_mask"],
+            z_loss_weight=z_loss_weight,
+            chunk_tokens=chunk_tokens,
+        )
+        return out["objective"], {k: out[k] for k in ("loss", "z_loss", "count")}
+
+    return Objective(loss_fn, reads="hidden")

@@ -1,9 +1,13 @@
-"""The train step: gradient accumulation over microbatches, one normalization, clipping, skip-if-non-finite,
-optional z-loss and loss-spike skip.
+"""The train step: an objective's loss accumulated over microbatches, one normalization, clipping, the update.
 
-The loss is normalized ONCE by the total number of unmasked tokens of the whole batch (summed over
-microbatches), so splitting a batch never changes the loss or the gradient, whatever the per-microbatch
-counts. A batch without unmasked tokens gives loss 0 and gradient 0.
+    step = make_train_step(spec, tx, objective, num_microbatches, clip_norm)   # then jax.jit it
+    params, opt_state, metrics = step(params, opt_state, batch, frozen)
+
+The objective (`Objective`) is the step's one plug-in: the pretraining cross-entropy
+(`apertus_jax.train.loss.cross_entropy`) is one, QRPO and DPO are others. Its loss is summed over the
+batch and divided ONCE by the total of its normalizer "count" (summed over microbatches), so splitting a batch
+never changes the loss or the gradient. A batch with count 0 gives loss 0 and gradient 0. A non-finite loss
+or gradient norm leaves the parameters and the optimizer state as they were.
 """
 
 import dataclasses
@@ -15,18 +19,58 @@ import jax.numpy as jnp
 import optax
 
 from apertus_jax.optim.spikes import spike_skipped
-from apertus_jax.train.loss import (
-    DEFAULT_CHUNK_TOKENS,
-    cross_entropy_sum,
-    fused_cross_entropy_sum,
-    z_loss_sum,
-)
 
 Batch = dict[str, jax.Array]
-# apply_fn(params, tokens[B,T], positions[B,T], segment_ids[B,T]) -> logits[B,T,V]
-ApplyFn = Callable[[Any, jax.Array, jax.Array, jax.Array], jax.Array]
-# hidden_fn(params, tokens, positions, segment_ids) -> (final hidden state [B,T,D], output weights [D,V])
-HiddenFn = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+# loss_fn(outputs, microbatch, frozen) -> (loss_sum, sums)
+LossFn = Callable[[Any, Batch, Any], tuple[jax.Array, dict[str, jax.Array]]]
+READS = ("logits", "hidden")
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenParams:
+    """Parameters an objective reads but never trains (a reference or teacher model): inputs of the step,
+    never constants of its program.
+
+    Attributes:
+      abstract: their tree of `jax.ShapeDtypeStruct`s with the NamedShardings of the run's mesh (the step's
+        input shardings; AOT lowering and the memory plan read only this).
+      load: () -> the arrays, placed as `abstract` says (called once, by the loop).
+    """
+
+    abstract: Any
+    load: Callable[[], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    """The loss of the train step (the pretraining cross-entropy, QRPO, DPO, ...).
+
+    Attributes:
+      loss_fn: `(outputs, microbatch, frozen) -> (loss_sum, sums)`: the objective summed over the microbatch
+        and float32 scalar sums, among them "count" (the normalizer: tokens, examples or pairs, summed over
+        microbatches before the one division) and optionally "loss" (what the step reports as its loss; by
+        default the objective itself); every other sum is reported per count in the step's metrics.
+        `outputs` is what the objective reads of the model: float32 logits `[B, T, V]` ("logits"), or the
+        final hidden state `[B, T, D]` and the output weights `[D, V]` ("hidden", for a loss fused with the
+        lm_head). `frozen` is the loaded `frozen` parameters (None without them).
+      reads: "logits" or "hidden".
+      batch_arrays: per-row batch arrays the loss reads beyond `apertus_jax.data.pipeline.BATCH_KEYS`:
+        `{name: (trailing shape, dtype name)}`, e.g. `{"ref_logprobs": ((2,), "float32")}` for `[B, 2]`
+        arrays (the memory plan and AOT lowering build them abstractly).
+      frozen: `(run) -> FrozenParams` on the run's mesh (`apertus_jax.train.run.Run`), or None.
+
+    Raises:
+      ValueError: in `__post_init__`, `reads` is not one of `READS`.
+    """
+
+    loss_fn: LossFn
+    reads: str = "logits"
+    batch_arrays: Mapping[str, tuple[tuple[int, ...], str]] = dataclasses.field(default_factory=dict)
+    frozen: Callable[[Any], FrozenParams] | None = None
+
+    def __post_init__(self):
+        if self.reads not in READS:
+            raise ValueError(f"reads={self.reads!r} must be one of {READS}")
 
 
 def split_microbatches(batch: Batch, num_microbatches: int) -> Batch:
@@ -48,148 +92,72 @@ def split_microbatches(batch: Batch, num_microbatches: int) -> Batch:
     return jax.tree.map(split, batch)
 
 
-LossFn = Callable[[jax.Array, Batch], tuple[jax.Array, dict[str, jax.Array]]]
+def _sums(spec, objective: Objective):
+    """(params, mb, frozen) -> (objective sum, sums) of one microbatch; sums hold "loss" and "count"."""
+    forward = spec.hidden_fn if objective.reads == "hidden" else spec.apply_fn
 
-
-@dataclasses.dataclass(frozen=True)
-class Objective:
-    """A training objective other than the pretraining cross-entropy: the train step's plug-in.
-
-    Attributes:
-      loss_fn: `(logits [B, T, V] float32, microbatch) -> (loss_sum, sums)`: the objective summed over the
-        microbatch's examples and float32 scalar sums, among them "count" (the normalizer: examples, pairs
-        or tokens, summed over microbatches before the one division); the other sums are reported per count
-        in the step's metrics.
-      batch_arrays: extra per-row batch arrays the loss reads beyond `apertus_jax.data.pipeline.BATCH_KEYS`:
-        `{name: (trailing shape, dtype name)}`, e.g. `{"ref_logprobs": ((2,), "float32")}` for `[B, 2]`
-        arrays (the memory plan and AOT lowering build them abstractly).
-    """
-
-    loss_fn: LossFn
-    batch_arrays: Mapping[str, tuple[tuple[int, ...], str]] = dataclasses.field(default_factory=dict)
-
-
-def _sums(apply_fn: ApplyFn, hidden_fn, z_loss_weight: float, chunk_tokens: int, loss_fn: LossFn | None):
-    """mb -> (objective sum, sums) of one microbatch; sums hold "loss", "z_loss", "count" and `loss_fn`'s
-    other sums (post-training metrics)."""
-
-    def sums(params, mb):
-        args = (params, mb["tokens"], mb["positions"], mb["segment_ids"])
-        if loss_fn is not None:  # post-training objectives (apertus_jax.posttrain.objectives) read the logits
-            loss_sum, extra = loss_fn(apply_fn(*args), mb)
-            return loss_sum, {"loss": jax.lax.stop_gradient(loss_sum), "z_loss": jnp.float32(0), **extra}
-        if hidden_fn is not None:
-            hidden, w_DxV = hidden_fn(*args)
-            out = fused_cross_entropy_sum(
-                hidden,
-                w_DxV,
-                mb["targets"],
-                mb["loss_mask"],
-                z_loss_weight=z_loss_weight,
-                chunk_tokens=chunk_tokens,
-            )
-            return out["objective"], {k: out[k] for k in ("loss", "z_loss", "count")}
-        logits = apply_fn(*args)
-        loss_sum, count = cross_entropy_sum(logits, mb["targets"], mb["loss_mask"])
-        z_sum = z_loss_sum(logits, mb["loss_mask"]) if z_loss_weight else jnp.float32(0)
-        aux = {
-            "loss": jax.lax.stop_gradient(loss_sum),
-            "z_loss": jax.lax.stop_gradient(z_sum),
-            "count": count,
-        }
-        return loss_sum + z_loss_weight * z_sum, aux
+    def sums(params, mb, frozen):
+        outputs = forward(params, mb["tokens"], mb["positions"], mb["segment_ids"])
+        loss_sum, extra = objective.loss_fn(outputs, mb, frozen)
+        return loss_sum, {"loss": jax.lax.stop_gradient(loss_sum), **extra} if "loss" not in extra else extra
 
     return sums
 
 
-def loss_grads_and_sums(
-    apply_fn: ApplyFn,
-    params,
-    batch: Batch,
-    num_microbatches: int,
-    *,
-    hidden_fn: HiddenFn | None = None,
-    z_loss_weight: float = 0.0,
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    loss_fn: LossFn | None = None,
-):
+def grads_and_sums(spec, objective: Objective, params, batch: Batch, num_microbatches: int, frozen=None):
     """Returns (grads, sums) of the whole batch, accumulated over microbatches.
 
-    Without `loss_fn` (pretraining, SFT): grads are the gradient (float32, same tree as params) of
-    (cross-entropy + z_loss_weight * z-loss) summed over unmasked tokens / max(total unmasked tokens, 1);
-    sums are float32 scalars "loss" and "z_loss" (sums over unmasked tokens) and "count" (unmasked tokens).
-    With `hidden_fn` the lm_head and loss run fused, chunk by chunk (`fused_cross_entropy_sum`); otherwise
-    through `apply_fn`'s logits. `loss_fn(logits, microbatch) -> (loss_sum, sums)` replaces the objective
-    (post-training): its "count" is the normalizer (examples or pairs) and its other sums are returned too.
-    Microbatches run sequentially under `lax.scan`, so activation memory is that of one microbatch; one
-    microbatch is differentiated directly.
+    grads: the gradient (float32, the tree of params) of the objective's sum / max(total count, 1); sums:
+    float32 scalars, the objective's sums over the batch ("loss", "count" and its own). `spec` gives the
+    model's forward functions (`apply_fn`, `hidden_fn`: `apertus_jax.train.state.ParamSpec`). Microbatches
+    run sequentially under `lax.scan`, so activation memory is that of one microbatch; one microbatch is
+    differentiated directly.
     """
-    sums_fn = _sums(apply_fn, hidden_fn, z_loss_weight, chunk_tokens, loss_fn)
+    sums_fn = _sums(spec, objective)
     grad_fn = jax.grad(sums_fn, has_aux=True)
 
     def accumulate(carry, mb):
         grad_sum, sums = carry
-        mb_grads, mb_sums = grad_fn(params, mb)
+        mb_grads, mb_sums = grad_fn(params, mb, frozen)
         return (jax.tree.map(jnp.add, grad_sum, mb_grads), jax.tree.map(jnp.add, sums, mb_sums)), None
 
     if num_microbatches == 1:
         # No accumulator: a zero-filled gradient tree plus one add is two passes over every parameter.
-        grad_sum, sums = jax.tree.map(lambda x: x.astype(jnp.float32), grad_fn(params, batch))
+        grad_sum, sums = jax.tree.map(lambda x: x.astype(jnp.float32), grad_fn(params, batch, frozen))
     else:
         microbatches = split_microbatches(batch, num_microbatches)
         zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
-        _, sums_shape = jax.eval_shape(sums_fn, params, jax.tree.map(lambda x: x[0], microbatches))
+        first = jax.tree.map(lambda x: x[0], microbatches)
+        _, sums_shape = jax.eval_shape(sums_fn, params, first, frozen)
         init = (zeros, jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), sums_shape))
         (grad_sum, sums), _ = jax.lax.scan(accumulate, init, microbatches)
     denom = jnp.maximum(sums["count"], 1.0)
     return jax.tree.map(lambda g: g / denom, grad_sum), sums
 
 
-def loss_and_grads(apply_fn: ApplyFn, params, batch: Batch, num_microbatches: int, **kwargs):
-    """Returns (loss, grads, unmasked_tokens) of the whole batch (`loss_grads_and_sums`, same kwargs).
-
-    loss = sum of token losses / max(total unmasked tokens, 1); grads are the gradient of that loss (plus the
-    weighted z-loss, when `z_loss_weight` > 0).
-    """
-    grads, sums = loss_grads_and_sums(apply_fn, params, batch, num_microbatches, **kwargs)
-    return sums["loss"] / jnp.maximum(sums["count"], 1.0), grads, sums["count"]
-
-
 def make_train_step(
-    apply_fn: ApplyFn,
+    spec,
     tx: optax.GradientTransformation,
+    objective: Objective,
     num_microbatches: int,
-    *,
-    hidden_fn: HiddenFn | None = None,
-    z_loss_weight: float = 0.0,
     clip_norm: float = 0.0,
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    loss_fn: LossFn | None = None,
 ):
-    """Returns `train_step(params, opt_state, batch) -> (params, opt_state, metrics)` (not yet jitted).
+    """Returns `train_step(params, opt_state, batch, frozen) -> (params, opt_state, metrics)` (not jitted).
 
     A non-finite loss or gradient norm leaves params and optimizer state untouched (metrics["finite"] = 0);
-    the loop counts such steps and rolls back after too many in a row (faults.py). Clipping, weight decay,
-    the learning rate and the optional loss-spike skip live in `tx` (an optax chain from apertus_jax.optim);
-    `tx.update` receives the batch's loss as the extra argument `loss` (`apertus_jax.optim.spikes`).
+    the loop counts such steps and rolls back after too many in a row (`apertus_jax.train.faults`). Clipping,
+    weight decay, the learning rate and the optional loss-spike skip live in `tx` (an optax chain from
+    apertus_jax.optim); `tx.update` receives the batch's loss as the extra argument `loss`
+    (`apertus_jax.optim.spikes`).
 
-    metrics (float32 scalars): loss (cross-entropy per unmasked token, or `loss_fn`'s loss per count),
-    z_loss (mean log Z^2), grad_norm (global norm before clipping), clipped (1.0 when grad_norm > clip_norm >
-    0), unmasked_tokens (the count), finite (1.0 or 0.0), spike_skipped (1.0 when the spike guard dropped
-    this update), and the per-count means of `loss_fn`'s other sums.
+    metrics (float32 scalars): loss (the objective's "loss" per count), grad_norm (global norm before
+    clipping), clipped (1.0 when grad_norm > clip_norm > 0), unmasked_tokens (the count), finite (1.0 or
+    0.0), spike_skipped (1.0 when the spike guard dropped this update), and the per-count means of the
+    objective's other sums (the pretraining z_loss, post-training rewards and margins).
     """
 
-    def train_step(params, opt_state, batch: Batch):
-        grads, sums = loss_grads_and_sums(
-            apply_fn,
-            params,
-            batch,
-            num_microbatches,
-            hidden_fn=hidden_fn,
-            z_loss_weight=z_loss_weight,
-            chunk_tokens=chunk_tokens,
-            loss_fn=loss_fn,
-        )
+    def train_step(params, opt_state, batch: Batch, frozen):
+        grads, sums = grads_and_sums(spec, objective, params, batch, num_microbatches, frozen)
         denom = jnp.maximum(sums["count"], 1.0)
         loss = sums["loss"] / denom
         grad_norm = optax.tree.norm(grads)
@@ -198,16 +166,15 @@ def make_train_step(
         skipped = spike_skipped(new_opt_state)
         new_params = optax.apply_updates(params, updates)
         keep_if = lambda ok, new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
-        extra = {k: v / denom for k, v in sums.items() if k not in ("loss", "z_loss", "count")}
+        extra = {k: v / denom for k, v in sums.items() if k not in ("loss", "count")}
         metrics = {
             "loss": loss,
-            "z_loss": sums["z_loss"] / denom,
+            **extra,
             "grad_norm": grad_norm,
             "clipped": (grad_norm > clip_norm).astype(jnp.float32) if clip_norm > 0 else jnp.float32(0),
             "unmasked_tokens": sums["count"],
             "finite": finite.astype(jnp.float32),
             "spike_skipped": finite.astype(jnp.float32) * skipped,
-            **extra,
         }
         new_params = keep_if(finite & (skipped == 0), new_params, params)
         return new_params, keep_if(finite, new_opt_state, opt_state), metrics

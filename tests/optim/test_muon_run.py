@@ -31,7 +31,7 @@ def _train(run, state, batches):
         for batch in batches:
             step = run.train_step(batch["tokens"].shape[0] * jax.process_count()).fn
             params, opt_state, metrics = step(
-                state["params"], state["opt_state"], make_global_batch(batch, run.mesh)
+                state["params"], state["opt_state"], make_global_batch(batch, run.mesh), None
             )
             state = {"params": params, "opt_state": opt_state}
             losses.append(float(metrics["loss"]))

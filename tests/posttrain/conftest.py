@@ -41,22 +41,7 @@ def write_jsonl(tmp_path):
     return write
 
 
-SMALL_MODEL = dict(
-    vocab_size=4096, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64, max_seq_len=128
-)
-
-
 @pytest.fixture(scope="session")
-def small_model():
-    """A 2-layer Apertus over the demo BPE: (apply_fn, params as a plain dict)."""
-    from flax import nnx
-
-    from apertus_jax.models.presets import get_config
-    from apertus_jax.models.transformer import Apertus
-
-    graphdef, params = nnx.split(Apertus(get_config("tiny", **SMALL_MODEL), rngs=nnx.Rngs(0)), nnx.Param)
-
-    def apply_fn(p, tokens, positions, segment_ids):
-        return nnx.merge(graphdef, p)(tokens, positions, segment_ids)
-
-    return apply_fn, params.to_pure_dict()
+def small_model(tiny_model):
+    """The tiny Apertus over the demo BPE: (its ParamSpec, its parameters)."""
+    return tiny_model(vocab_size=4096, max_seq_len=128)

@@ -22,7 +22,7 @@ from apertus_jax.posttrain.objectives import (
 )
 from apertus_jax.posttrain.preference_data import PreferencePipeline
 from apertus_jax.posttrain.reference import ReferenceModel, on_the_fly_reference
-from apertus_jax.train.step import make_train_step
+from apertus_jax.train.step import Objective, make_train_step
 
 PROMPT = "Was sagt Artikel 1 der Menschenrechtserklärung?"
 HIGH = "Alle Menschen sind frei und gleich an Würde und Rechten geboren."
@@ -59,7 +59,7 @@ def toy(tmp_path_factory, tokenizer, small_model):
         "reference_rewards": [0.0, 0.3, 0.5, 0.9],
     }
     path.write_text(json.dumps(record) + "\n")
-    reference = ReferenceModel(*small_model)
+    reference = ReferenceModel(small_model[0].apply_fn, small_model[1])
 
     def batch(mode):
         pipeline = PreferencePipeline(
@@ -78,15 +78,16 @@ def toy(tmp_path_factory, tokenizer, small_model):
     return {"reference": reference, "qrpo": batch("qrpo"), "dpo": batch("dpo")}
 
 
-def _sgd_step(apply_fn, loss_fn, lr):
-    return jax.jit(make_train_step(apply_fn, optax.sgd(lr), 1, loss_fn=loss_fn)), optax.sgd(lr).init
+def _sgd_step(spec, loss_fn, lr):
+    step = jax.jit(make_train_step(spec, optax.sgd(lr), Objective(loss_fn), 1))
+    return lambda params, opt_state, batch: step(params, opt_state, batch, None), optax.sgd(lr).init
 
 
 @pytest.fixture(scope="module")
 def qrpo_step(toy, small_model):
     """(metrics at initialization, parameters after one SGD step) of QRPO on the toy batch."""
-    apply_fn, params = small_model
-    step, init = _sgd_step(apply_fn, qrpo_loss(5.0, True), 0.05)
+    spec, params = small_model
+    step, init = _sgd_step(spec, qrpo_loss(5.0, True), 0.05)
     new_params, _, metrics = step(jax.tree.map(jnp.copy, params), init(params), toy["qrpo"])
     return jax.device_get(metrics), new_params
 
@@ -143,11 +144,11 @@ def test_completion_length_counts_content_and_assistant_end(toy, tokenizer):
 
 
 def test_dpo_loss_is_log2_at_initialization_and_one_step_widens_the_margin(toy, tokenizer, small_model):
-    apply_fn, params = small_model
+    spec, params = small_model
     batch = toy["dpo"]
     ids = chat.render_completion(HIGH, tokenizer)
     assert batch["targets"][0][batch["segment_ids"][0] == 1][-len(ids) :].tolist() == ids.tolist()  # chosen
-    step, init = _sgd_step(apply_fn, dpo_loss(0.1, False), 0.5)
+    step, init = _sgd_step(spec, dpo_loss(0.1, False), 0.5)
     params, opt_state, at_init = step(jax.tree.map(jnp.copy, params), init(params), batch)
     _, _, after = step(params, opt_state, batch)  # metrics of the parameters after one step
     assert float(at_init["unmasked_tokens"]) == 2  # two pairs

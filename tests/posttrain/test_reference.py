@@ -9,7 +9,7 @@ from apertus_jax.posttrain.preference_data import PreferencePipeline, completion
 
 @pytest.fixture(scope="module")
 def cached(preference_path, tokenizer, small_model):
-    model = reference_lib.ReferenceModel(*small_model)
+    model = reference_lib.ReferenceModel(small_model[0].apply_fn, small_model[1])
     examples = completion_examples([preference_path], tokenizer)
     return model, reference_lib.score_examples(model, examples, 128, tokenizer.pad_id)
 

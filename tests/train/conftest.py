@@ -1,11 +1,8 @@
-"""Fixtures of the trainer tests: a tiny model, batches of real text, the real pipeline on demo text."""
+"""Fixtures of the trainer tests: batches of real text, the real pipeline on demo text (the tiny model:
+tests/conftest.py)."""
 
 import numpy as np
 import pytest
-from flax import nnx
-
-from apertus_jax.models.presets import get_config
-from apertus_jax.models.transformer import Apertus
 
 TEXT = (
     "Alle Menschen sind frei und gleich an Würde und Rechten geboren. Sie sind mit Vernunft und Gewissen "
@@ -31,19 +28,6 @@ def _text_batch(rows: int, length: int, offset: int = 0) -> dict[str, np.ndarray
     }
 
 
-def _tiny_model_and_params(seed: int = 0):
-    """A 2-layer Apertus over UTF-8 bytes (vocab 256): (apply_fn, params as a plain dict)."""
-    config = get_config(
-        "tiny", vocab_size=256, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, mlp_hidden=64
-    )
-    graphdef, params = nnx.split(Apertus(config, rngs=nnx.Rngs(seed)), nnx.Param)
-
-    def apply_fn(p, tokens, positions, segment_ids):
-        return nnx.merge(graphdef, p)(tokens, positions, segment_ids)
-
-    return apply_fn, params.to_pure_dict()
-
-
 def _demo_iterator(seq_len: int = 32, rows: int = 8):
     """The real data pipeline over the UDHR part of the demo corpus with the 1,024-id demo BPE."""
     from apertus_jax.data.config import parse_pipeline
@@ -64,11 +48,6 @@ def _demo_iterator(seq_len: int = 32, rows: int = 8):
 @pytest.fixture(scope="session")
 def text_batch():
     return _text_batch
-
-
-@pytest.fixture(scope="session")
-def tiny_model():
-    return _tiny_model_and_params()
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,8 @@ def test_train_step_is_built_once_per_row_count_with_the_configured_microbatches
     assert run.train_step(16) is step
     assert (step.rows, step.num_microbatches) == (16, 2)
     assert run.train_step(32).num_microbatches == 4
-    params_sharding, opt_sharding, batch_sharding = step.in_shardings
+    params_sharding, opt_sharding, batch_sharding, frozen_sharding = step.in_shardings
+    assert frozen_sharding is None  # the pretraining objective reads no frozen parameters
     assert step.out_shardings[:2] == (params_sharding, opt_sharding)  # the state keeps its shardings
     assert tuple(batch_sharding.spec) == (("data", "fsdp"), None)
     assert params_sharding is run.spec.shardings["params"]
@@ -42,10 +43,10 @@ def test_step_config_feeds_own_batches_and_rejects_unknown_optim_fields():
 
 
 def test_an_objective_declares_its_batch_arrays_for_the_lowered_step():
-    def loss_fn(logits, mb):
+    def loss_fn(logits, mb, frozen):
         return (mb["weight"][:, 0] * logits[:, 0, 0]).sum(), {"count": np.float32(8)}
 
-    objective = Objective(loss_fn, {"weight": ((3,), "float32")})
+    objective = Objective(loss_fn, batch_arrays={"weight": ((3,), "float32")})
     run = Run(step_config(get_config("tiny"), seq_len=32, rows=8, steps=1, optim={}), objective=objective)
     batch = run.abstract_batch(8)
     assert batch["weight"].shape == (8, 3) and batch["weight"].dtype == np.float32

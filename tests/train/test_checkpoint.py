@@ -18,6 +18,7 @@ from apertus_jax.train.checkpoint import (
     check_same_model,
     param_shapes,
 )
+from apertus_jax.train.loss import cross_entropy
 from apertus_jax.train.sharding import batch_sharding, make_global_batch
 from apertus_jax.train.step import make_train_step
 from apertus_jax.train.train_state import make_param_spec, make_train_state_spec
@@ -30,8 +31,8 @@ TX = make_optimizer("ademamix", 1e-3, weight_decay=0.1, clip_norm=1.0)
 
 def _step_fn(spec, mesh):
     return jax.jit(
-        make_train_step(spec.apply_fn, TX, 2),
-        in_shardings=(spec.shardings["params"], spec.shardings["opt_state"], batch_sharding(mesh)),
+        make_train_step(spec, TX, cross_entropy(), 2),
+        in_shardings=(spec.shardings["params"], spec.shardings["opt_state"], batch_sharding(mesh), None),
     )
 
 
@@ -49,13 +50,15 @@ def saved(tmp_path_factory, demo_iterator):
     state, data = spec.init(), demo_iterator()
     checkpointer = Checkpointer(directory, keep=5)
     for i in (1, 2):
-        params, opt_state, _ = step(state["params"], state["opt_state"], make_global_batch(next(data), mesh))
+        params, opt_state, _ = step(
+            state["params"], state["opt_state"], make_global_batch(next(data), mesh), None
+        )
         state = {"params": params, "opt_state": opt_state}
         checkpointer.save(i, state, data, _meta(spec, i))
     checkpointer.wait()
     host_state = jax.device_get(state)
     next_batch = next(data)
-    _, _, metrics = step(state["params"], state["opt_state"], make_global_batch(next_batch, mesh))
+    _, _, metrics = step(state["params"], state["opt_state"], make_global_batch(next_batch, mesh), None)
     return directory, host_state, next_batch, float(metrics["loss"])
 
 

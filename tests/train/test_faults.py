@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from apertus_jax.jobs.config import parse
-from apertus_jax.train import assemble, batches, loop
+from apertus_jax.train import assemble, batches, loop, loss
 from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
+from apertus_jax.train.step import Objective
 from configs.runs import tiny_resume
 
 
@@ -27,8 +28,6 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
     with batch 5, so the new step 3 trains on batch 5 and the run still ends at step 8."""
     poisoned_batches = {3, 4}
     served = []
-    make_step = assemble.make_train_step
-
     next_batch = batches.ShardedSource.__next__
 
     def poisoning_next(self):
@@ -38,20 +37,20 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
             batch["positions"][0, 0] = -1
         return batch
 
-    def nan_on_negative_position(apply_fn, tx, num_microbatches, *, hidden_fn, **kwargs):
-        def hidden(params, tokens, positions, segment_ids):
-            hidden_BxTxD, w_DxV = hidden_fn(params, tokens, positions, segment_ids)
-            return jnp.where(jnp.any(positions < 0), jnp.nan, hidden_BxTxD), w_DxV
+    cross_entropy = loss.cross_entropy()
 
-        return make_step(apply_fn, tx, num_microbatches, hidden_fn=hidden, **kwargs)
+    def nan_on_negative_position(outputs, mb, frozen):
+        hidden_BxTxD, w_DxV = outputs
+        hidden_BxTxD = jnp.where(jnp.any(mb["positions"] < 0), jnp.nan, hidden_BxTxD)
+        return cross_entropy.loss_fn((hidden_BxTxD, w_DxV), mb, frozen)
 
     monkeypatch.setattr(batches.ShardedSource, "__next__", poisoning_next)
-    monkeypatch.setattr(assemble, "make_train_step", nan_on_negative_position)
     config = tiny_resume.get_config()
     config.unlock()
     config.train.steps, config.train.batch_plan, config.faults.max_nonfinite_in_a_row = 8, ((0, 256),), 2
     config.train.prefetch_batches = 0  # `served` counts pipeline reads; a prefetch thread reads ahead
-    assert loop.train(assemble.Run(parse(config).run), str(tmp_path)) == "done"
+    objective = Objective(nan_on_negative_position, reads="hidden")
+    assert loop.train(assemble.Run(parse(config).run, objective=objective), str(tmp_path)) == "done"
 
     records = read_records(str(tmp_path))
     assert [r["step"] for r in records] == list(range(1, 9))  # the skipped steps' lines were rewound

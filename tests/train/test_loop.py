@@ -160,7 +160,7 @@ def test_init_from_starts_from_the_params_with_a_fresh_optimizer(uninterrupted, 
     batch = make_global_batch(next(run.batch_source()), run.mesh)
     with jax.set_mesh(run.mesh):
         _, _, metrics = run.train_step(batch["tokens"].shape[0]).fn(
-            params, run.spec.init_opt_state(params), batch
+            params, run.spec.init_opt_state(params), batch, None
         )
     assert losses_of(str(tmp_path / "b")) == [(1, float(metrics["loss"]))]
     assert float(metrics["loss"]) < losses_of(uninterrupted)[0][1] - 0.5  # trained parameters, not a new init

@@ -1,7 +1,9 @@
 """Batch sharding: rows over ("data", "fsdp"), tensor axis replicated; the global batch from local rows."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from apertus_jax.models import partitioning
@@ -47,7 +49,6 @@ def test_context_axis_splits_the_length_dimension(text_batch):
 def _logits_and_grads(model_config, params, batch, mesh):
     """(logits, grads of the mean token loss) of the whole model, jitted under `mesh` with the run's
     parameter and batch shardings (None: one device, no mesh)."""
-    from apertus_jax.train.loss import cross_entropy_sum
     from apertus_jax.train.train_state import make_param_spec
 
     spec = make_param_spec(model_config, mesh or partitioning.make_mesh(1, 1, 1, jax.devices()[:1]), seed=0)
@@ -55,8 +56,8 @@ def _logits_and_grads(model_config, params, batch, mesh):
     def fn(p, b):
         def loss(p):
             logits = spec.apply_fn(p, b["tokens"], b["positions"], b["segment_ids"])
-            total, count = cross_entropy_sum(logits, b["targets"], b["loss_mask"])
-            return total / count, logits
+            nll = optax.losses.softmax_cross_entropy_with_integer_labels(logits, b["targets"])
+            return jnp.sum(nll * b["loss_mask"]) / jnp.sum(b["loss_mask"]), logits
 
         (_, logits), grads = jax.value_and_grad(loss, has_aux=True)(p)
         return logits, grads
