@@ -12,6 +12,8 @@ Three rules over the repository's packages (`apertus_jax`, `configs`, `experimen
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 import apertus_jax
 
@@ -214,3 +216,20 @@ def test_extra_bound_modules_are_found_through_their_imports():
     bound = extra_bound(known)
     assert {"apertus_jax.data.seqio_import", "apertus_jax.jobs.lm_eval", "apertus_jax.prep.steps"} <= bound
     assert "apertus_jax.train.loop" not in bound and "apertus_jax.data.pipeline" not in bound
+
+
+# The trainer's import closure: the loop, the step and the default batch source, and no data kind it does not
+# read (kinds load on first use, `apertus_jax.data.kinds.BUILTIN_KINDS`), no study and no job.
+TRAINER_IMPORT_BOUND = 63
+
+
+def test_importing_the_trainer_loads_no_kind_study_or_job():
+    code = "import sys, apertus_jax.train.loop; print(' '.join(m for m in sys.modules if m.startswith('apertus_jax')))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO
+    )
+    modules = set(loaded.stdout.split())
+    assert "apertus_jax.train.loop" in modules and len(modules) <= TRAINER_IMPORT_BOUND, sorted(modules)
+    for absent in ("data.megatron", "data.components", "data.probes", "data.sonnets", "data.canaries"):
+        assert f"apertus_jax.{absent}" not in modules
+    assert not any(m.split(".")[1] in ("jobs", "eval", "posttrain", "prep") for m in modules if "." in m)

@@ -19,7 +19,7 @@
     }
 
 The fields of each kind are those of its spec class (`apertus_jax.data.kinds` for the shared ones,
-`apertus_jax.data.components` for the document kinds, `apertus_jax.data.injection` for probes and
+`apertus_jax.data.components` for the document kinds, `apertus_jax.data.probes` for probes and
 canaries). Stage boundaries are cumulative global token counts (targets of all hosts); only the last stage
 may be endless (`until_tokens: None`). Weights are shares of tokens, turned into document proportions with
 each component's mean document length. A "phased" curriculum (A then B) is two stages; a "sorted" one is
@@ -34,11 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apertus_jax.checks import check_number
-
-# The built-in kinds register themselves on import (`register_kind`).
-from apertus_jax.data import components as _document_kinds  # noqa: F401
 from apertus_jax.data import injection
-from apertus_jax.data import megatron as _megatron_kind  # noqa: F401
 from apertus_jax.data.goldfish import GoldfishSpec
 from apertus_jax.data.kinds import ComponentSpec, DocumentSpec, parse_component
 

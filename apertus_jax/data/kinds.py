@@ -7,8 +7,11 @@ families:
 - `DocumentSpec`: a document source mixed into the stages by token share (`weight`, `epochs`, `order`, `take`,
   `length_buckets`); `load(name, tokenizer)` returns its `Component`. Built in: "arrayrecord", "jsonl",
   "parquet", "text", "demo", "seqio" (`apertus_jax.data.components`), "megatron" (`apertus_jax.data.megatron`).
-- `InjectedSpec`: documents inserted into the first stage at planned repetition counts, outside the mixture
-  (`apertus_jax.data.injection`): "probes", "canaries".
+- `InjectedSpec` (`apertus_jax.data.injection`): documents inserted into the first stage at planned repetition
+  counts, outside the mixture: "probes", "canaries" (`apertus_jax.data.probes`).
+
+The built-in kinds are a table of names (`BUILTIN_KINDS`); their modules are imported when a config names
+them, so importing the trainer loads no reader it does not use.
 
 Other layers add kinds with `register_kind` (post-training registers "chat" and "preference", read by its own
 batch sources; `docs/architecture.md` shows how to add one). A spec checks its own fields in `__post_init__`
@@ -19,12 +22,26 @@ the component's place in the config (`data.pipeline.components.web: `).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from apertus_jax.checks import check_choice, check_number
 
 ORDERS = ("shuffle", "sorted", "sequential")
+# The built-in kinds, "module:Class" by name: a kind's module is imported when a config first names it, so
+# the trainer imports none of them (each module registers its classes with `register_kind`).
+BUILTIN_KINDS = {
+    "arrayrecord": "apertus_jax.data.components:ArrayRecordSpec",
+    "jsonl": "apertus_jax.data.components:JsonlSpec",
+    "parquet": "apertus_jax.data.components:ParquetSpec",
+    "text": "apertus_jax.data.components:TextSpec",
+    "demo": "apertus_jax.data.components:DemoSpec",
+    "seqio": "apertus_jax.data.components:SeqioSpec",
+    "probes": "apertus_jax.data.probes:ProbesSpec",
+    "canaries": "apertus_jax.data.probes:CanariesSpec",
+    "megatron": "apertus_jax.data.megatron:MegatronSpec",
+}
 _KINDS: dict[str, type[ComponentSpec]] = {}
 
 
@@ -41,16 +58,19 @@ def register_kind(cls: type[ComponentSpec]) -> type[ComponentSpec]:
 
 
 def kind_names() -> tuple[str, ...]:
-    """The registered kinds, in registration order."""
-    return tuple(_KINDS)
+    """The built-in kinds, then the registered ones in registration order."""
+    return tuple(dict.fromkeys([*BUILTIN_KINDS, *_KINDS]))
 
 
 def spec_class(kind: str) -> type[ComponentSpec]:
-    """The spec class of `kind`.
+    """The spec class of `kind` (a built-in kind's module is imported on first use).
 
     Raises:
-      ValueError: an unknown kind (one line listing the registered ones).
+      ValueError: an unknown kind (one line listing the known ones).
     """
+    if kind not in _KINDS and kind in BUILTIN_KINDS:
+        module, name = BUILTIN_KINDS[kind].split(":")
+        _KINDS[kind] = getattr(importlib.import_module(module), name)
     if kind not in _KINDS:
         raise ValueError(f"kind={kind!r} is not a component kind; use one of {kind_names()}")
     return _KINDS[kind]

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from apertus_jax.data import injection
+from apertus_jax.data import injection, probes
 from apertus_jax.data.config import parse_pipeline
 from apertus_jax.data.sonnets import load_sonnets
 from apertus_jax.data.tokenizer import demo_tokenizer
@@ -61,7 +61,7 @@ def test_reflowed_probes_are_the_same_sonnets_in_one_paragraph():
     original, reflowed = spec.select(), dataclasses.replace(spec, format="reflowed").select()
     assert [m["sonnet"] for m in original.metadata] == [m["sonnet"] for m in reflowed.metadata]
     sonnet = load_sonnets()[17]
-    text = injection.reflow(sonnet)
+    text = probes.reflow(sonnet)
     assert "\n" not in text and text.startswith("Shall I compare thee to a summer's day? thou art more")
     assert text.endswith("so long lives this,  and this gives life to thee.")
     from apertus_jax.data.goldfish_canonical import normalized_words
