@@ -239,3 +239,10 @@ class GoldfishSpec:
         if self.hash == "canonical":
             return canonical_drop_mask(labels, tokenizer, self.k, self.h)
         return goldfish_drop_mask(labels, self.k, self.h, self.hash, eod_id=tokenizer.eod_id, history=history)
+
+
+def dropped_fraction(batch: dict[str, np.ndarray], eod_id: int) -> float:
+    """Fraction of a batch's loss positions zeroed by Goldfish: positions that are neither padding nor an EoD
+    input (the only other rules that zero the loss mask, docs/recipe.md 2) and still have loss_mask 0."""
+    eligible = (batch["segment_ids"] > 0) & (batch["tokens"] != eod_id)
+    return float(np.sum(eligible & (batch["loss_mask"] == 0)) / max(np.sum(eligible), 1))

@@ -16,7 +16,7 @@ joins the stages' records, each tagged with its stage.
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import ml_collections
 from absl import logging
@@ -140,13 +140,14 @@ def stage_finished(workdir: str, steps: int) -> bool:
         checkpointer.close()
 
 
-def merge_metrics(root: str, names: Sequence[str]) -> str:
-    """Writes ROOT/metrics.jsonl: the records of each stage's metrics.jsonl in stage order, each with
-    "stage" (its name) and "stage_step" (its step within the stage); "step" counts on across stages.
+def merge_metrics(root: str, rope_thetas: Mapping[str, float]) -> str:
+    """Writes ROOT/metrics.jsonl: the records of each stage's metrics.jsonl in stage order (`rope_thetas`: the
+    RoPE base of each stage by name), each with "stage" (its name), "stage_step" (its step within the stage)
+    and "rope_theta"; "step" counts on across stages.
     Rewritten whole each time (atomic), so a restarted driver gives the same file. Returns its path."""
     path = os.path.join(root, "metrics.jsonl")
     offset, lines = 0, []
-    for name in names:
+    for name, rope_theta in rope_thetas.items():
         stage_path = os.path.join(root, name, "metrics.jsonl")
         if not os.path.exists(stage_path):
             break
@@ -155,7 +156,13 @@ def merge_metrics(root: str, names: Sequence[str]) -> str:
         for record in records:
             lines.append(
                 json.dumps(
-                    {**record, "stage": name, "stage_step": record["step"], "step": offset + record["step"]}
+                    {
+                        **record,
+                        "stage": name,
+                        "stage_step": record["step"],
+                        "step": offset + record["step"],
+                        "rope_theta": rope_theta,
+                    }
                 )
             )
         offset += records[-1]["step"] if records else 0
@@ -182,6 +189,7 @@ def run_stages(
     names = [name for name, _ in stages]
     if len(set(names)) != len(names):
         raise ValueError(f"stage names {names} must be distinct")
+    rope_thetas = {name: config.run.model.rope_theta for name, config in stages}
     if not os.path.isdir(os.path.join(init_from, "checkpoints")):
         raise FileNotFoundError(
             f"--init_from={init_from} has no checkpoints/: point it at a pretraining workdir"
@@ -205,9 +213,9 @@ def run_stages(
                 source,
             )
             outcome = train(config, workdir)
-            merge_metrics(root, names)
+            merge_metrics(root, rope_thetas)
             if outcome != "done":
                 return outcome
         source = workdir
-    merge_metrics(root, names)
+    merge_metrics(root, rope_thetas)
     return "done"

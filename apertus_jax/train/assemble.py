@@ -90,7 +90,6 @@ class Run:
             config.train.z_loss_weight, config.train.loss_chunk_tokens
         )
         self.hooks = tuple(hooks)
-        self.reads_pipeline = batch_source is None  # batches of `data.pipeline` (masked by its Goldfish)
         self._batch_source = batch_source or (lambda run: pipeline_source(run.config, run.tokenizer))
         self.mesh_shape = check_layout(config, len(devices), jax.process_count())
         self.plan = config.train.plan

@@ -8,6 +8,8 @@ and restore its position exactly:
     source.get_state()   -> a JSON-serializable dict; source.set_state(state) continues right after it
     source.consumed()    -> {"tokens": {component: target tokens}, ...}: JSON-serializable counts of what the
                             batches handed out so far hold (summed over shards; `{}` when nothing is counted)
+    source.batch_metrics(batch) -> {name: float}: optional; scalars of one batch the loop records with its
+                            step (the pipeline with Goldfish: `goldfish_dropped_fraction`)
 
 The default source reads the run's `data.pipeline` (`apertus_jax.data.pipeline.TrainIterator`); post-training
 passes its own (chat rows, preference rows). Both are split into `data.num_shards` shards (0: one per
@@ -24,6 +26,7 @@ import jax
 import numpy as np
 
 from apertus_jax.data.config import DataConfig
+from apertus_jax.data.goldfish import dropped_fraction
 from apertus_jax.data.pipeline import TrainIterator
 from apertus_jax.train.config import RunConfig
 
@@ -56,8 +59,9 @@ def add_counts(a: Any, b: Any) -> Any:
 class ShardedSource:
     """This process's rows: the batches of its consecutive data shards, concatenated in shard order."""
 
-    def __init__(self, shards: list[BatchSource]):
+    def __init__(self, shards: list[BatchSource], batch_metrics: Callable[[dict], dict] | None = None):
         self.shards = shards
+        self._batch_metrics = batch_metrics
 
     def __iter__(self) -> ShardedSource:
         return self
@@ -65,6 +69,9 @@ class ShardedSource:
     def __next__(self) -> dict[str, np.ndarray]:
         batches = [next(shard) for shard in self.shards]
         return {key: np.concatenate([b[key] for b in batches]) for key in batches[0]}
+
+    def batch_metrics(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        return self._batch_metrics(batch) if self._batch_metrics else {}
 
     def get_state(self) -> dict:
         return {"shards": [shard.get_state() for shard in self.shards]}
@@ -85,8 +92,14 @@ class ShardedSource:
         return total
 
 
-def sharded(build: ShardBuilder, data: DataConfig, process_index: int, process_count: int) -> ShardedSource:
-    """This process's shards of `build` (`data.num_shards`, 0: one per process).
+def sharded(
+    build: ShardBuilder,
+    data: DataConfig,
+    process_index: int,
+    process_count: int,
+    batch_metrics: Callable[[dict], dict] | None = None,
+) -> ShardedSource:
+    """This process's shards of `build` (`data.num_shards`, 0: one per process), with `batch_metrics`.
 
     Raises:
       ValueError: `data.num_shards` is not a multiple of the process count.
@@ -96,12 +109,14 @@ def sharded(build: ShardBuilder, data: DataConfig, process_index: int, process_c
         raise ValueError(f"data.num_shards={num_shards} must be a multiple of the {process_count} processes")
     per_process = num_shards // process_count
     first = process_index * per_process
-    return ShardedSource([build(shard, num_shards) for shard in range(first, first + per_process)])
+    return ShardedSource(
+        [build(shard, num_shards) for shard in range(first, first + per_process)], batch_metrics
+    )
 
 
 def pipeline_source(config: RunConfig, tokenizer) -> ShardedSource:
     """The default batch source of a run: its `data.pipeline` read by `TrainIterator` shards, batch sizes
-    following `train.batch_plan`.
+    following `train.batch_plan`; with Goldfish (k > 0) each step records `goldfish_dropped_fraction`.
 
     Raises:
       ValueError / FileNotFoundError: bad data (a missing path, an empty source, a stage out of documents).
@@ -118,4 +133,6 @@ def pipeline_source(config: RunConfig, tokenizer) -> ShardedSource:
             seed=config.seed,
         )
 
-    return sharded(build, config.data, jax.process_index(), jax.process_count())
+    goldfish = lambda batch: {"goldfish_dropped_fraction": dropped_fraction(batch, tokenizer.eod_id)}
+    k = config.data.pipeline.goldfish.k
+    return sharded(build, config.data, jax.process_index(), jax.process_count(), goldfish if k else None)

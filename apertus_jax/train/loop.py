@@ -21,7 +21,6 @@ import os
 import time
 
 import jax
-import numpy as np
 from absl import logging
 
 from apertus_jax.models import flops
@@ -51,13 +50,6 @@ class Progress:
     clipped_steps: int = 0
     spike_skipped_steps: int = 0
     evaluated_step: int = 0
-
-
-def goldfish_dropped_fraction(batch: dict[str, np.ndarray], eod_id: int) -> float:
-    """Fraction of loss positions zeroed by Goldfish: positions that are neither padding nor an EoD input
-    (the only other rules that zero the loss mask, docs/recipe.md 2) and still have loss_mask 0."""
-    eligible = (batch["segment_ids"] > 0) & (batch["tokens"] != eod_id)
-    return float(np.sum(eligible & (batch["loss_mask"] == 0)) / max(np.sum(eligible), 1))
 
 
 def train(run: Run, workdir: str) -> str:
@@ -154,8 +146,6 @@ class _Loop:
         self.shapes = param_shapes(run.spec.abstract["params"])
         self.flops_per_token = flops.train_flops_per_token(config.model, config.data.seq_len)
         self.peak = peak_flops_per_device()
-        self.eod_id = run.tokenizer.eod_id
-        self.goldfish_k = config.data.pipeline.goldfish.k if run.reads_pipeline else 0
         self.saved_step = progress.step if checkpointer.all_steps() else -1
         self.shapes_run: set[tuple[int, int]] = set()  # batch shapes whose step was called (compiled)
         self.last_time = self.last_settle = time.time()
@@ -239,22 +229,19 @@ class _Loop:
                 "step": progress.step,
                 "tokens": progress.tokens,
                 "seq_len": pending.length,
-                "rope_theta": self.run.config.model.rope_theta,
                 "loss": float(step_metrics["loss"]),
                 "lr": lr,
                 "grad_norm": float(step_metrics["grad_norm"]),
                 "clipped_fraction": progress.clipped_steps / progress.step,
                 "tokens_per_s": tokens_per_s,
                 "mfu": mfu(tokens_per_s, self.flops_per_token, jax.device_count(), self.peak),
-                # k = 0 drops nothing; other batch sources (post-training masks prompts) apply no Goldfish
-                "goldfish_dropped_fraction": goldfish_dropped_fraction(pending.batch, self.eod_id)
-                if self.goldfish_k
-                else 0.0,
                 "skipped_steps": progress.skipped_steps,
                 "spike_skipped_steps": progress.spike_skipped_steps,
                 "rollbacks": progress.rollbacks,
                 # the objective's own metrics (pretraining: z_loss; post-training: rewards, log-ratios, margins)
                 **{k: float(v) for k, v in step_metrics.items() if k not in STEP_METRICS},
+                # the batch source's own (the pipeline with Goldfish: goldfish_dropped_fraction)
+                **self.batches.batch_metrics(pending.batch),
             }
         )
         return roll_back
@@ -278,6 +265,14 @@ class _Loop:
         )
         self.metrics.rewind(progress.step)
         self.state, self.progress = state, progress
+
+    def _settle_or_roll_back(self, pending: _Pending | None) -> bool:
+        """Settles a dispatched step (None: none is pending) and rolls back when it asks to; True after a
+        rollback."""
+        if pending is None or not self._settle(pending):
+            return False
+        self._roll_back()
+        return True
 
     def _dispatch(self, local_batch: dict, completed: int) -> _Pending:
         """Starts the train step on `local_batch` (this process's rows) after `completed` completed steps (the
@@ -313,8 +308,7 @@ class _Loop:
             self._at_step()  # resumed at a step whose hooks did not finish
         while self.progress.step + (pending is not None) < self.total_steps:
             if self.preemption.should_stop(self.progress.step + (pending is not None)):
-                if pending is not None and self._settle(pending):
-                    self._roll_back()
+                self._settle_or_roll_back(pending)
                 logging.warning(
                     "%s: saving a checkpoint at step %d and exiting",
                     self.preemption.reason(),
@@ -327,10 +321,9 @@ class _Loop:
             local_batch = held_batch if held_batch is not None else next(self.batches)
             held_batch = None
             dispatched = self._dispatch(local_batch, self.progress.step + (pending is not None))
-            if pending is not None and self._settle(pending):
+            if self._settle_or_roll_back(pending):
                 # The step just dispatched ran after a step that triggers the rollback: drop it, train on its
                 # batch right after the rollback (as a synchronous loop would).
-                self._roll_back()
                 pending, held_batch = None, local_batch
                 continue
             pending = dispatched
@@ -339,15 +332,13 @@ class _Loop:
             save_due = step % self.run.config.checkpoint.every_steps == 0 or step == self.total_steps
             if save_due or hook_due:  # the step's own params and metrics: settle it now
                 pending = None
-                if self._settle(dispatched):
-                    self._roll_back()
+                if self._settle_or_roll_back(dispatched):
                     continue
                 if hook_due:
                     self._at_step()
                 if save_due:
                     self._save()
-        if pending is not None and self._settle(pending):
-            self._roll_back()
+        self._settle_or_roll_back(pending)
         self.checkpointer.wait()
         if self.progress.evaluated_step != self.progress.step and self._due(self.progress.step):
             if self.preemption.should_stop():

@@ -77,6 +77,11 @@ class Prefetcher(grain.DatasetIterator):
         batch, self._state, self._consumed = item
         return batch
 
+    def batch_metrics(self, batch: dict) -> dict[str, float]:
+        """The wrapped source's `batch_metrics(batch)`, or {} when it has none."""
+        metrics = getattr(self.iterator, "batch_metrics", None)
+        return metrics(batch) if metrics else {}
+
     def get_state(self) -> dict:
         """The wrapped iterator's state after the last batch returned by `__next__`."""
         return self._state

@@ -89,7 +89,7 @@ def test_pretrain_sft_qrpo_chain_resumes_bitwise_after_sigterm(pretrained, tmp_p
     assert len(sft_losses) == 4
     # The pipeline of sft_tiny has Goldfish k=50; the chat rows (prompts masked) get no Goldfish.
     assert parse(sft()).run.data.pipeline.goldfish.k == 50
-    assert all(r["goldfish_dropped_fraction"] == 0.0 for r in _losses(straight))
+    assert not any("goldfish_dropped_fraction" in r for r in _losses(straight))
     # The records say what the run trained on: the conversations, not the unused pipeline.
     with open(os.path.join(straight, "provenance.json")) as f:
         described = json.load(f)["components"]

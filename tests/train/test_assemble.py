@@ -52,8 +52,6 @@ def test_an_objective_declares_its_batch_arrays_for_the_lowered_step():
     assert batch["weight"].shape == (8, 3) and batch["weight"].dtype == np.float32
     assert batch["tokens"].shape == (8, 32) and batch["tokens"].dtype == np.int32
     assert "tensor<8x3xf32>" in run.lower_train_step(8).as_text()
-    assert run.reads_pipeline  # no batch source given: data.pipeline (and its Goldfish metric)
-    assert not Run(run.config, batch_source=lambda run: iter(())).reads_pipeline
 
 
 # The loop's path (`Run(config)` over all devices, `run.train_step(rows)`) and the memory plan's
