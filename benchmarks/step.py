@@ -20,7 +20,7 @@ from apertus_jax.models import flops
 from apertus_jax.models.presets import PRESET_NAMES, get_config
 from apertus_jax.train.assemble import Run, step_config
 from apertus_jax.train.metrics import peak_flops_per_device
-from apertus_jax.train.sharding import batch_sharding
+from apertus_jax.train.train_state import batch_sharding
 from benchmarks import matmul
 from benchmarks.configs import ACCELERATOR_CONFIGS, DRY_RUN
 

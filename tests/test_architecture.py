@@ -19,8 +19,8 @@ from apertus_jax.jobs.run import assemble
 from apertus_jax.models.presets import model_section
 from apertus_jax.train import loop
 from apertus_jax.train.assemble import Run
-from apertus_jax.train.sharding import make_global_batch
 from apertus_jax.train.step import Objective
+from apertus_jax.train.train_state import make_global_batch
 
 ROWS, SEQ_LEN, STEPS = 8, 32, 3
 

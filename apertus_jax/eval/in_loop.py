@@ -44,7 +44,7 @@ from apertus_jax.data.config import PipelineSpec
 from apertus_jax.eval import multiple_choice, perplexity, tasks
 from apertus_jax.eval.config import EXAMS_QA_SUFFIX, UNSEEN_LANGUAGES, EvalConfig
 from apertus_jax.train.hooks import Hook, LoopContext
-from apertus_jax.train.sharding import batch_sharding
+from apertus_jax.train.train_state import batch_sharding
 
 
 class EvalInterrupted(Exception):

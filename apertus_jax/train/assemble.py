@@ -38,9 +38,8 @@ from apertus_jax.train.batches import BatchSource, pipeline_source
 from apertus_jax.train.config import RunConfig, TrainConfig, check_layout
 from apertus_jax.train.hooks import Hook
 from apertus_jax.train.loss import cross_entropy
-from apertus_jax.train.sharding import batch_sharding
 from apertus_jax.train.step import FrozenParams, Objective, make_train_step
-from apertus_jax.train.train_state import TrainStateSpec, make_train_state_spec
+from apertus_jax.train.train_state import TrainStateSpec, batch_sharding, make_train_state_spec
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ from apertus_jax.train.hooks import LoopContext
 from apertus_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device
 from apertus_jax.train.prefetch import Prefetcher
 from apertus_jax.train.profiling import StepProfiler
-from apertus_jax.train.sharding import make_global_batch
+from apertus_jax.train.train_state import make_global_batch
 
 STEP_METRICS = ("loss", "grad_norm", "clipped", "unmasked_tokens", "finite", "spike_skipped")
 

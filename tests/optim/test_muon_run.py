@@ -13,7 +13,7 @@ from apertus_jax.jobs.config import parse
 from apertus_jax.jobs.run import train
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.train.assemble import Run
-from apertus_jax.train.sharding import make_global_batch
+from apertus_jax.train.train_state import make_global_batch
 from configs.runs import tiny_resume
 
 STEPS, SAVED_AT = 6, 3

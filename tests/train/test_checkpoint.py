@@ -19,9 +19,13 @@ from apertus_jax.train.checkpoint import (
     param_shapes,
 )
 from apertus_jax.train.loss import cross_entropy
-from apertus_jax.train.sharding import batch_sharding, make_global_batch
 from apertus_jax.train.step import make_train_step
-from apertus_jax.train.train_state import make_param_spec, make_train_state_spec
+from apertus_jax.train.train_state import (
+    batch_sharding,
+    make_global_batch,
+    make_param_spec,
+    make_train_state_spec,
+)
 
 MODEL = get_config(
     "tiny", vocab_size=1024, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, mlp_hidden=64, max_seq_len=32

@@ -148,7 +148,7 @@ def test_init_from_starts_from_the_params_with_a_fresh_optimizer(uninterrupted, 
     from apertus_jax.jobs.config import parse
     from apertus_jax.train.assemble import Run
     from apertus_jax.train.checkpoint import restore_workdir_params
-    from apertus_jax.train.sharding import make_global_batch
+    from apertus_jax.train.train_state import make_global_batch
 
     config = tiny_resume.get_config()
     with config.unlocked():

@@ -7,7 +7,7 @@ import optax
 import pytest
 
 from apertus_jax.models import partitioning
-from apertus_jax.train.sharding import BATCH_AXES, batch_sharding, make_global_batch
+from apertus_jax.train.train_state import BATCH_AXES, batch_sharding, make_global_batch
 
 
 @pytest.mark.parametrize(("data", "fsdp", "tensor"), [(2, 2, 2), (1, 8, 1), (8, 1, 1), (1, 4, 2)])
