@@ -15,7 +15,7 @@ from absl import flags, logging
 
 from apertus_jax.jobs.posttrain import qrpo
 from apertus_jax.train import distributed
-from apertus_jax.train.workdir_access import check_workdir_usable
+from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
 _CONFIG = cli.define_config("configs/posttrain/qrpo_tiny.py")

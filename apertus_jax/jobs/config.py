@@ -37,7 +37,7 @@ from apertus_jax.train.config import (
     RunConfig,
     TrainConfig,
 )
-from apertus_jax.train.profiling import ProfileConfig
+from apertus_jax.train.metrics import ProfileConfig
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Each package owns its section, its defaults and its range checks: `model` (`apertus_jax.models.config.
 ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`, the pipeline typed), `optim`
 (`apertus_jax.optim.config.OptimConfig`), `mesh` (`apertus_jax.models.partitioning.MeshConfig`), `profile`
-(`apertus_jax.train.profiling.ProfileConfig`); the train package owns `train`, `checkpoint`, `faults` and
+(`apertus_jax.train.metrics.ProfileConfig`); the train package owns `train`, `checkpoint`, `faults` and
 `metrics` (below). Every section checks its own fields when it is built; `check_layout` checks the rules that
 need the device and process counts (the mesh, batch and shard splits) once, when a `Run` is assembled.
 
@@ -21,8 +21,7 @@ from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.optim.batch_plan import BatchSizePlan
 from apertus_jax.optim.config import OptimConfig
-from apertus_jax.train.profiling import ProfileConfig
-from apertus_jax.train.wandb_writer import check_wandb_config
+from apertus_jax.train.metrics import ProfileConfig, check_wandb_config
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,18 +1,22 @@
-"""Per-step metrics: WORKDIR/metrics.jsonl, TensorBoard events, a human log line with ETA, MFU.
+"""What a run writes as it trains: per-step metrics (WORKDIR/metrics.jsonl, TensorBoard events, W&B, a human log
+line with ETA, MFU) and `jax.profiler` traces of chosen steps.
 
 MFU = achieved model FLOP/s / (peak FLOP/s per device x devices), with the model's exact per-token FLOPs
 (apertus_jax.models.flops, docs/recipe.md section 10) and the peak table below.
 """
 
+import dataclasses
 import json
 import os
+import secrets
+import string
 import time
 
 import jax
 from absl import logging
 
 from apertus_jax import files
-from apertus_jax.train.wandb_writer import WandbWriter
+from apertus_jax.checks import check_number
 
 # Dense bf16 peak FLOP/s per device (vendor datasheets, no sparsity). Matched as substrings of
 # `device.device_kind`, first match wins (so "v5 lite" is tested before "v5").
@@ -59,7 +63,7 @@ def format_duration(seconds: float) -> str:
 
 class MetricsWriter:
     """Writes one JSON line per step to WORKDIR/metrics.jsonl and TensorBoard scalars to WORKDIR/tensorboard,
-    and, with `wandb_project`, the same scalars to a Weights & Biases run (`train.wandb_writer.WandbWriter`).
+    and, with `wandb_project`, the same scalars to a Weights & Biases run (`WandbWriter` below).
 
     Only process 0 writes. On resume from step S, lines with step > S (written after the last checkpoint by a
     run that then crashed) are dropped first, so the file always reads as one uninterrupted run.
@@ -160,3 +164,138 @@ class MetricsWriter:
             self._tb.close()
             if self._wandb is not None:
                 self._wandb.close()
+
+
+# Optional Weights & Biases logging of the training scalars (`--config.metrics.wandb_project=NAME`).
+#
+# `MetricsWriter` forwards every metrics.jsonl record here when `metrics.wandb_project` is set: each numeric
+# value except "step" is logged as `train/<key>` (the TensorBoard tag) at W&B step = the training step.
+#
+# Resume: the W&B run id is kept in `WORKDIR/wandb_run_id`, so a restarted run continues the same W&B run
+# (`wandb.init(id=..., resume="allow")`). W&B's history only grows: steps logged between the last checkpoint
+# and a crash are not removed, and W&B drops the re-logged ones (a step not above its last). A resumed run
+# recomputes those steps bit for bit (the trainer's exact resume), so nothing is lost; after a
+# non-finite rollback the W&B curve keeps the first attempt, metrics.jsonl the second.
+#
+# Offline: with `WANDB_MODE=offline` the run is written under `WORKDIR/wandb/offline-run-*` (upload later with
+# `wandb sync`); every resumed process writes one more such directory with the same run id. The `wandb`
+# package is optional (`pip install -e '.[wandb]'`); without `metrics.wandb_project` it is never imported.
+RUN_ID_FILE = "wandb_run_id"
+
+
+def check_wandb_config(metrics_config) -> None:
+    """Up-front check of the `metrics` config section (before anything is written).
+
+    Raises:
+      ValueError: `wandb_project` is set but the `wandb` package is not installed.
+    """
+    if not metrics_config.wandb_project:
+        return
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            f"metrics.wandb_project={metrics_config.wandb_project!r} needs the wandb package: "
+            "pip install -e '.[wandb]' (or leave metrics.wandb_project empty)"
+        ) from None
+
+
+def run_id(workdir: str) -> str:
+    """The W&B run id of `workdir`: read from `WORKDIR/wandb_run_id`, or a new one written there atomically."""
+    path = os.path.join(workdir, RUN_ID_FILE)
+    if os.path.exists(path):
+        with open(path) as f:
+            existing = f.read().strip()
+        if existing:
+            return existing
+    # 8 characters of [a-z0-9], the alphabet and length of the ids W&B generates itself.
+    new_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+    files.write_text(path, new_id + "\n")
+    return new_id
+
+
+class WandbWriter:
+    """One W&B run per workdir, resumed across restarts (see the module docstring).
+
+    Args:
+      workdir: the training workdir (holds the run id file and, offline, the run files).
+      project: W&B project name.
+      run_config: the run config (a JSON-like dict) shown as the W&B run config.
+    """
+
+    def __init__(self, workdir: str, project: str, run_config: dict | None = None):
+        import wandb
+
+        self.run_id = run_id(workdir)
+        self._run = wandb.init(
+            project=project,
+            id=self.run_id,
+            resume="allow",
+            dir=workdir,
+            name=os.path.basename(os.path.abspath(workdir)),
+            config=run_config,
+        )
+
+    def log(self, record: dict) -> None:
+        """Log the numeric values of a metrics.jsonl `record` (must hold "step") at its step."""
+        scalars = {
+            f"train/{key}": value
+            for key, value in record.items()
+            if key != "step" and isinstance(value, (int, float))
+        }
+        self._run.log(scalars, step=int(record["step"]))
+
+    def close(self) -> None:
+        self._run.finish()
+
+
+# A `jax.profiler` trace of a few steps of a real run, switched on from the config.
+#
+#     --config.profile.steps=3 --config.profile.start_step=20
+#
+# traces steps 21..23 (the steps after `start_step` completed steps, so compilation and warm-up stay out) into
+# WORKDIR/tensorboard/plugins/profile/<run>/, beside the run's scalars: `tensorboard --logdir WORKDIR/tensorboard`
+# shows it under "Profile" (the TensorBoard profile plugin, `pip install tensorboard-plugin-profile`), and
+# Perfetto / XProf read the `.xplane.pb` file directly. Every process writes its own trace.
+@dataclasses.dataclass(frozen=True)
+class ProfileConfig:
+    """The `profile` section: trace `steps` steps (0 = off) after `start_step` completed steps."""
+
+    start_step: int = 10
+    steps: int = 0
+
+    def __post_init__(self):
+        check_number("profile.start_step", self.start_step, low=0, integer=True)
+        check_number("profile.steps", self.steps, low=0, integer=True)
+
+
+class StepProfiler:
+    """Starts the trace before step `start_step + 1` is dispatched and stops it once step
+    `start_step + steps` has finished on the device."""
+
+    def __init__(self, config: ProfileConfig, workdir: str):
+        self.config = config
+        self.log_dir = os.path.join(workdir, "tensorboard")
+        self.active = False
+
+    def before_step(self, completed: int) -> None:
+        """Called with the number of steps dispatched so far, before dispatching the next one."""
+        if self.config.steps and completed == self.config.start_step and not self.active:
+            logging.info(
+                "profiling steps %d..%d into %s", completed + 1, completed + self.config.steps, self.log_dir
+            )
+            jax.profiler.start_trace(self.log_dir)
+            self.active = True
+
+    def after_step(self, dispatched: int, outputs) -> None:
+        """Called after dispatching step number `dispatched` with its outputs (waited for when the trace ends)."""
+        if self.active and dispatched >= self.config.start_step + self.config.steps:
+            jax.block_until_ready(outputs)
+            self.stop()
+
+    def stop(self) -> None:
+        """Ends a running trace (also called when the run stops early)."""
+        if self.active:
+            jax.profiler.stop_trace()
+            self.active = False
+            logging.info("profile written to %s", self.log_dir)

@@ -29,8 +29,8 @@ def write_tiny_workdir(
     from apertus_jax.jobs.config import base_config, parse
     from apertus_jax.models.presets import model_section
     from apertus_jax.train.assemble import Run
+    from apertus_jax.train.batches import Prefetcher
     from apertus_jax.train.checkpoint import Checkpointer, param_shapes
-    from apertus_jax.train.prefetch import Prefetcher
 
     config = base_config()
     config.model = model_section(

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from apertus_jax.train.prefetch import Prefetcher
+from apertus_jax.train.batches import Prefetcher
 
 
 def _equal(a, b):

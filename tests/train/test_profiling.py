@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from apertus_jax.train.profiling import ProfileConfig, StepProfiler
+from apertus_jax.train.metrics import ProfileConfig, StepProfiler
 
 
 def test_traces_the_configured_steps_into_the_workdir(tmp_path):

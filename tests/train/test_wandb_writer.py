@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from apertus_jax.train import metrics as metrics_lib
-from apertus_jax.train import wandb_writer
 from configs.runs import tiny_resume
 
 from ..conftest import train
@@ -74,7 +73,7 @@ def test_metrics_writer_logs_every_scalar_and_a_restart_keeps_the_run_id(tmp_pat
     for record in RECORDS[:3]:
         writer.write(record)
     writer.close()
-    first_id = (tmp_path / wandb_writer.RUN_ID_FILE).read_text().strip()
+    first_id = (tmp_path / metrics_lib.RUN_ID_FILE).read_text().strip()
     writer = metrics_lib.MetricsWriter(workdir, 4, 3, wandb_project="apertus-test")
     writer.write(RECORDS[3])
     writer.close()
@@ -96,13 +95,13 @@ def test_without_a_project_nothing_of_wandb_is_written(tmp_path):
 
 def test_missing_wandb_package_is_one_clear_error(monkeypatch):
     config = tiny_resume.get_config()
-    wandb_writer.check_wandb_config(config.metrics)  # off: never imports wandb
+    metrics_lib.check_wandb_config(config.metrics)  # off: never imports wandb
     monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
-    wandb_writer.check_wandb_config(config.metrics)
+    metrics_lib.check_wandb_config(config.metrics)
     with config.unlocked():
         config.metrics.wandb_project = "p"
     with pytest.raises(ValueError, match="metrics.wandb_project='p' needs the wandb package"):
-        wandb_writer.check_wandb_config(config.metrics)
+        metrics_lib.check_wandb_config(config.metrics)
 
 
 class Crash(Exception):

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from apertus_jax.train.workdir_access import check_workdir_usable
+from apertus_jax.train.checkpoint import check_workdir_usable
 
 
 def test_usable_workdirs_pass_and_leave_nothing(tmp_path):
