@@ -8,6 +8,8 @@ behaviour:
   cannot use, a missing file) prints ONE line `error: ...` on stderr naming the problem and the fix, and
   exits with status 2 before anything is written: `main` raises `ValueError`, `OSError` (a missing file
   included), `WorkdirLockedError` or `app.UsageError`;
+- a job that needs an optional extra (`apertus_jax.extras`) calls `require_extras` before importing it: without
+  the extra, one line naming the extra to install and exit status 2;
 - a Ctrl-C before the trainer took over prints one line and exits with status 130;
 - quiet library logs: absl prints every INFO record of every library; jax's "Unable to initialize backend
   'tpu'" on machines without a TPU and Orbax's per-save/restore chatter are dropped (their warnings stay);
@@ -28,6 +30,7 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from apertus_jax import extras
 from apertus_jax.cache import cache_dir
 from apertus_jax.jobs.config import (
     apply_preset_override,
@@ -47,6 +50,17 @@ def usage_error(message: object) -> NoReturn:
     """Prints `error: <message>` as one line on stderr and exits with status 2."""
     print("error: " + " ".join(str(message).split()), file=sys.stderr)
     sys.exit(USAGE_ERROR)
+
+
+def require_extras(*names: str) -> None:
+    """Checks that the optional extras `names` (keys of `apertus_jax.extras.MODULES`) are installed; else
+    one line naming the extra to install and exit 2. Called at a job's start, before it imports them."""
+    job = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    for name in names:
+        try:
+            extras.require(name, job)
+        except ValueError as error:
+            usage_error(error)
 
 
 def quiet_library_logs() -> None:

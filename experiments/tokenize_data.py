@@ -20,12 +20,15 @@ import sys
 
 from absl import flags
 
-from apertus_jax.data import sources
-from apertus_jax.data.shards import SHARD_TOKENS
-from apertus_jax.prep.pipeline import EXECUTORS
-from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS
-from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job
 from experiments import cli
+
+cli.require_extras("prep")  # before the modules that import it: one line and exit 2 without it
+
+from apertus_jax.data import sources  # noqa: E402
+from apertus_jax.data.shards import SHARD_TOKENS  # noqa: E402
+from apertus_jax.prep.pipeline import EXECUTORS  # noqa: E402
+from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS  # noqa: E402
+from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job  # noqa: E402
 
 _INPUT = flags.DEFINE_multi_string("input", None, "File or directory (repeatable).", required=True)
 _KIND = flags.DEFINE_enum("kind", "jsonl", sources.RAW_KINDS, "Raw document format.")

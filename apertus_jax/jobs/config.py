@@ -22,6 +22,7 @@ from typing import Any
 
 import ml_collections
 
+from apertus_jax import extras
 from apertus_jax.data import config as data_config
 from apertus_jax.eval import config as eval_config
 from apertus_jax.eval.config import EvalConfig
@@ -87,6 +88,10 @@ def base_config() -> ml_collections.ConfigDict:
     return c
 
 
+# Component kinds that read through an optional extra (`apertus_jax.extras`), checked when a config is parsed.
+KIND_EXTRAS = {"parquet": "prep", "seqio": "seqio"}
+
+
 def _keys(c, prefix=""):
     keys = set()
     for k, v in c.items():
@@ -135,7 +140,7 @@ def parse(config: ml_collections.ConfigDict | dict) -> Config:
 
     Raises:
       ValueError: one line naming the offending key or field and what to do (an unknown or missing key, a
-        value out of range, an invalid pipeline).
+        value out of range, an invalid pipeline, a component kind whose extra is not installed).
     """
     expected, got = _keys(base_config()), _keys(config)
     if got != expected:
@@ -158,6 +163,9 @@ def parse(config: ml_collections.ConfigDict | dict) -> Config:
         metrics=MetricsConfig(**_plain(config["metrics"])),
         profile=ProfileConfig(**_plain(config["profile"])),
     )
+    for name, spec in run.data.pipeline.components.items():
+        if spec.kind in KIND_EXTRAS:
+            extras.require(KIND_EXTRAS[spec.kind], f"data.pipeline.components.{name} (kind {spec.kind!r})")
     return Config(
         run=run,
         posttrain=PosttrainConfig(**_plain(config["posttrain"])),

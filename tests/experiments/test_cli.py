@@ -91,3 +91,36 @@ def test_unknown_key_of_a_default_study_config_points_to_its_schema():
     assert lines[0].startswith(
         "error: unknown config key run.train.stepz; did you mean --config.run.train.steps"
     )
+
+
+@pytest.mark.parametrize(
+    "module, args, absent, extra",
+    [
+        ("experiments.tokenize_data", ["--help"], "datatrove", "prep"),
+        ("experiments.tokenize_data", ["--input=x.jsonl", "--tokenizer=demo"], "datatrove", "prep"),
+        ("experiments.prepare_data", ["--config=configs/prep/demo.py"], "datatrove", "prep"),
+        ("experiments.fetch_robots", ["--domains=d.txt", "--out=r.jsonl"], "protego", "prep"),
+        ("apertus_jax.jobs.lm_eval_cli", ["run", "--model", "apertus_jax"], "lm_eval", "eval"),
+    ],
+)
+def test_a_command_without_its_extra_is_one_line_naming_it_and_exit_2(module, args, absent, extra, tmp_path):
+    """The extra's package missing (simulated: a None entry in sys.modules makes it unfindable): one line
+    naming the extra and its install command, exit 2, nothing written (run in an empty directory)."""
+    shim = (
+        f"import runpy, sys; sys.modules[{absent!r}] = None; sys.argv = [{module.rpartition('.')[2]!r}, "
+        f"*{args!r}]; runpy.run_module({module!r}, run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", shim],
+        cwd=tmp_path,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert f"needs the '{extra}' extra ({absent} is not installed)" in lines[0]
+    assert f'pip install -e ".[{extra}]"' in lines[0]
+    assert not list(tmp_path.iterdir())

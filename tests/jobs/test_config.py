@@ -186,3 +186,19 @@ def test_a_record_without_keys_added_later_parses_with_their_defaults():
     recorded["train"]["colour"] = 1
     with pytest.raises(ValueError, match="unknown \\['train.colour'\\]"):
         parse_recorded(recorded)
+
+
+def test_a_component_kind_whose_extra_is_missing_is_refused_at_parse(tmp_path, monkeypatch):
+    """A Parquet component without pyarrow (simulated: a None entry in sys.modules): one line naming the
+    component, the extra and the install command, before anything is built."""
+    (tmp_path / "a.parquet").write_bytes(b"")
+    config = tiny_demo.get_config()
+    config.data.pipeline.components = {"web": {"kind": "parquet", "paths": [str(tmp_path / "a.parquet")]}}
+    assert parse(config).run.data.pipeline.components["web"].kind == "parquet"
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ValueError) as error:
+        parse(config)
+    assert str(error.value) == (
+        "data.pipeline.components.web (kind 'parquet') needs the 'prep' extra (pyarrow is not installed); "
+        'install it with: pip install -e ".[prep]"'
+    )
