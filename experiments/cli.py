@@ -13,12 +13,15 @@ behaviour:
 - a Ctrl-C before the trainer took over prints one line and exits with status 130;
 - quiet library logs: absl prints every INFO record of every library; jax's "Unable to initialize backend
   'tpu'" on machines without a TPU and Orbax's per-save/restore chatter are dropped (their warnings stay);
+- `--config=PATH` names a config file relative to the working directory or, when it is not there, to the
+  repository (`CONFIG_ROOT`: `--config=configs/runs/tiny_demo.py` works from any directory);
 - with `compilation_cache=True`, the persistent XLA compilation cache (default ~/.cache/apertus_jax/xla;
   JAX_COMPILATION_CACHE_DIR overrides), so a restarted or resumed job skips recompiling its train step.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging as std_logging
 import os
 import re
@@ -81,12 +84,44 @@ def enable_compilation_cache() -> None:
 
 
 _config_file_flag = False  # whether this job's --config names a config file (`define_config`), not a preset
+# The folder that holds the repository's `configs/` (the checkout, or site-packages for a plain install).
+CONFIG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _config_arg(argv: list[str]) -> str | None:
     """The `PATH[:ARG]` of `--config=PATH[:ARG]` in `argv`, or None."""
     values = [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
     return values[-1] if values else None
+
+
+def resolve_config(arg: str) -> str | None:
+    """`PATH[:ARG]` with PATH as found: relative to the working directory, else to `CONFIG_ROOT` (absolute
+    then); None when neither holds the file."""
+    path, colon, config_arg = arg.partition(":")
+    if os.path.isfile(path):
+        return arg
+    in_repository = os.path.join(CONFIG_ROOT, path)
+    if not os.path.isabs(path) and os.path.isfile(in_repository):
+        return in_repository + colon + config_arg
+    return None
+
+
+def _missing_config(arg: str) -> str:
+    """The one-line message of a `--config` file that is in neither place, with the closest config files."""
+    path = arg.partition(":")[0]
+    root = os.path.join(CONFIG_ROOT, "configs")
+    known = sorted(
+        os.path.relpath(os.path.join(folder, name), CONFIG_ROOT)
+        for folder, _, names in os.walk(root)
+        for name in names
+        if name.endswith(".py") and name != "__init__.py"
+    )
+    close = difflib.get_close_matches(path, known, n=2, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return (
+        f"--config={arg}: {path} is not a file here nor under {CONFIG_ROOT}; {hint}"
+        f"the repository's configs are in {root}/"
+    )
 
 
 def _unknown_key(argv: list[str], error: Exception, default: str | None = None) -> str:
@@ -115,10 +150,12 @@ def _parse_flags(argv: list[str]) -> list[str]:
     """absl flag parsing with one-line errors (exit 2): a missing config file, an override of a key that the
     config does not have (ml_collections raises AttributeError / KeyError with nested reprs), a bad flag."""
     arg = _config_arg(argv) if _config_file_flag else None
-    if arg is not None and not os.path.isfile(arg.partition(":")[0]):
-        usage_error(
-            f"--config={arg}: {arg.partition(':')[0]} does not exist (a Python config file, e.g. configs/runs/tiny_demo.py)"
-        )
+    if arg is not None:
+        resolved = resolve_config(arg)
+        if resolved is None:
+            usage_error(_missing_config(arg))
+        argv = [f"--config={resolved}" if a == f"--config={arg}" else a for a in argv]
+        sys.argv[:] = argv
     try:
         return flags.FLAGS(argv)
     except (AttributeError, KeyError) as error:
@@ -149,6 +186,8 @@ def define_config(default: str | None, help_text: str = "Run config (a Python fi
     """The `--config` flag of a run config file (`--config.section.field=value` overrides)."""
     global _config_file_flag
     _config_file_flag = True
+    if default is not None:
+        default = resolve_config(default) or default
     try:
         return config_flags.DEFINE_config_file("config", default, help_text)
     except (AttributeError, KeyError) as error:  # the default file is parsed here, with sys.argv's overrides

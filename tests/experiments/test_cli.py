@@ -56,8 +56,11 @@ def test_usage_error_raised_in_main_is_one_line(tmp_path):
             "error: unknown config key train.lr; did you mean --config.optim.peak_lr?",
         ),
         (
-            ["--config=configs/runs/no_such_run.py"],
-            "error: --config=configs/runs/no_such_run.py: configs/runs/no_such_run.py does not exist",
+            ["--config=configs/runs/tiny_dmeo.py"],
+            f"error: --config=configs/runs/tiny_dmeo.py: configs/runs/tiny_dmeo.py is not a file here nor "
+            f"under {ROOT}; did you mean configs/runs/tiny_demo.py or "
+            f"configs/runs/tiny_resume.py? the repository's configs are in "
+            f"{ROOT}/configs/",
         ),
     ],
 )
@@ -124,3 +127,26 @@ def test_a_command_without_its_extra_is_one_line_naming_it_and_exit_2(module, ar
     assert f"needs the '{extra}' extra ({absent} is not installed)" in lines[0]
     assert f'pip install -e ".[{extra}]"' in lines[0]
     assert not list(tmp_path.iterdir())
+
+
+def test_a_repository_config_path_works_from_any_directory(tmp_path):
+    """`--config=configs/...` from outside the checkout names the repository's file: the run gets as far as
+    the config's values (here a bad override: one line, exit 2)."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.pretrain",
+            "--config=configs/runs/tiny_demo.py",
+            "--config.train.steps=0",
+            f"--workdir={tmp_path}/w",
+        ],
+        cwd=tmp_path,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == ["error: train.steps must be a positive integer, got 0"]
+    assert os.listdir(tmp_path) == []
