@@ -43,10 +43,16 @@ from apertus_jax.jobs.config import (
     load_module,
     parse,
 )
+from apertus_jax.jobs.config_fields import config_fields, format_fields
 from apertus_jax.train.checkpoint import WorkdirLockedError
 
 USAGE_ERROR = 2
 INTERRUPTED = 130
+HELP_FLAGS = {"--help", "-help", "-h", "-?", "--helpshort", "--helpfull", "--helpxml"}
+
+# Flags this module defines for a job (`define_config`, `define_run_config`) are the job's own: `--help`
+# lists them with the job's flags.
+flags.disclaim_key_flags()
 
 
 def usage_error(message: object) -> NoReturn:
@@ -158,6 +164,10 @@ def _parse_flags(argv: list[str]) -> list[str]:
         sys.argv[:] = argv
     try:
         return flags.FLAGS(argv)
+    except SystemExit as stop:  # absl ends --help with status 1; help that was asked for is a success
+        if stop.code == 1 and HELP_FLAGS & {a.split("=")[0] for a in argv[1:]}:
+            sys.exit(0)
+        raise
     except (AttributeError, KeyError) as error:
         usage_error(_unknown_key(argv, error))
     except (flags.Error, OSError) as error:
@@ -168,6 +178,10 @@ def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False)
     """Runs `main(argv)` as the job's command (module docstring); its return value is ignored."""
 
     def job(argv):
+        if _run_config is not None and flags.FLAGS.config_fields:
+            apply_preset_override(_run_config.value, sys.argv)
+            print(format_fields(config_fields(_run_config.value)))
+            return
         quiet_library_logs()
         if compilation_cache:
             enable_compilation_cache()
@@ -182,16 +196,36 @@ def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False)
     app.run(job, flags_parser=_parse_flags)
 
 
-def define_config(default: str | None, help_text: str = "Run config (a Python file).") -> flags.FlagHolder:
-    """The `--config` flag of a run config file (`--config.section.field=value` overrides)."""
+def define_config(default: str | None, help_text: str) -> flags.FlagHolder:
+    """The `--config` flag of a config file (`--config.section.field=value` overrides), shown in `--help`."""
     global _config_file_flag
     _config_file_flag = True
     if default is not None:
         default = resolve_config(default) or default
+    help_text += " Any value is overridden with --config.KEY=VALUE."
     try:
         return config_flags.DEFINE_config_file("config", default, help_text)
     except (AttributeError, KeyError) as error:  # the default file is parsed here, with sys.argv's overrides
         usage_error(_unknown_key(sys.argv, error, default))
+
+
+_run_config: flags.FlagHolder | None = None  # the `--config` of a run config (`define_run_config`)
+
+
+def define_run_config(default: str) -> flags.FlagHolder:
+    """The `--config` flag of a run config (the `base_config()` schema) and `--config_fields`, which prints
+    every `--config.*` field with its value in this config, type, range and meaning and exits
+    (`apertus_jax.jobs.config_fields`); both shown in `--help`."""
+    global _run_config
+    _run_config = define_config(
+        default,
+        "Run config: a Python file such as configs/runs/tiny_demo.py (from this directory or the "
+        "repository), or PATH:ARG for a config that takes an argument (e.g. --config.train.steps=100 below).",
+    )
+    flags.DEFINE_bool(
+        "config_fields", False, "List every --config.* field: its value here, type, range, meaning; exit."
+    )
+    return _run_config
 
 
 def parsed_config(holder: flags.FlagHolder):
@@ -199,10 +233,18 @@ def parsed_config(holder: flags.FlagHolder):
     applied (the preset's model section with the other `--config.model.*` overrides on top).
 
     Raises:
-      ValueError: an invalid config (one line).
+      ValueError: an invalid config (one line; a message that starts with a config key names it as the flag
+        that sets it, `--config.model.n_layers`).
     """
     apply_preset_override(holder.value, sys.argv)
-    return parse(holder.value)
+    try:
+        return parse(holder.value)
+    except ValueError as error:
+        message = str(error)
+        key = re.match(r"[a-z_]+(\.[a-z_0-9]+)+", message)
+        if key and key.group(0) in key_paths(holder.value):
+            message = "--config." + message
+        raise ValueError(message) from None
 
 
 def required(**values) -> None:

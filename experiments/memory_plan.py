@@ -27,7 +27,7 @@ from absl import flags  # noqa: E402
 from apertus_jax.jobs.memory_plan import mesh_shapes, optimizer_lines, plan_lines  # noqa: E402
 from experiments import cli  # noqa: E402
 
-_CONFIG = cli.define_config("configs/runs/apertus_8b.py", "Run config to plan.")
+_CONFIG = cli.define_run_config("configs/runs/apertus_8b.py")
 _MESHES = flags.DEFINE_list(
     "meshes", [], "Meshes as DATAxFSDPxTENSOR or DATAxFSDPxTENSORxCONTEXT (default: two per model size)."
 )

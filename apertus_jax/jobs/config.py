@@ -48,7 +48,9 @@ class Config:
     Attributes:
       run: the trainer's sections.
       posttrain, eval: the post-training and in-loop evaluation sections.
-      model_preset: the label of the model section (`model.preset`); the fields themselves are `run.model`.
+      model_preset: the model preset the model section started from (`model.preset`, a name of
+        `apertus_jax.models.presets`); set on the command line, it replaces the whole model section by that
+        preset's fields, other `--config.model.*` overrides applied on top. The fields are `run.model`.
     """
 
     run: RunConfig = dataclasses.field(default_factory=RunConfig)

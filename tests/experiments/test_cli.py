@@ -148,5 +148,58 @@ def test_a_repository_config_path_works_from_any_directory(tmp_path):
         timeout=120,
     )
     assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.strip().splitlines() == ["error: train.steps must be a positive integer, got 0"]
+    assert result.stderr.strip().splitlines() == [
+        "error: --config.train.steps must be a positive integer, got 0"
+    ]
     assert os.listdir(tmp_path) == []
+
+
+RUN_CONFIG_JOBS = ["pretrain", "sft", "qrpo", "pretrain_gpt_samples", "memory_plan"]
+
+
+@pytest.mark.parametrize("job", [*RUN_CONFIG_JOBS, "memorization", "long_context", "ablate"])
+def test_help_of_a_training_command_shows_config_and_how_to_override(job):
+    result = subprocess.run(
+        [sys.executable, "-m", f"experiments.{job}", "--help"],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "  --config: " in result.stdout, result.stdout
+    if job in RUN_CONFIG_JOBS:
+        assert "--config.KEY=VALUE" in result.stdout and "--[no]config_fields" in result.stdout
+
+
+def test_config_fields_lists_the_schema_with_the_overridden_values():
+    """`--config_fields` prints the listing of the config with its overrides (the preset's model section
+    included) and exits 0 before anything runs."""
+    from apertus_jax.jobs.config import apply_preset_override
+    from apertus_jax.jobs.config_fields import config_fields, format_fields
+    from configs.runs import tiny_demo
+
+    overrides = ["--config.train.steps=20", "--config.model.preset=tiny-llama"]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.pretrain",
+            "--config=configs/runs/tiny_demo.py",
+            *overrides,
+            "--config_fields",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    config = tiny_demo.get_config()
+    config.train.steps = 20
+    config.model.preset = "tiny-llama"
+    apply_preset_override(config, overrides)
+    assert result.stdout.strip() == format_fields(config_fields(config))
+    assert "--config.model.mlp_type='swiglu'" in result.stdout

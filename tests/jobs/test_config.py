@@ -124,7 +124,9 @@ def test_cli_bad_microbatch_is_one_line_exit_2_and_writes_nothing(tmp_path):
     )
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert errors == ["error: train.microbatch_size must be an integer >= 0, got -1"], result.stderr[-2000:]
+    assert errors == ["error: --config.train.microbatch_size must be an integer >= 0, got -1"], result.stderr[
+        -2000:
+    ]
     assert not workdir.exists()
 
 
