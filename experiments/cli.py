@@ -39,6 +39,7 @@ from apertus_jax.jobs.config import (
     apply_preset_override,
     base_config,
     closest_keys,
+    fit_schedule_to_steps,
     key_paths,
     load_module,
     parse,
@@ -179,7 +180,7 @@ def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False)
 
     def job(argv):
         if _run_config is not None and flags.FLAGS.config_fields:
-            apply_preset_override(_run_config.value, sys.argv)
+            _apply_overrides(_run_config.value)
             print(format_fields(config_fields(_run_config.value)))
             return
         quiet_library_logs()
@@ -228,15 +229,25 @@ def define_run_config(default: str) -> flags.FlagHolder:
     return _run_config
 
 
+def _apply_overrides(config) -> None:
+    """What command-line overrides mean beyond their values: `--config.model.preset=NAME` (the preset's model
+    section, the other `--config.model.*` overrides on top) and `--config.train.steps=N` alone (the schedule
+    follows it, said in the log; `apertus_jax.jobs.config.fit_schedule_to_steps`)."""
+    apply_preset_override(config, sys.argv)
+    fitted = fit_schedule_to_steps(config, sys.argv)
+    if fitted:
+        logging.info(fitted)
+
+
 def parsed_config(holder: flags.FlagHolder):
-    """The typed `apertus_jax.jobs.config.Config` of the `--config` flag, `--config.model.preset=NAME`
-    applied (the preset's model section with the other `--config.model.*` overrides on top).
+    """The typed `apertus_jax.jobs.config.Config` of the `--config` flag with its overrides' meanings applied
+    (`_apply_overrides`).
 
     Raises:
       ValueError: an invalid config (one line; a message that starts with a config key names it as the flag
         that sets it, `--config.model.n_layers`).
     """
-    apply_preset_override(holder.value, sys.argv)
+    _apply_overrides(holder.value)
     try:
         return parse(holder.value)
     except ValueError as error:

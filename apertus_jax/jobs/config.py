@@ -216,6 +216,41 @@ def apply_preset_override(config: ml_collections.ConfigDict, argv: list[str]) ->
         config.model = model_presets.model_section(config.model.preset, **overrides)
 
 
+# The schedule fields that follow an overridden `train.steps` (`fit_schedule_to_steps`): the LR schedule's token
+# counts and AdEMAMix's warmups, counted in updates.
+SCHEDULE_FIELDS = ("total_tokens", "warmup_tokens", "decay_tokens", "alpha_warmup_steps", "b3_warmup_steps")
+
+
+def fit_schedule_to_steps(config: ml_collections.ConfigDict, argv: list[str]) -> str | None:
+    """Gives a quick experiment's `--config.train.steps=N` a schedule that ends with it: when `argv` overrides
+    `train.steps` and none of `SCHEDULE_FIELDS`, `optim.total_tokens` becomes the tokens of N steps (by the
+    batch plan) and the other schedule fields keep their share of it. Returns the line that says so (for
+    the log), or None when nothing changed.
+    """
+    overridden = {a[len("--config.") :].split("=")[0] for a in argv if a.startswith("--config.")}
+    if "train.steps" not in overridden or overridden & {f"optim.{f}" for f in SCHEDULE_FIELDS}:
+        return None
+    try:
+        total = TrainConfig(steps=config.train.steps, batch_plan=config.train.batch_plan).plan.tokens_at_step(
+            config.train.steps
+        )
+        old = int(config.optim.total_tokens)
+    except (ValueError, TypeError):  # a bad steps or batch plan: `parse` names it
+        return None
+    if total == old:
+        return None
+    fitted = {name: int(config.optim[name]) * total // old for name in SCHEDULE_FIELDS[1:]}
+    with config.unlocked():
+        config.optim.total_tokens = total
+        for name, value in fitted.items():
+            config.optim[name] = value
+    changes = ", ".join(f"{name}={value:,}" for name, value in {"total_tokens": total, **fitted}.items())
+    return (
+        f"train.steps={config.train.steps:,} overridden without the schedule: the schedule follows it "
+        f"(optim.{changes}; the config's shares of its total); set --config.optim.total_tokens etc. to choose it"
+    )
+
+
 def load_module(path: str, name: str = "config_file"):
     """The Python module of a config file (`configs/...py`), executed once.
 
