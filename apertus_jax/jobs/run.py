@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from absl import logging
+
 from apertus_jax.eval.in_loop import InLoopEvaluation
 from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.loss_plot import LossPlot
 from apertus_jax.jobs.probes import ProbeManifest
 from apertus_jax.jobs.records import ProvenanceRecord, RecordConfig
+from apertus_jax.models import flops
 from apertus_jax.train import loop
 from apertus_jax.train.assemble import Run
 from apertus_jax.train.batches import BatchSource
@@ -73,14 +76,39 @@ def assemble(
     )
 
 
+def describe(config: Config) -> str:
+    """The start-up line of a run: model size, optimizer, LR schedule and the tokens planned."""
+    run = config.run
+    model, optim, plan = run.model, run.optim, run.train.plan
+    phases = " then ".join(
+        f"{tokens // run.data.seq_len} x {run.data.seq_len} from token {start:,}"
+        if start
+        else f"{tokens // run.data.seq_len} x {run.data.seq_len}"
+        for start, tokens in run.train.batch_plan
+    )
+    schedule = (
+        f"wsd ({optim.decay_shape} cooldown): warmup {optim.warmup_tokens:,}, cooldown {optim.decay_tokens:,}"
+        if optim.schedule == "wsd"
+        else f"cosine: warmup {optim.warmup_tokens:,}"
+    )
+    return (
+        f"run: model {config.model_preset} ({model.n_layers} layers, d_model {model.d_model}, vocab "
+        f"{model.vocab_size:,}: {flops.param_count(model):,} parameters); optimizer {optim.name} (peak LR "
+        f"{optim.peak_lr:g}, weight decay {optim.weight_decay:g}, clip {optim.clip_norm:g}); schedule "
+        f"{schedule} of {optim.total_tokens:,} tokens; {run.train.steps:,} steps of {phases} tokens: "
+        f"{plan.tokens_at_step(run.train.steps):,} tokens planned"
+    )
+
+
 def train(config: Config, workdir: str, **plugins) -> str:
-    """Trains (or resumes) `config` in `workdir` with the standard hooks and `plugins` (as `assemble`);
-    returns "done" or "preempted".
+    """Trains (or resumes) `config` in `workdir` with the standard hooks and `plugins` (as `assemble`),
+    after logging `describe(config)`; returns "done" or "preempted".
 
     Raises:
       ValueError / FileNotFoundError / WorkdirLockedError: as `apertus_jax.train.loop.train`.
     """
     run = assemble(config, **plugins)
+    logging.info(describe(config))
     return loop.train(run, workdir)
 
 
