@@ -11,6 +11,8 @@ behaviour:
 - a job that needs an optional extra (`apertus_jax.extras`) calls `require_extras` before importing it: without
   the extra, one line naming the extra to install and exit status 2;
 - a Ctrl-C before the trainer took over prints one line and exits with status 130;
+- short log lines, `I 10:42:07 message` (level and time; `--log_format=absl` gives absl's full prefix with
+  date, thread, file and line); the log goes to stderr, so stdout holds only a job's result lines;
 - quiet library logs: absl prints every INFO record of every library; jax's "Unable to initialize backend
   'tpu'" on machines without a TPU and Orbax's per-save/restore chatter are dropped (their warnings stay);
 - `--config=PATH` names a config file relative to the working directory or, when it is not there, to the
@@ -175,10 +177,19 @@ def _parse_flags(argv: list[str]) -> list[str]:
         usage_error(f"{error} (see --helpshort)")
 
 
+# The short log line: level initial and local time (`--log_format=short`, the default).
+SHORT_LOG_FORMAT = std_logging.Formatter("%(levelname).1s %(asctime)s %(message)s", "%H:%M:%S")
+
+
 def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False) -> None:
     """Runs `main(argv)` as the job's command (module docstring); its return value is ignored."""
+    log_format = flags.DEFINE_enum(
+        "log_format", "short", ["short", "absl"], "Log lines: 'I 10:42:07 message', or absl's full prefix."
+    )
 
     def job(argv):
+        if log_format.value == "short":
+            logging.get_absl_handler().setFormatter(SHORT_LOG_FORMAT)
         if _run_config is not None and flags.FLAGS.config_fields:
             _apply_overrides(_run_config.value)
             print(format_fields(config_fields(_run_config.value)))

@@ -1,7 +1,9 @@
-"""Every job in experiments/: a usage error is one line on stderr and exit status 2 (experiments/cli.py)."""
+"""Every job in experiments/ through experiments/cli.py: a usage error is one line on stderr and exit status 2
+(bad flags, config keys and paths, missing extras); --help, --config_fields and the log lines."""
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -203,3 +205,26 @@ def test_config_fields_lists_the_schema_with_the_overridden_values():
     apply_preset_override(config, overrides)
     assert result.stdout.strip() == format_fields(config_fields(config))
     assert "--config.model.mlp_type='swiglu'" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "flag, prefix",
+    [
+        ([], r"I \d\d:\d\d:\d\d "),
+        (["--log_format=absl"], r"I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ cli\.py:\d+\] "),
+    ],
+)
+def test_log_lines_carry_a_short_prefix_or_absl_s_behind_a_flag(flag, prefix):
+    """The line that says the schedule follows an overridden step count, as the log prints it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.pretrain", "--config.train.steps=20", "--config_fields", *flag],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.fullmatch(
+        prefix + r"train\.steps=20 overridden without the schedule: .*", result.stderr.strip()
+    )
