@@ -174,7 +174,9 @@ def _parse_flags(argv: list[str]) -> list[str]:
     except (AttributeError, KeyError) as error:
         usage_error(_unknown_key(argv, error))
     except (flags.Error, OSError) as error:
-        usage_error(f"{error} (see --helpshort)")
+        # A config file's get_config that raised: ml_collections wraps its traceback; its last line is the news.
+        raised = re.search(r"Error whilst parsing config file:.*\b\w+Error: (.*)$", str(error), re.DOTALL)
+        usage_error(raised.group(1) if raised else f"{error} (see --helpshort)")
 
 
 # The short log line: level initial and local time (`--log_format=short`, the default).

@@ -64,6 +64,11 @@ def test_usage_error_raised_in_main_is_one_line(tmp_path):
             f"configs/runs/tiny_resume.py? the repository's configs are in "
             f"{ROOT}/configs/",
         ),
+        (
+            ["--config=configs/runs/tiny_own_data.py"],
+            "error: configs/runs/tiny_own_data.py needs your shard set: "
+            "--config=configs/runs/tiny_own_data.py:/path/to/shards (experiments.tokenize_data --out)",
+        ),
     ],
 )
 def test_config_errors_name_the_fix_in_one_line(args, message, tmp_path):
