@@ -14,6 +14,10 @@ from collections.abc import Callable, Sequence
 
 from absl import logging
 
+from apertus_jax.data import sources
+from apertus_jax.data.components import RawSpec
+from apertus_jax.data.config import PipelineSpec
+from apertus_jax.data.megatron import IndexedDataset, MegatronSpec, parse_blend
 from apertus_jax.eval.in_loop import InLoopEvaluation
 from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.loss_plot import LossPlot
@@ -39,11 +43,30 @@ def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[
         data if data is not None else {name: spec.describe() for name, spec in pipeline.components.items()}
     )
     hooks: list[Hook] = [RecordConfig(config.to_dict()), ProvenanceRecord(described), LossPlot()]
-    if config.eval.every_steps:
-        hooks.append(InLoopEvaluation(config.eval, pipeline))
+    if config.eval.every_steps:  # the held-out sets of data.pipeline only when the run reads it
+        hooks.append(InLoopEvaluation(config.eval, pipeline if data is None else None))
     if data is None and pipeline.injected():
         hooks.append(ProbeManifest())
     return hooks
+
+
+def check_inputs(pipeline: PipelineSpec) -> None:
+    """Checks the files the pipeline's raw and Megatron components read, with the checks their loading makes
+    (`sources.list_files`, `megatron.IndexedDataset`), before a run logs or writes anything. Shard sets
+    are checked when their manifests are described (`standard_hooks`).
+
+    Raises:
+      FileNotFoundError / ValueError: one line, "data.pipeline.components.NAME: " and the problem.
+    """
+    for name, spec in pipeline.components.items():
+        try:
+            if isinstance(spec, RawSpec):
+                sources.list_files(spec.paths, spec.kind)
+            elif isinstance(spec, MegatronSpec):
+                for prefix in parse_blend(spec.paths)[0]:
+                    IndexedDataset(prefix)
+        except (FileNotFoundError, ValueError) as error:
+            raise type(error)(f"data.pipeline.components.{name}: {error}") from None
 
 
 def assemble(
@@ -63,10 +86,12 @@ def assemble(
 
     Raises:
       ValueError: a batch source without its description, or a config the devices or processes cannot run
-        (`apertus_jax.train.config.check_layout`).
+        (`apertus_jax.train.config.check_layout`); FileNotFoundError / ValueError: as `check_inputs`.
     """
     if (batch_source is None) != (data is None):
         raise ValueError("a job's own batch source needs the description of what it reads (data=...)")
+    if data is None:
+        check_inputs(config.run.data.pipeline)
     return Run(
         config.run,
         objective=objective,

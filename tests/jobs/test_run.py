@@ -30,6 +30,9 @@ def test_standard_hooks_follow_the_config():
     assert [type(h) for h in hooks] == [RecordConfig, ProvenanceRecord, LossPlot] and hooks[
         1
     ].components == own
+    # ... and no held-out sets of the pipeline it does not read (the tasks and eval.heldout_paths stay).
+    assert run_job.standard_hooks(demo, data=own)[-1].pipeline is None
+    assert run_job.standard_hooks(demo)[-1].pipeline is demo.run.data.pipeline
 
 
 def test_a_batch_source_needs_the_description_of_its_data():
