@@ -26,7 +26,7 @@ def main(argv) -> None:
     del argv
     cli.required(workdir=_WORKDIR.value, out=_OUT.value)
     record = export_hf(_WORKDIR.value, _OUT.value, overwrite=_OVERWRITE.value)
-    consumed = ", ".join(f"{name} {n:,}" for name, n in record["tokens_consumed"].items())
+    consumed = ", ".join(f"{name} {n:,}" for name, n in record["tokens_consumed"].items()) or "none recorded"
     print(f"wrote {_OUT.value} (step {record['step']:,}; tokens consumed: {consumed})")
 
 

@@ -22,6 +22,7 @@ from absl import logging
 
 from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.run import train
+from apertus_jax.posttrain import epochs
 from apertus_jax.posttrain import reference as reference_lib
 from apertus_jax.posttrain.objectives import objective_for
 from apertus_jax.posttrain.preference_data import PreferencePipeline, completion_examples
@@ -75,7 +76,7 @@ def preference_source(paths, mode: str, make_reference):
 
 def posttrain_data(paths, kind: str) -> dict[str, dict]:
     """The provenance description of post-training data: `kind` ("chat" or "preference") JSONL files."""
-    return {"posttrain": {"kind": kind, "paths": list(paths), "licence": None}}
+    return {epochs.COMPONENT: {"kind": kind, "paths": list(paths), "licence": None}}
 
 
 def reference_workdir(config: Config) -> str:
