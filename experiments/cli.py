@@ -210,13 +210,14 @@ def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False)
     app.run(job, flags_parser=_parse_flags)
 
 
-def define_config(default: str | None, help_text: str) -> flags.FlagHolder:
-    """The `--config` flag of a config file (`--config.section.field=value` overrides), shown in `--help`."""
+def define_config(default: str | None, help_text: str, example: str = "") -> flags.FlagHolder:
+    """The `--config` flag of a config file (`--config.section.field=value` overrides, `example` one),
+    shown in `--help`."""
     global _config_file_flag
     _config_file_flag = True
     if default is not None:
         default = resolve_config(default) or default
-    help_text += " Any value is overridden with --config.KEY=VALUE."
+    help_text += f" Any value is overridden with --config.KEY=VALUE{f' (e.g. {example})' if example else ''}."
     try:
         return config_flags.DEFINE_config_file("config", default, help_text)
     except (AttributeError, KeyError) as error:  # the default file is parsed here, with sys.argv's overrides
@@ -234,7 +235,8 @@ def define_run_config(default: str) -> flags.FlagHolder:
     _run_config = define_config(
         default,
         "Run config: a Python file such as configs/runs/tiny_demo.py (from this directory or the "
-        "repository), or PATH:ARG for a config that takes an argument (e.g. --config.train.steps=100 below).",
+        "repository), or PATH:ARG for a config that takes an argument.",
+        "--config.train.steps=100; --config_fields lists every KEY",
     )
     flags.DEFINE_bool(
         "config_fields", False, "List every --config.* field: its value here, type, range, meaning; exit."
