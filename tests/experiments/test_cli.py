@@ -181,9 +181,9 @@ def test_help_of_a_training_command_shows_config_and_how_to_override(job):
 
 
 def test_config_fields_lists_the_schema_with_the_overridden_values():
-    """`--config_fields` prints the listing of the config with its overrides (the preset's model section
-    included) and exits 0 before anything runs."""
-    from apertus_jax.jobs.config import apply_preset_override
+    """`--config_fields` prints the listing of the config with its overrides (the preset's model section and
+    the schedule fitted to the overridden steps included) and exits 0 before anything runs."""
+    from apertus_jax.jobs.config import apply_preset_override, fit_schedule_to_steps
     from apertus_jax.jobs.config_fields import config_fields, format_fields
     from configs.runs import tiny_demo
 
@@ -208,8 +208,10 @@ def test_config_fields_lists_the_schema_with_the_overridden_values():
     config.train.steps = 20
     config.model.preset = "tiny-llama"
     apply_preset_override(config, overrides)
+    fit_schedule_to_steps(config, overrides)
     assert result.stdout.strip() == format_fields(config_fields(config))
     assert "--config.model.mlp_type='swiglu'" in result.stdout
+    assert "--config.optim.total_tokens=40960" in result.stdout  # 20 steps of 2,048 tokens
 
 
 @pytest.mark.parametrize(
