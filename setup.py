@@ -30,7 +30,9 @@ setup(
     description="JAX/Flax reproduction of the Apertus pretraining recipe and the Boldt data study",
     python_requires=">=3.11",
     packages=find_packages(include=["apertus_jax*", "experiments*", "configs*", "benchmarks*"]),
-    package_data={"apertus_jax": ["data/assets/*", "data/assets/**/*", "prep/assets/*"]},
+    package_data={
+        "apertus_jax": ["data/assets/*", "data/assets/**/*", "prep/assets/*", "jobs/gpu_targets/*.txtpb"]
+    },
     include_package_data=True,
     entry_points={"console_scripts": ["apertus-lm-eval=apertus_jax.jobs.lm_eval_cli:main"]},
     install_requires=CORE,
@@ -54,6 +56,15 @@ setup(
         # Optional Weights & Biases metrics (--config.metrics.wandb_project=...).
         "wandb": ["wandb==0.31.0"],
         "prep": ["datatrove==0.10.1", "protego==0.7.0", "pyarrow>=15", "orjson>=3.9", "spacy==3.8.18"],
+        # Compile-only TPU and GPU targets on a CPU machine (`experiments.memory_plan --target`,
+        # docs/accelerators.md): libtpu through jax[tpu]; the CUDA PJRT plugin with cuDNN (about 2 GB).
+        "accelerators": [
+            "jax[tpu]==0.10.2",
+            "libtpu==0.0.42.1",
+            "jax-cuda12-plugin==0.10.2",
+            "jax-cuda12-pjrt==0.10.2",
+            "nvidia-cudnn-cu12==9.28.0.42",
+        ],
         "seqio": [
             "seqio==0.0.20",
             "tensorflow==2.21.0",

@@ -3,10 +3,13 @@
     python -m experiments.measure               # every registered measurement
     python -m experiments.measure --only demo   # the README's "Try it" figures
     python -m experiments.measure --rewrite_only  # after binding a figure: rewrite from the results files
+    python -m experiments.measure --only demo --processor_only  # add this processor kind's record
 
 Each measurement runs its documented command(s) and writes `docs/results/NAME.json` (command, date, commit,
 machine, values); then every figure of README.md and docs/*.md bound to a results file is rewritten from it
-(docs/results.md). An unknown name ends with one line on stderr and exit status 2; a failed command ends
+(docs/results.md). With --processor_only a results file keeps its figures and gains the deterministic values
+of this processor kind, which the fresh-run checks on this kind then compare with exactly (docs/results.md,
+"Across processor kinds"). An unknown name ends with one line on stderr and exit status 2; a failed command ends
 the same way after its own output, the results files written before it kept.
 """
 
@@ -19,13 +22,23 @@ _ONLY = flags.DEFINE_list("only", None, f"Measure only these (default: all): {',
 _REWRITE_ONLY = flags.DEFINE_bool(
     "rewrite_only", False, "Measure nothing: rewrite the bound figures from the results files as they are."
 )
+_PROCESSOR_ONLY = flags.DEFINE_bool(
+    "processor_only",
+    False,
+    "Keep the figures: add this processor kind's deterministic values to each results file (measured on the "
+    "code of the record, from another processor kind).",
+)
 
 
 def main(argv) -> None:
     del argv
     if _REWRITE_ONLY.value and _ONLY.value:
         raise ValueError("--rewrite_only measures nothing: drop --only, or --rewrite_only to measure")
-    measure_all(REPO, [] if _REWRITE_ONLY.value else selected(_ONLY.value))
+    if _REWRITE_ONLY.value and _PROCESSOR_ONLY.value:
+        raise ValueError(
+            "--rewrite_only measures nothing: drop --processor_only, or --rewrite_only to measure"
+        )
+    measure_all(REPO, [] if _REWRITE_ONLY.value else selected(_ONLY.value), _PROCESSOR_ONLY.value)
 
 
 if __name__ == "__main__":

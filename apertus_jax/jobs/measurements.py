@@ -21,6 +21,7 @@ import os
 import re
 import resource
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from apertus_jax.data.strategy_report import strategy_report
 from apertus_jax.data.tokenizer import run_tokenizer
 from apertus_jax.eval.in_loop import heldout_sets
 from apertus_jax.eval.tasks import load_exams_qa
-from apertus_jax.jobs import ablations, compare, results
+from apertus_jax.jobs import ablations, compare, processor_kinds, results
 
 # The repository whose commands are run and whose docs are rewritten: the checkout this package is in.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -49,10 +50,9 @@ class Measurement:
     command: str
     measure: Callable[[str, str], dict]
     deterministic: tuple[str, ...]
-    rechecked: bool = True  # the slow tests compare `deterministic` with a fresh run (False: too long for CI)
-    # On another processor model the runs differ in the last bits from the first steps on, and training
-    # amplifies that: there a fresh run agrees with the record within this relative tolerance only.
-    other_machine_rtol: float = 0.05
+    # the slow tests compare `deterministic` with a fresh run (False: too long for CI), by the rules of
+    # `apertus_jax.jobs.processor_kinds.check`
+    rechecked: bool = True
 
 
 def _run(argv: list[str], root: str, env: dict[str, str], capture: bool = False) -> str:
@@ -1159,6 +1159,89 @@ def measure_goldfish_formats(root: str, scratch: str) -> dict:
     return values
 
 
+# The processors qemu's user-mode emulator (Debian/Ubuntu package qemu-user) presents to a program: an AMD and
+# two Intel models; AVX2 at most, as its emulator has no AVX-512.
+EMULATED_PROCESSORS = ("EPYC-v3", "Haswell-v4", "Skylake-Client-v4")
+CPU_OPS = "python -m benchmarks.cpu_ops"
+PORTABILITY_TIMED_PAIRS = 2
+
+
+def measure_cpu_portability(root: str, scratch: str) -> dict:
+    """docs/results.md "Across processor kinds": which XLA:CPU ops give other bits on other processors
+    (`benchmarks.cpu_ops` on this processor and on each of `EMULATED_PROCESSORS` under qemu), with XLA's
+    defaults and under `processor_kinds.PORTABLE_FLAGS`; then what those flags cost the demo run (the
+    documented command, a fresh workdir and XLA cache each time, default and portable in turn).
+
+    Returns:
+      ops: {setting: {processor: {op: fingerprint}}}, setting "default" or "portable", processor "native"
+      (this one) or an emulated model; differing: {setting: [ops whose fingerprints differ between the
+      processors]}; demo_seconds: {setting: [wall seconds of each run]}; portable_slowdown: the median
+      portable run's wall time over the median default run's; evaluation_only: {"default" or a perturbation:
+      the held-out nll_per_token and unseen_languages_nll_per_token (nats) of the first default run's workdir,
+      evaluated under those flags}; evaluation_only_spread: max - min of each over them.
+
+    Raises:
+      FileNotFoundError: no qemu-x86_64 (install qemu-user). ChildProcessError: a command failed.
+    """
+    qemu = shutil.which("qemu-x86_64")
+    if qemu is None:
+        raise FileNotFoundError("cpu_portability needs qemu-x86_64: apt-get install qemu-user")
+    settings = {"default": {}, "portable": {"XLA_FLAGS": processor_kinds.PORTABLE_FLAGS}}
+    argv = [sys.executable, *shlex.split(CPU_OPS)[1:]]
+    ops = {}
+    for setting, env in settings.items():
+        runs = {"native": argv, **{model: [qemu, "-cpu", model, *argv] for model in EMULATED_PROCESSORS}}
+        ops[setting] = {cpu: json.loads(_run(run, root, env, capture=True)) for cpu, run in runs.items()}
+    differing = {
+        setting: [op for op in found["native"] if len({fp[op] for fp in found.values()}) > 1]
+        for setting, found in ops.items()
+    }
+    seconds = {setting: [] for setting in settings}
+    for turn in range(PORTABILITY_TIMED_PAIRS):
+        for setting, env in settings.items():
+            run = os.path.join(scratch, f"{setting}_{turn}")
+            line = DEMO_RUN.replace("/tmp/apertus_demo", f"/tmp/{setting}_{turn}/apertus_demo")
+            cache = {"JAX_COMPILATION_CACHE_DIR": os.path.join(run, "xla")}
+            seconds[setting].append(round(_documented(line, root, scratch, {**env, **cache}), 1))
+    slowdown = statistics.median(seconds["portable"]) / statistics.median(seconds["default"])
+    # The evaluation alone: the held-out perplexity of one trained workdir under each perturbation.
+    workdir = os.path.join(scratch, "default_0", "apertus_demo")
+    line = EVALUATION_RUNS["perplexity"].replace("/tmp/apertus_demo", "/tmp/default_0/apertus_demo")
+    evaluation = {}
+    for label, flags in {"default": "", **processor_kinds.PERTURBATIONS}.items():
+        _documented(line, root, scratch, {"XLA_FLAGS": flags})
+        with open(os.path.join(workdir, "eval", "perplexity.json")) as f:
+            found = json.load(f)
+        unseen = found["unseen_languages"]["nll_per_token"]
+        evaluation[label] = {
+            "nll_per_token": found["nll_per_token"],
+            "unseen_languages_nll_per_token": unseen,
+        }
+    return {
+        "ops": ops,
+        "differing": differing,
+        "demo_seconds": seconds,
+        "portable_slowdown": slowdown,
+        "evaluation_only": evaluation,
+        "evaluation_only_spread": processor_kinds.spreads(evaluation),
+    }
+
+
+def render_portability(values: dict) -> str:
+    """docs/results.md's table of `cpu_portability`: per setting, the ops whose bits differ between the
+    processors and the demo run's median wall time."""
+    seconds = {setting: statistics.median(runs) for setting, runs in values["demo_seconds"].items()}
+    flags = {"default": "XLA's defaults", "portable": "PORTABLE_FLAGS"}
+    processors = ", ".join(values["ops"]["default"])
+    lines = [
+        f"| XLA flags | ops with other bits on another processor ({processors}) | demo run, median wall s |",
+        "| --- | --- | --- |",
+    ]
+    for setting, ops in values["differing"].items():
+        lines.append(f"| {flags[setting]} | {', '.join(ops) or 'none'} | {seconds[setting]:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 MEASUREMENTS = {
     "demo": Measurement(
         command=f"python -c '{DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{DEMO_RUN}",
@@ -1174,7 +1257,6 @@ MEASUREMENTS = {
             for value in ("first_loss", "final_loss", "first5_mean", "last5_mean")
         )
         + ("dpo_last5_margin", "dpo_last5_accuracy"),
-        other_machine_rtol=0.1,  # QRPO's small final losses move by a few percent between processor models
     ),
     "evaluation": Measurement(
         command="\n".join([DEMO_RUN, *EVALUATION_RUNS.values()]),
@@ -1186,8 +1268,6 @@ MEASUREMENTS = {
             *(k for k in PERPLEXITY_VALUES if k != "perplexity"),
             *(f"unseen_languages_{k}" for k in PERPLEXITY_VALUES if k != "perplexity"),
         ),
-        # held-out losses near a uniform guess move most between processor models (8% seen in stop 29's records)
-        other_machine_rtol=0.25,
     ),
     "goldfish_study": Measurement(
         command=GOLDFISH_RUN,
@@ -1195,7 +1275,6 @@ MEASUREMENTS = {
         deterministic=tuple(
             f"{run}_{score}" for run in ("standard", "goldfish") for score in GOLDFISH_SCORES
         ),
-        other_machine_rtol=0.15,  # ROUGE-L of 100 greedy suffixes: a few tokens flip between processor models
     ),
     "memory_plan": Measurement(
         command="\n".join(PLAN_RUNS.values()),
@@ -1329,7 +1408,112 @@ MEASUREMENTS = {
         deterministic=("injected_percent", "standard", "goldfish_k4", "resume"),
         rechecked=False,
     ),
+    # docs/results.md "Across processor kinds" (needs qemu-user; not re-run by the tests). processor_spread and
+    # check_regressions run the re-checked measurements again (about 20 and 35 minutes on 2 cores).
+    "cpu_portability": Measurement(
+        command=f"{CPU_OPS}  # natively and under qemu-x86_64 -cpu MODEL, then the demo run, with and without "
+        "XLA_FLAGS=PORTABLE_FLAGS",
+        measure=measure_cpu_portability,
+        deterministic=("ops", "differing", "evaluation_only"),
+        rechecked=False,
+    ),
+    "processor_spread": Measurement(
+        command="python -m experiments.measure --only processor_spread",
+        measure=lambda root, scratch: processor_kinds.measure_spread(MEASUREMENTS, root, scratch),
+        deterministic=processor_kinds.PERTURBED,
+        rechecked=False,
+    ),
+    "check_regressions": Measurement(
+        command="python -m experiments.measure --only check_regressions",
+        measure=lambda root, scratch: processor_kinds.measure_regressions(MEASUREMENTS, root, scratch),
+        deterministic=("none", *processor_kinds.REGRESSIONS),
+        rechecked=False,
+    ),
 }
+# The generated blocks of the docs (`results.GENERATED`), each rendered from its results file.
+RENDERERS = {
+    "cpu_portability": lambda root: render_portability(
+        results.read_result(root, "cpu_portability")["values"]
+    ),
+    "processor_spread": lambda root: processor_kinds.render_spread(
+        results.read_result(root, "processor_spread")["values"]
+    ),
+    "check_regressions": lambda root: processor_kinds.render_regressions(
+        results.read_result(root, "check_regressions")["values"]
+    ),
+}
+
+
+# docs/accelerators.md: the 8B's train step compiled by the TPU and GPU compilers for compile-only devices
+# (`experiments.memory_plan --target`, needs the `accelerators` extra), and the cuDNN document mask's cost.
+ACCELERATOR_PLAN_RUNS = {
+    target: "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py "
+    f"--target={target} --rows_per_device=1 --json=/tmp/plan_{target.replace(':', '_')}.json"
+    for target in ("v5p-128", "h100:1x8")
+}
+DOCUMENT_MASK_RUN = (
+    "python -m experiments.document_mask --config=configs/runs/apertus_8b.py --target=h100:1x8"
+)
+DOCUMENT_MASK_PRINTED = re.compile(
+    r"masked: (?P<masked_gb>[\d.]+) GB.*\ncausal: (?P<causal_gb>[\d.]+) GB.*\ndocument mask: "
+    r"(?P<mask_gb>[\d.]+) GB.* alone (?P<mask_input_gb>[\d.]+) GB"
+)
+ACCELERATOR_PLAN_KEYS = (
+    "devices",
+    "mesh",
+    "microbatches",
+    "rows",
+    "params_gb",
+    "optimizer_gb",
+    "temps_gb",
+    "total_gb",
+    "hbm_gb",
+    "fits",
+    "est_step_seconds",
+    "est_mfu",
+    "attention_seconds",
+)
+
+
+def measure_accelerator_plans(root: str, scratch: str) -> dict:
+    """The 8B on a v5p-128 slice and on 8 H100s (`ACCELERATOR_PLAN_RUNS`, their JSON reports) and the cuDNN
+    document mask's memory (`DOCUMENT_MASK_RUN`, as printed).
+
+    Returns:
+      wall_seconds {name: seconds}; v5p_128 and h100_1x8: the report's `ACCELERATOR_PLAN_KEYS` (GB = 1e9 bytes
+      per device; TPU also the estimate) and `kernels` (their names joined by ", "); document_mask: masked_gb,
+      causal_gb, mask_gb, mask_input_gb (3 decimals as printed).
+
+    Raises:
+      ChildProcessError: a command failed. ValueError: the document-mask command printed no cost.
+    """
+    values: dict = {"wall_seconds": {}}
+    for target, line in ACCELERATOR_PLAN_RUNS.items():
+        name = target.replace(":", "_").replace("-", "_")
+        values["wall_seconds"][name] = round(_documented(line, root, scratch, {}), 1)
+        path = shlex.split(line.replace("/tmp/", scratch + "/"))[-1].split("=", 1)[1]
+        with open(path) as f:
+            (report,) = json.load(f)
+        values[name] = {k: report[k] for k in ACCELERATOR_PLAN_KEYS if k in report}
+        values[name]["kernels"] = ", ".join(report["kernels"])
+    start = time.perf_counter()
+    printed = DOCUMENT_MASK_PRINTED.search(
+        _run([sys.executable, *shlex.split(DOCUMENT_MASK_RUN)[1:]], root, {}, capture=True)
+    )
+    values["wall_seconds"]["document_mask"] = round(time.perf_counter() - start, 1)
+    if printed is None:
+        raise ValueError(f"`{DOCUMENT_MASK_RUN}` printed no document-mask cost (its format changed?)")
+    values["document_mask"] = {k: float(v) for k, v in printed.groupdict().items()}
+    return values
+
+
+# Compiled, not run: minutes of compiling on 2 cores and the `accelerators` extra; not re-run by the tests.
+MEASUREMENTS["accelerator_plans"] = Measurement(
+    command="\n".join([*ACCELERATOR_PLAN_RUNS.values(), DOCUMENT_MASK_RUN]),
+    measure=measure_accelerator_plans,
+    deterministic=("v5p_128", "h100_1x8", "document_mask"),
+    rechecked=False,
+)
 
 
 def selected(only: list[str] | None) -> list[str]:
@@ -1352,26 +1536,6 @@ def _previous(root: str, name: str) -> dict | None:
         return None
 
 
-def disagreements(name: str, fresh: dict, recorded: dict, same_machine_kind: bool) -> list[str]:
-    """`VALUE RECORDED -> FRESH` for each deterministic value of measurement NAME where a fresh run disagrees
-    with its record: any difference on the machine kind of the record (the runs are bitwise deterministic
-    there), else a relative difference above the measurement's `other_machine_rtol` (strings: any)."""
-    rtol = 0.0 if same_machine_kind else MEASUREMENTS[name].other_machine_rtol
-
-    def close(a, b) -> bool:
-        if isinstance(a, dict) and isinstance(b, dict):
-            return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-            return abs(a - b) <= rtol * abs(b)
-        return a == b
-
-    return [
-        f"{k} {recorded.get(k)} -> {fresh.get(k)}"
-        for k in MEASUREMENTS[name].deterministic
-        if not close(fresh.get(k), recorded.get(k))
-    ]
-
-
 def changed_deterministic(name: str, previous: dict | None, values: dict) -> list[str]:
     """`VALUE OLD -> NEW` for each deterministic value of measurement NAME that differs from the `previous`
     record's (a code change, or another machine kind); [] when there is no previous record."""
@@ -1385,18 +1549,32 @@ def changed_deterministic(name: str, previous: dict | None, values: dict) -> lis
     ]
 
 
-def measure_all(root: str, names: list[str]) -> list[str]:
+def measure_all(root: str, names: list[str], processor_only: bool = False) -> list[str]:
     """Runs the measurements `names` in turn, writes each one's results file as soon as it is done, then
     rewrites the bound figures of the documents under ROOT; logs each start with an ETA from the previous
-    measurement times, and each deterministic value that changed. Returns the documents rewritten.
+    measurement times, each deterministic value that changed, and the records of other processor kinds it
+    drops as stale (`processor_kinds.kept_processors`). Returns the documents rewritten.
+
+    With `processor_only`, each measurement's results file keeps its figures and only gains (or replaces) the
+    record of this processor kind; no document is rewritten (a kind measured beside the code of the record).
 
     Raises:
       ChildProcessError: a measurement's command failed (the results files written before it stay).
-      KeyError, FileNotFoundError, ValueError: a bound figure names a missing value or results file.
+      KeyError, FileNotFoundError, ValueError: a bound figure names a missing value or results file; with
+        `processor_only`, a measurement with no results file yet or not re-checked.
     """
+    kind = results.processor()
     for index, name in enumerate(names):
         measurement = MEASUREMENTS[name]
         previous = _previous(root, name)
+        if processor_only and not measurement.rechecked:
+            raise ValueError(
+                f"--processor_only: {name} is not re-checked by the tests and keeps no per-kind records"
+            )
+        if processor_only and previous is None:
+            raise FileNotFoundError(
+                f"{name} has no results file to add {kind} to: measure it without --processor_only"
+            )
         records = [previous, *(_previous(root, n) for n in names[index + 1 :])]
         if None in records:
             eta = "ETA unknown (not measured before)"
@@ -1408,13 +1586,41 @@ def measure_all(root: str, names: list[str]) -> list[str]:
         start_record, start = results.provenance(root), time.perf_counter()
         with tempfile.TemporaryDirectory(prefix=f"measure_{name}_") as scratch:
             values = measurement.measure(root, scratch)
+        entry = {
+            "values": {k: values[k] for k in measurement.deterministic},
+            "commit": start_record["commit"],
+            "date": start_record["date"],
+        }
+        if processor_only:
+            path = results.write_record(
+                root, name, {**previous, "processors": {**previous["processors"], kind: entry}}
+            )
+            logging.info("measure %s: wrote the record of %s to %s", name, kind, os.path.relpath(path, root))
+            continue
+        processors, dropped = processor_kinds.kept_processors(previous, kind, entry)
         path = results.write_result(
-            root, name, measurement.command, values, start_record, time.perf_counter() - start
+            root,
+            name,
+            measurement.command,
+            values,
+            start_record,
+            time.perf_counter() - start,
+            processors if measurement.rechecked else None,
         )
         logging.info("measure %s: wrote %s: %s", name, os.path.relpath(path, root), values)
         changed = changed_deterministic(name, previous, values)
         if changed:
             logging.warning("measure %s: deterministic values changed: %s", name, "; ".join(changed))
-    rewritten = results.rewrite_documents(root)
+        if dropped and measurement.rechecked:
+            logging.warning(
+                "measure %s: dropped the records of %s (%s did not reproduce its own: the code moved them); "
+                "re-measure there with --processor_only",
+                name,
+                ", ".join(dropped),
+                kind,
+            )
+    if processor_only:
+        return []
+    rewritten = results.rewrite_documents(root, lambda block: RENDERERS[block](root))
     logging.info("measure: rewrote %s", ", ".join(os.path.relpath(p, root) for p in rewritten) or "nothing")
     return rewritten

@@ -28,7 +28,8 @@ orthogonalization layout and the all-reduces of X X^T; docs/optimizers.md). Only
 
 Caveats: the CPU compiler's buffer assignment approximates a GPU/TPU one; attention is lowered with the plain
 XLA implementation (it materializes the [heads, T, T] scores that cuDNN/splash kernels avoid), so activation
-figures are upper bounds for configs that use those kernels.
+figures are upper bounds for configs that use those kernels. The same step compiled by the TPU or GPU compiler
+with those kernels: `apertus_jax.jobs.target_plan` (docs/accelerators.md).
 """
 
 from __future__ import annotations
@@ -68,9 +69,16 @@ def shard_bytes(tree) -> int:
     )
 
 
-def plan_run(config: RunConfig, mesh_shape: tuple[int, ...], rows_per_device: int = 0) -> Run:
-    """The run of `config` (typed sections) on a `mesh_shape` mesh of the first devices, as the loop assembles
-    it; XLA einsum attention (the CPU compiler has no flash kernel: an upper bound); nothing allocated.
+def plan_run(
+    config: RunConfig,
+    mesh_shape: tuple[int, ...],
+    rows_per_device: int = 0,
+    devices: Sequence | None = None,
+    attention_impl: str = "xla",
+) -> Run:
+    """The run of `config` (typed sections) on a `mesh_shape` mesh of the first `devices` (default this
+    process's), as the loop assembles it, with `attention_impl` attention (default XLA einsum: the CPU compiler
+    has no flash kernel, an upper bound); nothing allocated.
 
     Args:
       mesh_shape: (data, fsdp, tensor) or (data, fsdp, tensor, context).
@@ -79,21 +87,22 @@ def plan_run(config: RunConfig, mesh_shape: tuple[int, ...], rows_per_device: in
     Raises:
       ValueError: a mesh with more devices than exist, or a config the mesh does not fit (one line).
     """
-    devices = int(np.prod(mesh_shape))
-    if devices > jax.device_count():
+    devices = list(jax.devices() if devices is None else devices)
+    needed = int(np.prod(mesh_shape))
+    if needed > len(devices):
         raise ValueError(
-            f"mesh {'x'.join(map(str, mesh_shape))} needs {devices} devices, {jax.device_count()} exist"
+            f"mesh {'x'.join(map(str, mesh_shape))} needs {needed} devices, {len(devices)} exist"
         )
     data, fsdp, tensor, context = (*mesh_shape, 1)[:4]
     config = config.replace(
         mesh=MeshConfig(data=data, fsdp=fsdp, tensor=tensor, context=context),
-        model=config.model.replace(attention_impl="xla"),
+        model=config.model.replace(attention_impl=attention_impl),
     )
     if rows_per_device:
         config = config.replace(
             train=dataclasses.replace(config.train, microbatch_size=data * fsdp * rows_per_device)
         )
-    return Run(config, devices=jax.devices()[:devices])
+    return Run(config, devices=devices[:needed])
 
 
 def state_spec(config, mesh_shape: tuple[int, ...]):

@@ -3,8 +3,13 @@
 A measurement writes `docs/results/NAME.json` (`write_result`, atomically)::
 
     {"command": the documented command(s) it ran, "date": "YYYY-MM-DD" (UTC), "commit": HEAD's sha,
-     "uncommitted": [code files that differed from HEAD], "machine": {platform, processor, cpus,
-     load_average}, "seconds": the measurement's wall time, "values": {value name: number or string}}
+     "uncommitted": [code files that differed from HEAD], "machine": {platform, processor, vendor, cpus,
+     load_average}, "seconds": the measurement's wall time, "values": {value name: number or string},
+     "processors": {processor kind: {"values": the deterministic values, "commit", "date"}}}
+
+`processors`, in the files of the measurements the tests re-check, holds the deterministic values of every
+processor kind measured on the same code (`apertus_jax.jobs.processor_kinds`); `values` are those of the latest
+measurement, which the docs quote.
 
 A figure in README.md or docs/*.md is bound to a value by an HTML comment right after it, which rendered
 Markdown does not show (docs/results.md)::
@@ -52,6 +57,13 @@ NAMING = re.compile(
 )
 # Fenced blocks and inline code spans: a marker there is shown as written (an example), not a binding.
 CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.MULTILINE | re.DOTALL)
+# A block rendered whole from results files by the renderer NAME (`apertus_jax.jobs.measurements.RENDERERS`):
+# a table too wide to bind figure by figure. `regenerate` rewrites its body; its figures are not checked one
+# by one (the test compares the whole block with its rendering).
+GENERATED = re.compile(
+    r"^<!-- begin generated: (?P<name>\w+) -->\n(?P<body>.*?)^<!-- end generated -->$",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +131,7 @@ def unbound_figures(text: str) -> list[str]:
     marked += [(m.start(), m.start() + len(m.group("figure"))) for m in REFERENCE.finditer(text)]
     spans = [(m.start(), m.end()) for m in CODE.finditer(text)]
     spans += [(m.start(), m.end()) for m in re.finditer(r"<!--.*?-->", text, re.DOTALL)]  # markers' own text
+    spans += [m.span() for m in GENERATED.finditer(text)]
     spans += list(marked)  # a bound figure may hold more than the decimal: a sign, a unit
     return [
         f"{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
@@ -203,6 +216,18 @@ def rewrite(text: str, record_of: Callable[[str], dict]) -> str:
     return "".join(pieces + [text[last:]])
 
 
+def regenerate(text: str, render: Callable[[str], str]) -> str:
+    """`text` with the body of every generated block replaced by `render(NAME)` (a Markdown text ending in a
+    newline).
+
+    Raises:
+      KeyError: a block names no renderer (raised by `render`).
+    """
+    return GENERATED.sub(
+        lambda m: f"<!-- begin generated: {m['name']} -->\n{render(m['name'])}<!-- end generated -->", text
+    )
+
+
 def mismatches(text: str, record_of: Callable[[str], dict]) -> list[str]:
     """`LINE: NAME.PATH is FIGURE, its results file says TEXT` for each bound figure that differs, or whose
     value cannot be read (the reason instead), and for each marker that binds no figure (`malformed`)."""
@@ -221,12 +246,13 @@ def mismatches(text: str, record_of: Callable[[str], dict]) -> list[str]:
     return found
 
 
-def rewrite_documents(root: str) -> list[str]:
-    """Rewrites every bound figure of the documents under ROOT from docs/results/ (atomically, only the files
-    that change); returns the paths rewritten.
+def rewrite_documents(root: str, render: Callable[[str], str]) -> list[str]:
+    """Rewrites every bound figure and generated block (`render`: NAME -> its body, `regenerate`) of the
+    documents under ROOT from docs/results/ (atomically, only the files that change); returns the paths
+    rewritten.
 
     Raises:
-      KeyError, FileNotFoundError, ValueError: as `rewrite` (no document is written then).
+      KeyError, FileNotFoundError, ValueError: as `rewrite` and `regenerate` (no document is written then).
     """
     cache: dict[str, dict] = {}
 
@@ -239,7 +265,7 @@ def rewrite_documents(root: str) -> list[str]:
     for path in documents(root):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        new = rewrite(text, record_of)
+        new = regenerate(rewrite(text, record_of), render)
         if new != text:
             changed[path] = new
     for path, text in changed.items():
@@ -252,14 +278,37 @@ def _git(root: str, *args: str) -> str:
 
 
 def processor() -> str:
-    """This machine's processor model (`/proc/cpuinfo`'s first "model name", else `platform.processor()`): the
-    machine kind on which a measurement's deterministic values are bitwise reproducible."""
+    """This machine's processor kind: `/proc/cpuinfo`'s first "model name", the widest vector instruction set
+    its flags name, its family and model numbers, e.g. "AMD EPYC (AVX2, family 25 model 1)" (else
+    `platform.processor()`). XLA:CPU's libraries choose their kernels by the instruction set, and estimate
+    instructions round differently between vendors and generations (docs/results.md, "Across processor
+    kinds"): the deterministic values are bitwise reproducible on one kind."""
+    if not os.path.exists("/proc/cpuinfo"):
+        return platform.processor()
+    with open("/proc/cpuinfo") as f:
+        first = f.read().split("\n\n")[0]
+    fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    isa = next((name for flag, name in ISA_FLAGS if flag in flags), "SSE")
+    name = fields.get("model name") or platform.processor()
+    return f"{name} ({isa}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
+
+
+def vendor() -> str:
+    """This machine's processor vendor as the docs name it ("Intel", "AMD"; else `/proc/cpuinfo`'s vendor_id,
+    else `platform.machine()`)."""
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        if names:
-            return names[0]
-    return platform.processor()
+            ids = [line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")]
+        if ids:
+            return VENDORS.get(ids[0], ids[0])
+    return platform.machine()
+
+
+VENDORS = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}
+# The vector instruction sets that name a processor kind, widest first (their /proc/cpuinfo flags).
+ISA_FLAGS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"))
 
 
 def provenance(root: str) -> dict:
@@ -279,6 +328,7 @@ def provenance(root: str) -> dict:
         "machine": {
             "platform": platform.platform(),
             "processor": processor(),
+            "vendor": vendor(),
             "cpus": os.cpu_count(),
             # The figures of time are of a shared machine: its load when the measurement started.
             "load_average": round(os.getloadavg()[0], 2),
@@ -286,7 +336,9 @@ def provenance(root: str) -> dict:
     }
 
 
-def write_result(root: str, name: str, command: str, values: dict, start: dict, seconds: float) -> str:
+def write_result(
+    root: str, name: str, command: str, values: dict, start: dict, seconds: float, processors: dict | None
+) -> str:
     """Writes ROOT/docs/results/NAME.json atomically (module docstring); returns its path.
 
     Args:
@@ -294,14 +346,27 @@ def write_result(root: str, name: str, command: str, values: dict, start: dict, 
       values: {value name: number or string}; no name may be a field of the record.
       start: `provenance(root)` taken when the measurement started.
       seconds: the measurement's wall time.
+      processors: {processor kind: {"values", "commit", "date"}} (`processor_kinds.kept_processors`), or None
+        for a measurement the tests do not re-check.
 
     Raises:
       ValueError: a value name is a field of the record.
     """
-    record = {"command": command, **start, "seconds": round(seconds, 1), "values": values}
+    record = {
+        "command": command,
+        **start,
+        "seconds": round(seconds, 1),
+        "values": values,
+        **({} if processors is None else {"processors": processors}),
+    }
     clash = sorted(set(values) & set(record))
     if clash:
         raise ValueError(f"value names {clash} are fields of the results record; rename them")
+    return write_record(root, name, record)
+
+
+def write_record(root: str, name: str, record: dict) -> str:
+    """Writes the whole `record` as ROOT/docs/results/NAME.json atomically; returns its path."""
     path = results_path(root, name)
     files.write_text(path, json.dumps(record, indent=2) + "\n")
     return path

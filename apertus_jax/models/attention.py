@@ -114,6 +114,13 @@ def jax_nn_attention(
     )
 
 
+def mesh_platform() -> str:
+    """The platform ("tpu", "gpu", "cpu") of the devices of the mesh being traced under (`jax.set_mesh`), else
+    of the process's default backend: a compile-only TPU or GPU mesh in a CPU process is "tpu" or "gpu"."""
+    device = jax.sharding.get_abstract_mesh().abstract_device
+    return jax.default_backend() if device is None else device.platform
+
+
 def splash_attention(
     q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: float, interpret: bool = False
 ) -> jax.Array:
@@ -125,11 +132,12 @@ def splash_attention(
     interpreter (any backend, slow; for tests).
 
     Raises:
-      NotImplementedError: not on a TPU backend (and not `interpret`), or the kernel is not importable.
+      NotImplementedError: not on TPU devices (`mesh_platform`; and not `interpret`), or the kernel is not
+        importable.
     """
-    if jax.default_backend() != "tpu" and not interpret:
+    if mesh_platform() != "tpu" and not interpret:
         raise NotImplementedError(
-            "attention_impl='splash' needs a TPU backend; use 'xla'/'jax_nn' on CPU, 'cudnn' on GPU"
+            "attention_impl='splash' needs TPU devices; use 'xla'/'jax_nn' on CPU, 'cudnn' on GPU"
         )
     if splash is None:
         raise NotImplementedError("splash attention kernel not importable from this jax installation")

@@ -114,14 +114,23 @@ def test_write_result_records_provenance_and_rejects_clashing_names(tmp_path):
     start = results.provenance(str(tmp_path))
     assert len(start["commit"]) == 40 and start["uncommitted"] == ["a.py", "b.py"]
     assert start["machine"]["cpus"] == os.cpu_count() and len(start["date"]) == 10
-    path = results.write_result(str(tmp_path), "demo", "python -m x", {"loss": 1.5}, start, 12.34)
+    kinds = {"AMD EPYC (AVX2, family 25 model 1)": {"values": {"loss": 1.5}, "commit": "a" * 40, "date": "d"}}
+    path = results.write_result(str(tmp_path), "demo", "python -m x", {"loss": 1.5}, start, 12.34, kinds)
     assert path == str(tmp_path / "docs" / "results" / "demo.json")
     with open(path) as f:
         record = json.load(f)
-    assert record == {"command": "python -m x", **start, "seconds": 12.3, "values": {"loss": 1.5}}
+    assert record == {
+        "command": "python -m x",
+        **start,
+        "seconds": 12.3,
+        "values": {"loss": 1.5},
+        "processors": kinds,
+    }
     assert results.read_result(str(tmp_path), "demo") == record
+    results.write_result(str(tmp_path), "demo", "python -m x", {"loss": 1.5}, start, 12.34, None)
+    assert "processors" not in results.read_result(str(tmp_path), "demo")  # a measurement not re-checked
     with pytest.raises(ValueError, match=r"value names \['date'\] are fields"):
-        results.write_result(str(tmp_path), "demo", "python -m x", {"date": 1}, start, 1.0)
+        results.write_result(str(tmp_path), "demo", "python -m x", {"date": 1}, start, 1.0, None)
     with pytest.raises(FileNotFoundError, match="--only other writes it"):
         results.read_result(str(tmp_path), "other")
 
@@ -135,9 +144,25 @@ def test_rewrite_documents_writes_only_changed_documents(tmp_path):
         str(tmp_path / "README.md"),
         str(tmp_path / "docs" / "same.md"),
     ]
-    assert results.rewrite_documents(str(tmp_path)) == [str(tmp_path / "README.md")]
+    (tmp_path / "docs" / "table.md").write_text(
+        "A table:\n<!-- begin generated: table -->\nold 1.5\n<!-- end generated -->\nafter 2.5\n"
+    )
+    render = {"table": "| a |\n| 2.25 |\n"}.__getitem__
+    assert results.rewrite_documents(str(tmp_path), render) == [
+        str(tmp_path / "README.md"),
+        str(tmp_path / "docs" / "table.md"),
+    ]
     assert "final 5.68<!--" in (tmp_path / "README.md").read_text()
-    assert results.rewrite_documents(str(tmp_path)) == []
+    table = (tmp_path / "docs" / "table.md").read_text()
+    assert (
+        table
+        == "A table:\n<!-- begin generated: table -->\n| a |\n| 2.25 |\n<!-- end generated -->\nafter 2.5\n"
+    )
+    assert results.rewrite_documents(str(tmp_path), render) == []
+    # a generated block's figures come from its renderer; those outside it are checked as ever
+    assert results.unbound_figures(table) == ["6: 2.5"]
+    with pytest.raises(KeyError):
+        results.regenerate(table, {}.__getitem__)
 
 
 def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_rest():

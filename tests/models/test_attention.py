@@ -81,7 +81,7 @@ def test_splash_kernel_under_a_mesh_runs_per_shard():
 
 def test_splash_on_cpu_raises_clear_error():
     q, k, v, seg = (jnp.asarray(a) for a in _inputs(128, h=64))
-    with pytest.raises(NotImplementedError, match="needs a TPU backend"):
+    with pytest.raises(NotImplementedError, match="needs TPU devices"):
         dot_product_attention(q, k, v, seg, impl="splash")
 
 
@@ -89,7 +89,8 @@ def test_cudnn_is_rejected_on_cpu_not_silently_replaced():
     if jax.default_backend() == "gpu":
         pytest.skip("cudnn runs here; covered by the GPU check")
     q, k, v, seg = (jnp.asarray(a) for a in _inputs(8))
-    with pytest.raises(RuntimeError, match="cuDNN"):
+    # without cuDNN: "cuDNN is not detected"; with the `accelerators` extra's cuDNN: its float32 inputs refused
+    with pytest.raises((RuntimeError, ValueError), match="cuDNN|Unsupported dtype"):
         dot_product_attention(q, k, v, seg, impl="cudnn")
 
 
