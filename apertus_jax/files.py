@@ -6,6 +6,9 @@ own directory (same file system, so the final `os.replace` is atomic on POSIX) a
 when the writer finished without an exception; on an exception the temporary file is removed and the target is
 untouched. Files get the permissions a plain `open()` would give (0666 minus the umask), not the 0600 of
 `tempfile`.
+
+A directory of files that belong together (an export) is written the same way: `staged_directory` yields a
+hidden staging directory beside the target, and `publish_directory` renames it into place at the end.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -75,3 +79,54 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def publish_directory(staging: str, target: str) -> None:
+    """Renames the directory `staging` to `target` (same file system); an existing `target` is moved aside
+    first and removed after, so `target` is always either the old or the whole new directory, but for the
+    instant between the two renames."""
+    if os.path.exists(target):
+        old = f"{staging}.old"
+        os.rename(target, old)
+        os.rename(staging, target)
+        shutil.rmtree(old)
+    else:
+        os.rename(staging, target)
+
+
+def check_replaceable(target: str | os.PathLike, *, overwrite: bool = False) -> None:
+    """Checks that `staged_directory(target, overwrite=overwrite)` may write `target`.
+
+    Raises:
+      FileExistsError: `target` is a file, or a non-empty directory and not `overwrite`.
+    """
+    target = os.fspath(target)
+    if os.path.exists(target) and not os.path.isdir(target):
+        raise FileExistsError(f"{target} is a file, not a directory; choose another output directory")
+    if os.path.isdir(target) and os.listdir(target) and not overwrite:
+        raise FileExistsError(
+            f"{target} is not empty; choose a new output directory or pass --overwrite to replace it"
+        )
+
+
+@contextlib.contextmanager
+def staged_directory(target: str | os.PathLike, *, overwrite: bool = False) -> Iterator[str]:
+    """Yields a new empty directory to fill; on success it replaces `target` (`publish_directory`), on an
+    exception it is removed and `target` is untouched. It gets the permissions of a plain `os.makedirs`.
+
+    Raises:
+      FileExistsError: as `check_replaceable`, before anything is written.
+      OSError: the parent directory cannot be created or written.
+    """
+    check_replaceable(target, overwrite=overwrite)
+    target = os.path.abspath(os.fspath(target))
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".staging", dir=parent)
+    try:
+        os.chmod(staging, 0o777 & ~_umask())
+        yield staging
+        publish_directory(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -8,15 +8,22 @@ behaviour:
   cannot use, a missing file) prints ONE line `error: ...` on stderr naming the problem and the fix, and
   exits with status 2 before anything is written: `main` raises `ValueError`, `OSError` (a missing file
   included), `WorkdirLockedError` or `app.UsageError`;
+- a job that needs an optional extra (`apertus_jax.extras`) calls `require_extras` before importing it: without
+  the extra, one line naming the extra to install and exit status 2;
 - a Ctrl-C before the trainer took over prints one line and exits with status 130;
+- short log lines, `I 10:42:07 message` (level and time; `--log_format=absl` gives absl's full prefix with
+  date, thread, file and line); the log goes to stderr, so stdout holds only a job's result lines;
 - quiet library logs: absl prints every INFO record of every library; jax's "Unable to initialize backend
   'tpu'" on machines without a TPU and Orbax's per-save/restore chatter are dropped (their warnings stay);
+- `--config=PATH` names a config file relative to the working directory or, when it is not there, to the
+  repository (`CONFIG_ROOT`: `--config=configs/runs/tiny_demo.py` works from any directory);
 - with `compilation_cache=True`, the persistent XLA compilation cache (default ~/.cache/apertus_jax/xla;
   JAX_COMPILATION_CACHE_DIR overrides), so a restarted or resumed job skips recompiling its train step.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging as std_logging
 import os
 import re
@@ -28,25 +35,44 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from apertus_jax import extras
 from apertus_jax.cache import cache_dir
 from apertus_jax.jobs.config import (
     apply_preset_override,
     base_config,
     closest_keys,
+    fit_schedule_to_steps,
     key_paths,
     load_module,
     parse,
 )
+from apertus_jax.jobs.config_fields import config_fields, format_fields
 from apertus_jax.train.checkpoint import WorkdirLockedError
 
 USAGE_ERROR = 2
 INTERRUPTED = 130
+HELP_FLAGS = {"--help", "-help", "-h", "-?", "--helpshort", "--helpfull", "--helpxml"}
+
+# Flags this module defines for a job (`define_config`, `define_run_config`) are the job's own: `--help`
+# lists them with the job's flags.
+flags.disclaim_key_flags()
 
 
 def usage_error(message: object) -> NoReturn:
     """Prints `error: <message>` as one line on stderr and exits with status 2."""
     print("error: " + " ".join(str(message).split()), file=sys.stderr)
     sys.exit(USAGE_ERROR)
+
+
+def require_extras(*names: str) -> None:
+    """Checks that the optional extras `names` (keys of `apertus_jax.extras.MODULES`) are installed; else
+    one line naming the extra to install and exit 2. Called at a job's start, before it imports them."""
+    job = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    for name in names:
+        try:
+            extras.require(name, job)
+        except ValueError as error:
+            usage_error(error)
 
 
 def quiet_library_logs() -> None:
@@ -67,12 +93,44 @@ def enable_compilation_cache() -> None:
 
 
 _config_file_flag = False  # whether this job's --config names a config file (`define_config`), not a preset
+# The folder that holds the repository's `configs/` (the checkout, or site-packages for a plain install).
+CONFIG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _config_arg(argv: list[str]) -> str | None:
     """The `PATH[:ARG]` of `--config=PATH[:ARG]` in `argv`, or None."""
     values = [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
     return values[-1] if values else None
+
+
+def resolve_config(arg: str) -> str | None:
+    """`PATH[:ARG]` with PATH as found: relative to the working directory, else to `CONFIG_ROOT` (absolute
+    then); None when neither holds the file."""
+    path, colon, config_arg = arg.partition(":")
+    if os.path.isfile(path):
+        return arg
+    in_repository = os.path.join(CONFIG_ROOT, path)
+    if not os.path.isabs(path) and os.path.isfile(in_repository):
+        return in_repository + colon + config_arg
+    return None
+
+
+def _missing_config(arg: str) -> str:
+    """The one-line message of a `--config` file that is in neither place, with the closest config files."""
+    path = arg.partition(":")[0]
+    root = os.path.join(CONFIG_ROOT, "configs")
+    known = sorted(
+        os.path.relpath(os.path.join(folder, name), CONFIG_ROOT)
+        for folder, _, names in os.walk(root)
+        for name in names
+        if name.endswith(".py") and name != "__init__.py"
+    )
+    close = difflib.get_close_matches(path, known, n=2, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return (
+        f"--config={arg}: {path} is not a file here nor under {CONFIG_ROOT}; {hint}"
+        f"the repository's configs are in {root}/"
+    )
 
 
 def _unknown_key(argv: list[str], error: Exception, default: str | None = None) -> str:
@@ -101,22 +159,43 @@ def _parse_flags(argv: list[str]) -> list[str]:
     """absl flag parsing with one-line errors (exit 2): a missing config file, an override of a key that the
     config does not have (ml_collections raises AttributeError / KeyError with nested reprs), a bad flag."""
     arg = _config_arg(argv) if _config_file_flag else None
-    if arg is not None and not os.path.isfile(arg.partition(":")[0]):
-        usage_error(
-            f"--config={arg}: {arg.partition(':')[0]} does not exist (a Python config file, e.g. configs/runs/tiny_demo.py)"
-        )
+    if arg is not None:
+        resolved = resolve_config(arg)
+        if resolved is None:
+            usage_error(_missing_config(arg))
+        argv = [f"--config={resolved}" if a == f"--config={arg}" else a for a in argv]
+        sys.argv[:] = argv
     try:
         return flags.FLAGS(argv)
+    except SystemExit as stop:  # absl ends --help with status 1; help that was asked for is a success
+        if stop.code == 1 and HELP_FLAGS & {a.split("=")[0] for a in argv[1:]}:
+            sys.exit(0)
+        raise
     except (AttributeError, KeyError) as error:
         usage_error(_unknown_key(argv, error))
     except (flags.Error, OSError) as error:
-        usage_error(f"{error} (see --helpshort)")
+        # A config file's get_config that raised: ml_collections wraps its traceback; its last line is the news.
+        raised = re.search(r"Error whilst parsing config file:.*\b\w+Error: (.*)$", str(error), re.DOTALL)
+        usage_error(raised.group(1) if raised else f"{error} (see --helpshort)")
+
+
+# The short log line: level initial and local time (`--log_format=short`, the default).
+SHORT_LOG_FORMAT = std_logging.Formatter("%(levelname).1s %(asctime)s %(message)s", "%H:%M:%S")
 
 
 def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False) -> None:
     """Runs `main(argv)` as the job's command (module docstring); its return value is ignored."""
+    log_format = flags.DEFINE_enum(
+        "log_format", "short", ["short", "absl"], "Log lines: 'I 10:42:07 message', or absl's full prefix."
+    )
 
     def job(argv):
+        if log_format.value == "short":
+            logging.get_absl_handler().setFormatter(SHORT_LOG_FORMAT)
+        if _run_config is not None and flags.FLAGS.config_fields:
+            _apply_overrides(_run_config.value)
+            print(format_fields(config_fields(_run_config.value)))
+            return
         quiet_library_logs()
         if compilation_cache:
             enable_compilation_cache()
@@ -131,25 +210,67 @@ def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False)
     app.run(job, flags_parser=_parse_flags)
 
 
-def define_config(default: str | None, help_text: str = "Run config (a Python file).") -> flags.FlagHolder:
-    """The `--config` flag of a run config file (`--config.section.field=value` overrides)."""
+def define_config(default: str | None, help_text: str, example: str = "") -> flags.FlagHolder:
+    """The `--config` flag of a config file (`--config.section.field=value` overrides, `example` one),
+    shown in `--help`."""
     global _config_file_flag
     _config_file_flag = True
+    if default is not None:
+        default = resolve_config(default) or default
+    help_text += f" Any value is overridden with --config.KEY=VALUE{f' (e.g. {example})' if example else ''}."
     try:
         return config_flags.DEFINE_config_file("config", default, help_text)
     except (AttributeError, KeyError) as error:  # the default file is parsed here, with sys.argv's overrides
         usage_error(_unknown_key(sys.argv, error, default))
 
 
+_run_config: flags.FlagHolder | None = None  # the `--config` of a run config (`define_run_config`)
+
+
+def define_run_config(default: str) -> flags.FlagHolder:
+    """The `--config` flag of a run config (the `base_config()` schema) and `--config_fields`, which prints
+    every `--config.*` field with its value in this config, type, range and meaning and exits
+    (`apertus_jax.jobs.config_fields`); both shown in `--help`."""
+    global _run_config
+    _run_config = define_config(
+        default,
+        "Run config: a Python file such as configs/runs/tiny_demo.py (from this directory or the "
+        "repository), or PATH:ARG for a config that takes an argument.",
+        "--config.train.steps=100; --config_fields lists every KEY",
+    )
+    flags.DEFINE_bool(
+        "config_fields", False, "List every --config.* field: its value here, type, range, meaning; exit."
+    )
+    return _run_config
+
+
+def _apply_overrides(config) -> None:
+    """What command-line overrides mean beyond their values: `--config.model.preset=NAME` (the preset's model
+    section, the other `--config.model.*` overrides on top) and `--config.train.steps=N` alone (the schedule
+    follows it, said in the log; `apertus_jax.jobs.config.fit_schedule_to_steps`)."""
+    apply_preset_override(config, sys.argv)
+    fitted = fit_schedule_to_steps(config, sys.argv)
+    if fitted:
+        logging.info(fitted)
+
+
 def parsed_config(holder: flags.FlagHolder):
-    """The typed `apertus_jax.jobs.config.Config` of the `--config` flag, `--config.model.preset=NAME`
-    applied (the preset's model section with the other `--config.model.*` overrides on top).
+    """The typed `apertus_jax.jobs.config.Config` of the `--config` flag with its overrides' meanings applied
+    (`_apply_overrides`).
 
     Raises:
-      ValueError: an invalid config (one line).
+      ValueError: an invalid config (one line; a message that starts with a config key names it as the flag
+        that sets it, `--config.model.n_layers`).
     """
-    apply_preset_override(holder.value, sys.argv)
-    return parse(holder.value)
+    _apply_overrides(holder.value)
+    try:
+        return parse(holder.value)
+    except ValueError as error:
+        message = str(error)
+        key = re.match(r"[a-z_]+(\.[a-z_0-9]+)+", message)
+        if key and key.group(0) in key_paths(holder.value):
+            message = "--config." + message
+        raise ValueError(message) from None
 
 
 def required(**values) -> None:

@@ -17,7 +17,7 @@ from apertus_jax.jobs.document_mask import document_mask_cost  # noqa: E402
 from apertus_jax.jobs.targets import parse_target, target_devices  # noqa: E402
 from experiments import cli  # noqa: E402
 
-_CONFIG = cli.define_config("configs/runs/apertus_8b.py", "Run config whose model's attention to compile.")
+_CONFIG = cli.define_run_config("configs/runs/apertus_8b.py")
 _TARGET = flags.DEFINE_string("target", "h100:1x8", "A GPU cluster KIND:HOSTSxGPUS (one row per GPU).")
 
 

@@ -6,8 +6,10 @@
 Writes `config.json` + `model.safetensors` (loadable with transformers' `ApertusForCausalLM`), `tokenizer.json`,
 `tokenizer_config.json` (special tokens; the chat template of a post-trained run) and `generation_config.json`
 for `AutoTokenizer` and `pipeline("text-generation")`, the run's provenance record as `training_data.json`
-(sources, licences, tokens consumed per component, preparation statistics) and a model card `README.md`. A bad
-workdir ends with one line on stderr and exit status 2.
+(sources, licences, tokens consumed per component, preparation statistics) and a model card `README.md`. The
+chat template comes with a post-trained run (`experiments.sft`, `experiments.qrpo`), not with a pretraining run.
+The export appears whole at the end: a non-empty `--out` is refused unless `--overwrite` (which replaces it),
+and a failed export leaves nothing. A bad workdir or `--out` ends with one line on stderr and exit status 2.
 """
 
 from absl import flags
@@ -16,14 +18,15 @@ from apertus_jax.jobs.export import export_hf
 from experiments import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training workdir (experiments.pretrain output).")
-_OUT = flags.DEFINE_string("out", None, "The HF checkpoint directory to write.")
+_OUT = flags.DEFINE_string("out", None, "The HF checkpoint directory to write (new or empty).")
+_OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace a non-empty --out (a whole earlier export).")
 
 
 def main(argv) -> None:
     del argv
     cli.required(workdir=_WORKDIR.value, out=_OUT.value)
-    record = export_hf(_WORKDIR.value, _OUT.value)
-    consumed = ", ".join(f"{name} {n:,}" for name, n in record["tokens_consumed"].items())
+    record = export_hf(_WORKDIR.value, _OUT.value, overwrite=_OVERWRITE.value)
+    consumed = ", ".join(f"{name} {n:,}" for name, n in record["tokens_consumed"].items()) or "none recorded"
     print(f"wrote {_OUT.value} (step {record['step']:,}; tokens consumed: {consumed})")
 
 

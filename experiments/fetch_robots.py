@@ -11,8 +11,11 @@ status 2.
 
 from absl import flags
 
-from apertus_jax.prep.robots_fetch import USER_AGENT, read_hosts, write_snapshot
 from experiments import cli
+
+cli.require_extras("prep")  # before the modules that import it: one line and exit 2 without it
+
+from apertus_jax.prep.robots_fetch import USER_AGENT, read_hosts, write_snapshot  # noqa: E402
 
 _DOMAINS = flags.DEFINE_string("domains", None, "File with one host per line.")
 _OUT = flags.DEFINE_string("out", None, "Output JSONL snapshot.")

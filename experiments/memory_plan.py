@@ -40,7 +40,7 @@ from apertus_jax.jobs.target_plan import target_lines, target_meshes  # noqa: E4
 from apertus_jax.jobs.targets import parse_target, target_devices  # noqa: E402
 from experiments import cli  # noqa: E402
 
-_CONFIG = cli.define_config("configs/runs/apertus_8b.py", "Run config to plan.")
+_CONFIG = cli.define_run_config("configs/runs/apertus_8b.py")
 _MESHES = flags.DEFINE_list(
     "meshes",
     [],

@@ -19,8 +19,12 @@ report, throughput included, is the earlier run's; the job says so. For a fresh 
 
 from absl import flags
 
-from apertus_jax.prep.extra import require_prep_extra
 from experiments import cli
+
+cli.require_extras("prep")  # before the modules that import it: one line and exit 2 without it
+
+from apertus_jax.prep.run import run_prepare  # noqa: E402
+from apertus_jax.prep.stats import format_report  # noqa: E402
 
 _CONFIG = cli.define_config(None, "Preparation config file (configs/prep/*.py).")
 _REPORT_ONLY = flags.DEFINE_bool("report_only", False, "Only print the report of an earlier run.")
@@ -30,11 +34,6 @@ def main(argv) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments {argv[1:]}")
     cli.required(config=_CONFIG.value)
-    require_prep_extra("prepare_data")
-    # Modules of the prep extra: importable only once the check above passed.
-    from apertus_jax.prep.run import run_prepare
-    from apertus_jax.prep.stats import format_report
-
     config = _CONFIG.value
     report = run_prepare(config, report_only=_REPORT_ONLY.value)
     print(format_report(report))

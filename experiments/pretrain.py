@@ -16,7 +16,7 @@ from apertus_jax.train import distributed
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
-_CONFIG = cli.define_config("configs/runs/tiny_demo.py")
+_CONFIG = cli.define_run_config("configs/runs/tiny_demo.py")
 _WORKDIR = flags.DEFINE_string("workdir", "workdir/tiny_demo", "Run directory: checkpoints, metrics, logs.")
 
 

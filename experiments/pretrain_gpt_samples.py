@@ -16,7 +16,7 @@ from apertus_jax.train import distributed
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
-_CONFIG = cli.define_config("configs/runs/tiny_demo.py")
+_CONFIG = cli.define_run_config("configs/runs/tiny_demo.py")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: checkpoints, metrics, logs.", required=True)
 _DATA_PATH = flags.DEFINE_string(
     "data_path", None, "A prefix or a blend 'w1 prefix1 w2 prefix2'.", required=True

@@ -18,7 +18,7 @@ from apertus_jax.train import distributed
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
-_CONFIG = cli.define_config("configs/posttrain/qrpo_tiny.py")
+_CONFIG = cli.define_run_config("configs/posttrain/qrpo_tiny.py")
 _WORKDIR = flags.DEFINE_string("workdir", "workdir/qrpo_tiny", "Run directory: checkpoints, metrics, logs.")
 
 

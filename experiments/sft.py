@@ -14,7 +14,7 @@ from apertus_jax.train import distributed
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
-_CONFIG = cli.define_config("configs/posttrain/sft_tiny.py")
+_CONFIG = cli.define_run_config("configs/posttrain/sft_tiny.py")
 _WORKDIR = flags.DEFINE_string("workdir", "workdir/sft_tiny", "Run directory: checkpoints, metrics, logs.")
 
 

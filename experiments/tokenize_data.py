@@ -7,6 +7,10 @@ the Megatron fork trains on as the prefix OUT, and the "megatron" component kind
         [--tasks=T --workers=W] [--executor=slurm --slurm_partition=normal --logging_dir=/scratch/logs] \
         [--format=megatron [--megatron_dtype=int32]]
 
+`--tokenizer=demo` is the 4,096-id demo BPE of the tiny runs (`data.tokenizer = "demo"`; trained on the demo
+corpus on first use and cached under $APERTUS_JAX_CACHE, default ~/.cache/apertus_jax): the shards a tiny run
+on your own text reads (`configs/runs/tiny_own_data.py`).
+
 A front-end of `apertus_jax.prep.tokenize` (needs the `prep` extra, datatrove): T datatrove tasks (each a
 share of the input files) on the local, Slurm or Ray executor, then one merged manifest. `--tasks=1` gives the
 shards of a single process bit for bit; more tasks give the same documents and tokens in per-task parts.
@@ -20,17 +24,25 @@ import sys
 
 from absl import flags
 
-from apertus_jax.data import sources
-from apertus_jax.data.shards import SHARD_TOKENS
-from apertus_jax.prep.pipeline import EXECUTORS
-from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS
-from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job
 from experiments import cli
+
+cli.require_extras("prep")  # before the modules that import it: one line and exit 2 without it
+
+from apertus_jax.data import sources  # noqa: E402
+from apertus_jax.data.config import DataConfig  # noqa: E402
+from apertus_jax.data.shards import SHARD_TOKENS  # noqa: E402
+from apertus_jax.data.tokenizer import demo_tokenizer  # noqa: E402
+from apertus_jax.prep.pipeline import EXECUTORS  # noqa: E402
+from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS  # noqa: E402
+from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job  # noqa: E402
 
 _INPUT = flags.DEFINE_multi_string("input", None, "File or directory (repeatable).", required=True)
 _KIND = flags.DEFINE_enum("kind", "jsonl", sources.RAW_KINDS, "Raw document format.")
 _TOKENIZER = flags.DEFINE_string(
-    "tokenizer", None, '"tekken", "sentencepiece:PATH" or "hf:PATH".', required=True
+    "tokenizer",
+    None,
+    '"demo" (the tiny runs\' demo BPE, trained on first use), "tekken", "sentencepiece:PATH" or "hf:PATH".',
+    required=True,
 )
 _OUT = flags.DEFINE_string("out", None, "The shard set directory to create.", required=True)
 _SOURCE = flags.DEFINE_string("source", None, "Name of the data source.", required=True)
@@ -64,10 +76,13 @@ _SLURM_VENV = flags.DEFINE_string("slurm_venv", None, "Virtualenv activate scrip
 def main(argv) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments {argv[1:]}")
+    tokenizer = _TOKENIZER.value
+    if tokenizer == "demo":  # the BPE a run with data.tokenizer="demo" uses: the shards read in such a run
+        tokenizer = "sentencepiece:" + demo_tokenizer(DataConfig.demo_tokenizer_vocab).path
     job = tokenize_job(
         _INPUT.value,
         _OUT.value,
-        _TOKENIZER.value,
+        tokenizer,
         _SOURCE.value,
         _LICENCE.value,
         executor=_EXECUTOR.value,

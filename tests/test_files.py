@@ -1,9 +1,10 @@
 """apertus_jax.files: atomic writes leave the old file or the whole new one, with umask permissions;
-file checksums."""
+file checksums; a staged directory replaces its target whole or not at all."""
 
 import hashlib
 import json
 import os
+import pathlib
 import stat
 
 import pytest
@@ -59,3 +60,27 @@ def test_file_sha256_of_known_bytes(tmp_path):
         files.file_sha256(tmp_path / "abc")
         == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     )
+
+
+def test_staged_directory_replaces_the_target_whole_or_leaves_it(tmp_path):
+    target = tmp_path / "out"
+    with files.staged_directory(target) as staging:
+        (pathlib.Path(staging) / "a").write_text("1")
+        assert not target.exists()
+    assert os.listdir(target) == ["a"]
+    with pytest.raises(
+        FileExistsError, match="is not empty; choose a new output directory or pass --overwrite"
+    ):
+        with files.staged_directory(target):
+            raise AssertionError("not reached")
+    with pytest.raises(RuntimeError):
+        with files.staged_directory(target, overwrite=True) as staging:
+            (pathlib.Path(staging) / "b").write_text("2")
+            raise RuntimeError
+    assert os.listdir(target) == ["a"] and sorted(os.listdir(tmp_path)) == ["out"]
+    with files.staged_directory(target, overwrite=True) as staging:
+        (pathlib.Path(staging) / "b").write_text("2")
+    assert os.listdir(target) == ["b"] and sorted(os.listdir(tmp_path)) == ["out"]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(FileExistsError, match="is a file, not a directory"):
+        files.check_replaceable(tmp_path / "file", overwrite=True)

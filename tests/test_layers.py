@@ -20,7 +20,7 @@ import apertus_jax
 REPO = pathlib.Path(apertus_jax.__file__).parent.parent
 PACKAGES = ("apertus_jax", "configs", "experiments", "benchmarks")
 LAYERS = (
-    ("apertus_jax", "apertus_jax.checks", "apertus_jax.cache", "apertus_jax.files"),
+    ("apertus_jax", "apertus_jax.checks", "apertus_jax.cache", "apertus_jax.extras", "apertus_jax.files"),
     ("apertus_jax.plots", "apertus_jax.pypi", "apertus_jax.tokenizers"),
     ("apertus_jax.models", "apertus_jax.optim"),
     ("apertus_jax.data",),

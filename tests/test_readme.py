@@ -1,8 +1,13 @@
 """The README's commands name what exists: every `python -m MODULE` is a module of the repository, every
-`--config=PATH` is a file, and every `--flag` given to a repository job is a flag that job defines."""
+`--config=PATH` is a file, and every `--flag` given to a repository job is a flag that job defines. The
+own-data path of "Your own data" runs as the README shows it."""
 
+import json
 import os
 import re
+import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -97,3 +102,43 @@ def test_every_readme_command_names_an_existing_module_config_and_flags(command)
     if module.startswith(("experiments.", "benchmarks.")):
         unknown = set(FLAG.findall(arguments)) - defined_flags(path)
         assert not unknown, f"README: `python -m {module}` has no flag {sorted(unknown)}"
+
+
+def own_data_commands() -> list[str]:
+    """The commands of the first bash block of the README's "Your own data" section."""
+    section = readme().split("\n### Your own data\n", 1)[1]
+    language, body = next(block for block in FENCE.findall(section) if block[0] == "bash")
+    return commands(f"```{language}\n{body}```\n")
+
+
+def test_the_own_data_path_runs_as_the_readme_shows_it(tmp_path, compilation_cache):
+    """JSONL of real text (German prose of the demo corpus standing in for yours) -> `tokenize_data
+    --tokenizer=demo` -> 20 steps of the tiny model, each command as the README prints it (its /tmp/ paths
+    moved into this test's directory, run from there): the shards hold the file's documents, the run trains
+    on them with its schedule fitted to the 20 steps, and the loss falls."""
+    from apertus_jax.data.demo_corpus import load_german_prose
+
+    documents = [d["text"] for d in load_german_prose()[:1000]]
+    with open(tmp_path / "my_text.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in documents)
+    steps = own_data_commands()
+    assert [shlex.split(c)[2] for c in steps] == ["experiments.tokenize_data", "experiments.pretrain"]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT, JAX_COMPILATION_CACHE_DIR=compilation_cache)
+    logs = []
+    for command in steps:
+        argv = shlex.split(command.replace("/tmp/", f"{tmp_path}/"))
+        result = subprocess.run(
+            [sys.executable, *argv[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        logs.append(result.stderr)
+    with open(tmp_path / "my_shards" / "manifest.json") as f:
+        assert json.load(f)["documents"] == len(documents)
+    with open(tmp_path / "my_run" / "metrics.jsonl") as f:
+        records = [json.loads(line) for line in f]
+    assert [r["step"] for r in records] == list(range(1, 21))
+    assert records[-1]["loss"] < records[0]["loss"] - 1.0, [r["loss"] for r in records]
+    with open(tmp_path / "my_run" / "provenance.json") as f:
+        assert json.load(f)["tokens_consumed"] == {"text": records[-1]["tokens"]}
+    assert "train.steps=20 overridden without the schedule: the schedule follows it" in logs[1]
+    assert "run: model tiny" in logs[1] and "optimizer ademamix" in logs[1] and "tokens planned" in logs[1]

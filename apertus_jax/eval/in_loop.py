@@ -70,19 +70,22 @@ def _read_texts(path: str) -> list[str]:
     return [d.text for d in documents]
 
 
-def heldout_sets(eval_config: EvalConfig, pipeline: PipelineSpec, tokenizer) -> list[HeldoutSet]:
+def heldout_sets(eval_config: EvalConfig, pipeline: PipelineSpec | None, tokenizer) -> list[HeldoutSet]:
     """The held-out set of each document component of `pipeline` that has one, then the extra sets of
     `eval.heldout_paths` whose names are not components, then the unseen-language set of each component that
     has one (named `unseen_languages/<component>`), each capped at `eval_config.heldout_tokens` tokens (whole
-    documents, at least one).
+    documents, at least one). A run that does not read `data.pipeline` (a job's own batch source) passes
+    None: the extra sets alone.
 
     Raises:
       FileNotFoundError / ValueError: a bad `eval.heldout_paths` file, or one given for a kind that reads no
         held-out file.
     """
     paths = dict(entry.split("=", 1) for entry in eval_config.heldout_paths)
+    mixed = pipeline.mixed() if pipeline is not None else {}
+    components = pipeline.components if pipeline is not None else {}
     named = []
-    for name, spec in pipeline.mixed().items():
+    for name, spec in mixed.items():
         try:
             texts = spec.heldout_texts(paths.get(name))
         except ValueError as error:
@@ -91,8 +94,8 @@ def heldout_sets(eval_config: EvalConfig, pipeline: PipelineSpec, tokenizer) -> 
             logging.warning("eval: component %r has no held-out set (set eval.heldout_paths)", name)
             continue
         named.append((name, texts))
-    named += [(name, _read_texts(path)) for name, path in paths.items() if name not in pipeline.components]
-    for name, spec in pipeline.mixed().items():
+    named += [(name, _read_texts(path)) for name, path in paths.items() if name not in components]
+    for name, spec in mixed.items():
         unseen = spec.unseen_language_texts()
         if unseen:
             named.append((f"{UNSEEN_LANGUAGES}/{name}", unseen))
@@ -158,14 +161,15 @@ class InLoopEvaluation(Hook):
 
     Args:
       config: the `eval` section.
-      pipeline: the run's typed pipeline (its components' held-out sets).
+      pipeline: the run's typed pipeline (its components' held-out sets); None for a run on a job's own batch
+        source (the `eval.heldout_paths` sets and the tasks only).
 
     Raises (from `start`):
       ValueError / FileNotFoundError: a bad held-out file, a task that cannot be loaded, `eval.batch_rows`
         not a multiple of the data*fsdp mesh axes.
     """
 
-    def __init__(self, config: EvalConfig, pipeline: PipelineSpec):
+    def __init__(self, config: EvalConfig, pipeline: PipelineSpec | None):
         self.config, self.pipeline = config, pipeline
         self._params = None
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import ml_collections
 
+from apertus_jax import extras
 from apertus_jax.data import config as data_config
 from apertus_jax.eval import config as eval_config
 from apertus_jax.eval.config import EvalConfig
@@ -47,7 +48,9 @@ class Config:
     Attributes:
       run: the trainer's sections.
       posttrain, eval: the post-training and in-loop evaluation sections.
-      model_preset: the label of the model section (`model.preset`); the fields themselves are `run.model`.
+      model_preset: the model preset the model section started from (`model.preset`, a name of
+        `apertus_jax.models.presets`); set on the command line, it replaces the whole model section by that
+        preset's fields, other `--config.model.*` overrides applied on top. The fields are `run.model`.
     """
 
     run: RunConfig = dataclasses.field(default_factory=RunConfig)
@@ -85,6 +88,10 @@ def base_config() -> ml_collections.ConfigDict:
     c.profile = ml_collections.ConfigDict(_fields(ProfileConfig))
     c.eval = ml_collections.ConfigDict(eval_config.section())
     return c
+
+
+# Component kinds that read through an optional extra (`apertus_jax.extras`), checked when a config is parsed.
+KIND_EXTRAS = {"parquet": "prep", "seqio": "seqio"}
 
 
 def _keys(c, prefix=""):
@@ -135,7 +142,7 @@ def parse(config: ml_collections.ConfigDict | dict) -> Config:
 
     Raises:
       ValueError: one line naming the offending key or field and what to do (an unknown or missing key, a
-        value out of range, an invalid pipeline).
+        value out of range, an invalid pipeline, a component kind whose extra is not installed).
     """
     expected, got = _keys(base_config()), _keys(config)
     if got != expected:
@@ -158,6 +165,9 @@ def parse(config: ml_collections.ConfigDict | dict) -> Config:
         metrics=MetricsConfig(**_plain(config["metrics"])),
         profile=ProfileConfig(**_plain(config["profile"])),
     )
+    for name, spec in run.data.pipeline.components.items():
+        if spec.kind in KIND_EXTRAS:
+            extras.require(KIND_EXTRAS[spec.kind], f"data.pipeline.components.{name} (kind {spec.kind!r})")
     return Config(
         run=run,
         posttrain=PosttrainConfig(**_plain(config["posttrain"])),
@@ -204,6 +214,41 @@ def apply_preset_override(config: ml_collections.ConfigDict, argv: list[str]) ->
     overrides = {name: config.model[name] for name in names - {"preset"}}
     with config.unlocked():
         config.model = model_presets.model_section(config.model.preset, **overrides)
+
+
+# The schedule fields that follow an overridden `train.steps` (`fit_schedule_to_steps`): the LR schedule's token
+# counts and AdEMAMix's warmups, counted in updates.
+SCHEDULE_FIELDS = ("total_tokens", "warmup_tokens", "decay_tokens", "alpha_warmup_steps", "b3_warmup_steps")
+
+
+def fit_schedule_to_steps(config: ml_collections.ConfigDict, argv: list[str]) -> str | None:
+    """Gives a quick experiment's `--config.train.steps=N` a schedule that ends with it: when `argv` overrides
+    `train.steps` and none of `SCHEDULE_FIELDS`, `optim.total_tokens` becomes the tokens of N steps (by the
+    batch plan) and the other schedule fields keep their share of it. Returns the line that says so (for
+    the log), or None when nothing changed.
+    """
+    overridden = {a[len("--config.") :].split("=")[0] for a in argv if a.startswith("--config.")}
+    if "train.steps" not in overridden or overridden & {f"optim.{f}" for f in SCHEDULE_FIELDS}:
+        return None
+    try:
+        total = TrainConfig(steps=config.train.steps, batch_plan=config.train.batch_plan).plan.tokens_at_step(
+            config.train.steps
+        )
+        old = int(config.optim.total_tokens)
+    except (ValueError, TypeError):  # a bad steps or batch plan: `parse` names it
+        return None
+    if total == old:
+        return None
+    fitted = {name: int(config.optim[name]) * total // old for name in SCHEDULE_FIELDS[1:]}
+    with config.unlocked():
+        config.optim.total_tokens = total
+        for name, value in fitted.items():
+            config.optim[name] = value
+    changes = ", ".join(f"{name}={value:,}" for name, value in {"total_tokens": total, **fitted}.items())
+    return (
+        f"train.steps={config.train.steps:,} overridden without the schedule: the schedule follows it "
+        f"(optim.{changes}; the config's shares of its total); set --config.optim.total_tokens etc. to choose it"
+    )
 
 
 def load_module(path: str, name: str = "config_file"):

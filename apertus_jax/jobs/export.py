@@ -14,8 +14,10 @@ Writes, each file atomically with the permissions of a plain `open()` (0644 unde
 - the run's provenance record (`apertus_jax.jobs.records`) as `training_data.json` and a model card
   `README.md` with the table of sources, licences and tokens.
 
-Every file's content is built before the first one is written, so a run that cannot be exported leaves the
-output directory as it was.
+The export is written into a hidden staging directory beside the output directory and renamed into place at
+the end (`apertus_jax.files.staged_directory`): a failed export leaves nothing behind, and an existing
+non-empty output directory is refused unless `overwrite`, which replaces it whole (a user's own files in it
+are never mixed with an export).
 """
 
 from __future__ import annotations
@@ -77,15 +79,17 @@ def tokenizer_files(
     return texts, {"bos_id": tokenizer.bod_id, "eos_id": tokenizer.eod_id, "pad_id": tokenizer.pad_id}
 
 
-def export_hf(workdir: str, directory: str) -> dict:
+def export_hf(workdir: str, directory: str, *, overwrite: bool = False) -> dict:
     """Exports the newest checkpoint of `workdir` as a HF checkpoint with its tokenizer and data statement
     into `directory` (module docstring); returns the provenance record.
 
     Raises:
+      FileExistsError: `directory` is a file, or a non-empty directory and not `overwrite` (checked first).
       FileNotFoundError: a missing workdir, no checkpoint or no provenance record.
       ValueError: the newest checkpoint and the provenance record are of different steps; as
         `tokenizer_files` and `models.hf.to_hf`.
     """
+    files.check_replaceable(directory, overwrite=overwrite)
     provenance = load_provenance(workdir)
     trained = load_workdir(workdir)
     if trained.step != provenance["step"]:
@@ -97,7 +101,8 @@ def export_hf(workdir: str, directory: str) -> dict:
     texts, special_ids = tokenizer_files(trained.tokenizer, posttrained=bool(trained.config.posttrain.data))
     texts[EXPORT_FILE] = json.dumps(provenance, indent=1, sort_keys=True) + "\n"
     texts[MODEL_CARD] = model_card(provenance)
-    save_hf(trained.model, directory, **special_ids)
-    for name, text in texts.items():
-        files.write_text(os.path.join(directory, name), text)
+    with files.staged_directory(directory, overwrite=overwrite) as staging:
+        save_hf(trained.model, staging, **special_ids)
+        for name, text in texts.items():
+            files.write_text(os.path.join(staging, name), text)
     return provenance

@@ -10,15 +10,21 @@ in-process registry (no plugin entry points for models). Also installed as the `
 
 import sys
 
+from apertus_jax import extras
+
 
 def main() -> None:
-    """Register `apertus_jax`, then run lm-eval's CLI on `sys.argv`."""
+    """Register `apertus_jax`, then run lm-eval's CLI on `sys.argv`; without the `eval` extra, one line on
+    stderr naming it and exit status 2."""
     try:
-        from lm_eval.__main__ import cli_evaluate
+        extras.require("eval", "apertus-lm-eval")
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    from lm_eval.__main__ import cli_evaluate
 
-        import apertus_jax.jobs.lm_eval  # noqa: F401  (registers the model)
-    except ImportError as err:
-        sys.exit(f"apertus-lm-eval: {err}; install the eval extra: pip install -e '.[eval]'")
+    import apertus_jax.jobs.lm_eval  # noqa: F401  (registers the model)
+
     cli_evaluate()
 
 

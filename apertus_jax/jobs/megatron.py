@@ -19,8 +19,8 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from apertus_jax.data.megatron import parse_blend
-from apertus_jax.data.megatron_samples import GPTBatches, gpt_samples
+from apertus_jax.data.megatron import IndexedDataset, parse_blend
+from apertus_jax.data.megatron_samples import GPTBatches, gpt_samples, split_range
 from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.run import train
 from apertus_jax.train.assemble import Run
@@ -93,6 +93,8 @@ def pretrain_on_gpt_samples(
         `jobs.run.train`.
     """
     prefixes, weights = parse_blend(blend)
+    for prefix in prefixes:  # a broken prefix or split: one line before the run logs anything
+        split_range(split, len(IndexedDataset(prefix)))
     num_samples = num_samples or run_rows(config)
     data = {
         "megatron": {

@@ -21,12 +21,12 @@ import jax
 from absl import logging
 
 from apertus_jax.jobs.config import Config
-from apertus_jax.jobs.run import assemble
+from apertus_jax.jobs.run import train
+from apertus_jax.posttrain import epochs
 from apertus_jax.posttrain import reference as reference_lib
 from apertus_jax.posttrain.objectives import objective_for
 from apertus_jax.posttrain.preference_data import PreferencePipeline, completion_examples
 from apertus_jax.posttrain.sft_data import ChatPipeline
-from apertus_jax.train import loop
 from apertus_jax.train.assemble import Run
 from apertus_jax.train.batches import sharded
 from apertus_jax.train.checkpoint import restore_workdir_params
@@ -76,7 +76,7 @@ def preference_source(paths, mode: str, make_reference):
 
 def posttrain_data(paths, kind: str) -> dict[str, dict]:
     """The provenance description of post-training data: `kind` ("chat" or "preference") JSONL files."""
-    return {"posttrain": {"kind": kind, "paths": list(paths), "licence": None}}
+    return {epochs.COMPONENT: {"kind": kind, "paths": list(paths), "licence": None}}
 
 
 def reference_workdir(config: Config) -> str:
@@ -147,7 +147,7 @@ def sft(config: Config, workdir: str) -> str:
             f"got objective {config.posttrain.objective!r} and data {list(config.posttrain.data)}"
         )
     data = posttrain_data(config.posttrain.data, "chat")
-    return loop.train(assemble(config, batch_source=chat_source(config.posttrain.data), data=data), workdir)
+    return train(config, workdir, batch_source=chat_source(config.posttrain.data), data=data)
 
 
 def qrpo(config: Config, workdir: str) -> str:
@@ -183,10 +183,10 @@ def qrpo(config: Config, workdir: str) -> str:
                 loaded.append(reference_model(run, source)[0])
             return reference_lib.on_the_fly_reference(loaded[0])
 
-    run = assemble(
+    return train(
         config,
+        workdir,
         objective=objective_for(posttrain),
         batch_source=preference_source(posttrain.data, posttrain.objective, make_reference),
         data=posttrain_data(posttrain.data, "preference"),
     )
-    return loop.train(run, workdir)

@@ -316,15 +316,16 @@ def _figure(value: object) -> str:
 def render_spread(spread: Mapping) -> str:
     """docs/results.md's table of the fresh-run figures that differ across kinds and perturbations, from the
     `processor_spread` values `spread` ({measurement: {label: values}}): per figure each kind's value, the
-    range of the perturbed runs, the spread and the tolerance a kind without a record gets; then the figures
-    every sample gives alike (compared exactly everywhere)."""
+    range of the perturbed runs, the spread and the tolerance a kind without a record gets; then the values
+    every sample gives alike (compared exactly everywhere; a nested value when all of its figures are)."""
     lines = []
     for name, samples in spread.items():
         kinds = [label for label in samples if " under " not in label]
         perturbed = [label for label in samples if " under " in label]
         by_path = {label: leaves(values) for label, values in samples.items()}
         moved = {path: s for path, s in spreads(samples).items() if s}
-        alike = [path for path in leaves(next(iter(samples.values()))) if path not in moved]
+        first = next(iter(samples.values()))
+        alike = [k for k in first if not any(p == k or p.startswith(f"{k}.") for p in moved)]
         lines.append(f"**{name}** ({len(kinds)} kinds, {len(perturbed)} perturbed runs):")
         if moved:
             header = ["figure", *kinds, "perturbed runs", "spread", "tolerance"]

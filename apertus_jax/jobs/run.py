@@ -12,11 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from absl import logging
+
+from apertus_jax.data import sources
+from apertus_jax.data.components import RawSpec
+from apertus_jax.data.config import PipelineSpec
+from apertus_jax.data.megatron import IndexedDataset, MegatronSpec, parse_blend
 from apertus_jax.eval.in_loop import InLoopEvaluation
 from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.loss_plot import LossPlot
 from apertus_jax.jobs.probes import ProbeManifest
 from apertus_jax.jobs.records import ProvenanceRecord, RecordConfig
+from apertus_jax.models import flops
 from apertus_jax.train import loop
 from apertus_jax.train.assemble import Run
 from apertus_jax.train.batches import BatchSource
@@ -36,11 +43,30 @@ def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[
         data if data is not None else {name: spec.describe() for name, spec in pipeline.components.items()}
     )
     hooks: list[Hook] = [RecordConfig(config.to_dict()), ProvenanceRecord(described), LossPlot()]
-    if config.eval.every_steps:
-        hooks.append(InLoopEvaluation(config.eval, pipeline))
+    if config.eval.every_steps:  # the held-out sets of data.pipeline only when the run reads it
+        hooks.append(InLoopEvaluation(config.eval, pipeline if data is None else None))
     if data is None and pipeline.injected():
         hooks.append(ProbeManifest())
     return hooks
+
+
+def check_inputs(pipeline: PipelineSpec) -> None:
+    """Checks the files the pipeline's raw and Megatron components read, with the checks their loading makes
+    (`sources.list_files`, `megatron.IndexedDataset`), before a run logs or writes anything. Shard sets
+    are checked when their manifests are described (`standard_hooks`).
+
+    Raises:
+      FileNotFoundError / ValueError: one line, "data.pipeline.components.NAME: " and the problem.
+    """
+    for name, spec in pipeline.components.items():
+        try:
+            if isinstance(spec, RawSpec):
+                sources.list_files(spec.paths, spec.kind)
+            elif isinstance(spec, MegatronSpec):
+                for prefix in parse_blend(spec.paths)[0]:
+                    IndexedDataset(prefix)
+        except (FileNotFoundError, ValueError) as error:
+            raise type(error)(f"data.pipeline.components.{name}: {error}") from None
 
 
 def assemble(
@@ -60,10 +86,12 @@ def assemble(
 
     Raises:
       ValueError: a batch source without its description, or a config the devices or processes cannot run
-        (`apertus_jax.train.config.check_layout`).
+        (`apertus_jax.train.config.check_layout`); FileNotFoundError / ValueError: as `check_inputs`.
     """
     if (batch_source is None) != (data is None):
         raise ValueError("a job's own batch source needs the description of what it reads (data=...)")
+    if data is None:
+        check_inputs(config.run.data.pipeline)
     return Run(
         config.run,
         objective=objective,
@@ -73,14 +101,39 @@ def assemble(
     )
 
 
+def describe(config: Config) -> str:
+    """The start-up line of a run: model size, optimizer, LR schedule and the tokens planned."""
+    run = config.run
+    model, optim, plan = run.model, run.optim, run.train.plan
+    phases = " then ".join(
+        f"{tokens // run.data.seq_len} x {run.data.seq_len} from token {start:,}"
+        if start
+        else f"{tokens // run.data.seq_len} x {run.data.seq_len}"
+        for start, tokens in run.train.batch_plan
+    )
+    schedule = (
+        f"wsd ({optim.decay_shape} cooldown): warmup {optim.warmup_tokens:,}, cooldown {optim.decay_tokens:,}"
+        if optim.schedule == "wsd"
+        else f"cosine: warmup {optim.warmup_tokens:,}"
+    )
+    return (
+        f"run: model {config.model_preset} ({model.n_layers} layers, d_model {model.d_model}, vocab "
+        f"{model.vocab_size:,}: {flops.param_count(model):,} parameters); optimizer {optim.name} (peak LR "
+        f"{optim.peak_lr:g}, weight decay {optim.weight_decay:g}, clip {optim.clip_norm:g}); schedule "
+        f"{schedule} of {optim.total_tokens:,} tokens; {run.train.steps:,} steps of {phases} tokens: "
+        f"{plan.tokens_at_step(run.train.steps):,} tokens planned"
+    )
+
+
 def train(config: Config, workdir: str, **plugins) -> str:
-    """Trains (or resumes) `config` in `workdir` with the standard hooks and `plugins` (as `assemble`);
-    returns "done" or "preempted".
+    """Trains (or resumes) `config` in `workdir` with the standard hooks and `plugins` (as `assemble`),
+    after logging `describe(config)`; returns "done" or "preempted".
 
     Raises:
       ValueError / FileNotFoundError / WorkdirLockedError: as `apertus_jax.train.loop.train`.
     """
     run = assemble(config, **plugins)
+    logging.info(describe(config))
     return loop.train(run, workdir)
 
 

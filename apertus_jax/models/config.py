@@ -22,13 +22,21 @@ class ModelConfig:
     Ablation switches give the Llama baseline: `mlp_type="swiglu"`, `qk_norm=False`, `tie_embeddings=True`.
 
     Attributes:
-      vocab_size, d_model, n_layers, n_heads, n_kv_heads, head_dim, mlp_hidden: shapes (`n_kv_heads`
-        must divide `n_heads`; `head_dim` must be even for RoPE).
+      vocab_size: ids of the embedding and lm_head (at least the tokenizer's).
+      d_model: width of the residual stream.
+      n_layers: transformer blocks.
+      n_heads, n_kv_heads: query heads and key/value heads (GQA; `n_kv_heads` must divide `n_heads`).
+      head_dim: width of one attention head (even, for RoPE).
+      mlp_hidden: hidden width of the MLP.
       mlp_type: "xielu" (ungated, `down(xIELU(up(x)))`) or "swiglu" (gated, `down(silu(gate(x)) * up(x))`).
+      qk_norm: RMSNorm of queries and keys before attention (Apertus; False: the Llama baseline).
+      tie_embeddings: the lm_head shares the embedding matrix (False: Apertus).
       rope_*: base theta and the "none" | "llama3" frequency scaling with its four constants.
+      rms_norm_eps: the epsilon of every RMSNorm.
       max_seq_len: training context length in tokens (used by FLOPs and presets, not by the forward).
       dtype: compute dtype name, "float32" or "bfloat16" ("float16" is rejected: it overflows in xIELU's
-        x^2 branch and the trainer has no loss scaling); parameters are stored in `param_dtype` (float32).
+        x^2 branch and the trainer has no loss scaling).
+      param_dtype: dtype the parameters are stored in (float32).
       attention_impl: "xla" (einsum, CPU default), "jax_nn" (`jax.nn.dot_product_attention`, XLA backend),
         "cudnn" (same call with implementation="cudnn", GPU only), "splash" (TPU Pallas kernel).
       attention_query_block: with "xla" attention, queries in blocks of this many positions per device
@@ -44,7 +52,8 @@ class ModelConfig:
         and attention scores keep `dtype`.
 
     Raises:
-      ValueError: in `__post_init__`, one line naming the bad field and the fix.
+      ValueError: in `__post_init__`, one line naming the bad field as its config key (`model.<field>`) and
+        the fix.
     """
 
     vocab_size: int
@@ -86,7 +95,7 @@ class ModelConfig:
             "max_seq_len",
             "rope_original_max_position_embeddings",
         ):
-            check_number(f"ModelConfig.{name}", getattr(self, name), low=1, integer=True)
+            check_number(f"model.{name}", getattr(self, name), low=1, integer=True)
         for name in (
             "rope_theta",
             "rms_norm_eps",
@@ -94,15 +103,13 @@ class ModelConfig:
             "rope_low_freq_factor",
             "rope_high_freq_factor",
         ):
-            check_number(f"ModelConfig.{name}", getattr(self, name), low=0, low_open=True)
-        check_number("ModelConfig.rope_factor", self.rope_factor, low=1)
-        check_number("ModelConfig.attention_query_block", self.attention_query_block, low=0, integer=True)
+            check_number(f"model.{name}", getattr(self, name), low=0, low_open=True)
+        check_number("model.rope_factor", self.rope_factor, low=1)
+        check_number("model.attention_query_block", self.attention_query_block, low=0, integer=True)
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(
-                f"ModelConfig.n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} (GQA)"
-            )
+            raise ValueError(f"model.n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} (GQA)")
         if self.head_dim % 2:
-            raise ValueError(f"ModelConfig.head_dim={self.head_dim} must be even for half-split RoPE")
+            raise ValueError(f"model.head_dim={self.head_dim} must be even for half-split RoPE")
         choices = {
             "mlp_type": MLP_TYPES,
             "rope_scaling": ROPE_SCALINGS,
@@ -113,15 +120,15 @@ class ModelConfig:
         }
         if self.dtype == "float16":
             raise ValueError(
-                "ModelConfig.dtype='float16' is not supported (float16 overflows: xIELU's x^2 branch is inf "
+                "model.dtype='float16' is not supported (float16 overflows: xIELU's x^2 branch is inf "
                 "for x >= ~286 and there is no loss scaling); use dtype='bfloat16'"
             )
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
-                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is not one of {valid}")
+                raise ValueError(f"model.{name}={getattr(self, name)!r} is not one of {valid}")
         if self.attention_impl == "cudnn" and self.dtype == "float32":
             raise ValueError(
-                "ModelConfig.attention_impl='cudnn' needs dtype 'bfloat16' (cuDNN flash "
+                "model.attention_impl='cudnn' needs dtype 'bfloat16' (cuDNN flash "
                 "attention has no float32 kernel); use 'jax_nn' or 'xla' for float32"
             )
         if self.rope_scaling == "llama3" and not self.rope_low_freq_factor < self.rope_high_freq_factor:

@@ -29,6 +29,7 @@ class OptimConfig:
         b1-interpolated momentum, momentum decay b2, no eps; the optimizer ablation).
       peak_lr: the stable LR of WSD / the peak of cosine.
       schedule: "wsd" (warmup, stable, `decay_shape` cooldown over the last `decay_tokens`) or "cosine".
+      decay_shape: the shape of the WSD cooldown, "1-sqrt" (Apertus), "linear" or "cosine".
       warmup_tokens, decay_tokens, total_tokens: schedule lengths in tokens.
       init_fraction, final_fraction: LR at the start of warmup / the end, as fractions of `peak_lr`.
       b1, b2, b3, alpha, alpha_warmup_steps, b3_warmup_steps, eps: AdEMAMix moments (b3, alpha and the

@@ -10,6 +10,7 @@ qrpo_variant        "exact" (the paper's loss with the exact partition function)
 reference  "cached": reference log-probs computed once from the frozen reference and read from
            `reference_cache` (experiments/qrpo.py writes WORKDIR/reference_logprobs.json); "on_the_fly":
            the reference model scores every batch as it is produced (held in memory)
+reference_cache     the file of the cached reference log-probs ("" = WORKDIR/reference_logprobs.json)
 reference_workdir   the reference model's workdir ("" = checkpoint.init_from)
 """
 

@@ -18,6 +18,8 @@ from apertus_jax.files import file_sha256
 from apertus_jax.tokenizers.base import Tokenizer
 
 STATE_VERSION = 1
+# The name post-training data is counted under in `consumed()` and described under in the run's provenance.
+COMPONENT = "posttrain"
 
 
 def rows_per_step(batch_size: Any, seq_len: int, step: int) -> int:
@@ -37,7 +39,8 @@ class EpochIterator(grain.DatasetIterator):
     """A `grain.DatasetIterator` whose state is `(step, epoch, position)` and `fingerprint`.
 
     Subclasses set `self.fingerprint` and `STATE_MISMATCH` (the fix named when a saved state does not
-    match) and advance the cursor with `order(n)` and `advance(n)`.
+    match), advance the cursor with `order(n)` and `advance(n)` and pass each batch they yield through
+    `count`, which adds its target tokens to `consumed()`.
     """
 
     STATE_MISMATCH = "iterator state was saved with other inputs or settings; resume with the same settings"
@@ -46,6 +49,7 @@ class EpochIterator(grain.DatasetIterator):
         super().__init__()
         self.seed = seed
         self.step, self.epoch, self.position = 0, 0, 0
+        self.tokens = 0  # target tokens of the batches yielded so far
 
     def order(self, n: int) -> np.ndarray:
         """The current epoch's permutation of `n` examples."""
@@ -57,6 +61,12 @@ class EpochIterator(grain.DatasetIterator):
         if self.position == n:
             self.epoch, self.position = self.epoch + 1, 0
 
+    def count(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Adds the target tokens of `batch` (its positions inside a sequence: `segment_ids` > 0, padding
+        excluded; the trained ones and the prompts alike) to the count; returns `batch`."""
+        self.tokens += int(np.count_nonzero(batch["segment_ids"]))
+        return batch
+
     def get_state(self) -> dict[str, Any]:
         return {
             "version": STATE_VERSION,
@@ -64,11 +74,12 @@ class EpochIterator(grain.DatasetIterator):
             "step": self.step,
             "epoch": self.epoch,
             "position": self.position,
+            "tokens": self.tokens,
         }
 
     def consumed(self) -> dict:
-        """`{}`: post-training rows are not counted per data component (`apertus_jax.train.batches`)."""
-        return {}
+        """`{"tokens": {COMPONENT: target tokens}}` of the batches yielded so far (`apertus_jax.train.batches`)."""
+        return {"tokens": {COMPONENT: self.tokens}}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continues from `get_state()`.
@@ -79,3 +90,4 @@ class EpochIterator(grain.DatasetIterator):
         if state.get("version") != STATE_VERSION or state.get("fingerprint") != self.fingerprint:
             raise ValueError(self.STATE_MISMATCH)
         self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])
+        self.tokens = int(state.get("tokens", 0))  # states saved before the count: from 0

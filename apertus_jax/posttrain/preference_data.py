@@ -166,4 +166,4 @@ class PreferencePipeline(epochs.EpochIterator):
         batch = rows.stack_rows([self.row(g) for g in groups])
         batch["ref_logprobs"] = self.reference(batch, groups)
         self.step += 1
-        return batch
+        return self.count(batch)

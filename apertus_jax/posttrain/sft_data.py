@@ -94,4 +94,4 @@ class ChatPipeline(epochs.EpochIterator):
         global_rows = epochs.rows_per_step(self.batch_size, self.seq_len, self.step)
         batch = rows.stack_rows([self._next_row() for _ in range(global_rows // self.process_count)])
         self.step += 1
-        return batch
+        return self.count(batch)

@@ -12,7 +12,6 @@ Documents carry `metadata["token_count"]` (set by `CountTokens`, used for token 
 
 import json
 import os
-import shutil
 from collections import defaultdict
 
 import numpy as np
@@ -502,18 +501,7 @@ class MergeShardManifests(PipelineStep):
             merged["created"] = max(merged["created"], manifest["created"])
         files.write_text(os.path.join(self.output_dir, MANIFEST), json.dumps(merged, indent=2) + "\n")
         if self.publish_to is not None:
-            _publish(self.output_dir, self.publish_to)
+            files.publish_directory(self.output_dir, self.publish_to)
         self.stat_update("documents", value=merged["documents"])
         self.stat_update("tokens", value=merged["tokens"])
         yield from ()
-
-
-def _publish(staging: str, target: str) -> None:
-    """Renames `staging` to `target`; an existing `target` is moved aside first and removed after."""
-    if os.path.exists(target):
-        old = f"{staging}.old"
-        os.rename(target, old)
-        os.rename(staging, target)
-        shutil.rmtree(old)
-    else:
-        os.rename(staging, target)

@@ -165,7 +165,8 @@ class WriteMegatron(PipelineStep):
     """Single task: the merged shard set at `shard_dir` as the Megatron dataset `prefix` (.bin + .idx).
 
     Documents in the set's order, one sequence each, as `dtype`; the set's manifest (plus `megatron_dtype`
-    and `megatron_prefix`) goes to `prefix.json`, and the shard set is removed. Nothing is left at `prefix`
+    and `megatron_prefix`, its `record_layout` that of the .bin) goes to `prefix.json`, and the shard set is
+    removed. Nothing is left at `prefix`
     on error (`megatron.IndexedDatasetWriter`).
     """
 
@@ -183,11 +184,24 @@ class WriteMegatron(PipelineStep):
         manifest = {
             key: value for key, value in source.manifest.items() if key not in ("shards", "directory")
         }
-        manifest.update(megatron_prefix=os.path.basename(self.prefix), megatron_dtype=self.dtype, **summary)
+        manifest.update(
+            megatron_prefix=os.path.basename(self.prefix),
+            megatron_dtype=self.dtype,
+            record_layout=megatron_layout(self.dtype),
+            **summary,
+        )
         files.write_text(self.prefix + ".json", json.dumps(manifest, indent=2) + "\n")
         shutil.rmtree(self.shard_dir)
         self.stat_update("documents", value=summary["documents"])
         yield from ()
+
+
+def megatron_layout(dtype: str) -> str:
+    """The `record_layout` of a Megatron manifest: how the .bin and .idx of `dtype` tokens are laid out."""
+    order = "LE " if np.dtype(dtype).itemsize > 1 else ""
+    return (
+        f"{dtype} {order}tokens, one sequence per document, in .bin; lengths and offsets in .idx (MMIDIDX v1)"
+    )
 
 
 def megatron_dtype(tokenizer: str, dtype: str | None) -> str:

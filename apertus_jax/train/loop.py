@@ -61,7 +61,7 @@ def train(run: Run, workdir: str) -> str:
       OSError: `workdir` cannot be created.
     """
     run.warn_if_steps_end_before_cooldown()
-    logging.info("data: building this process's batch source (tokenizer, documents, packing)")
+    logging.info("data: building this process's batch source")
     start = time.time()
     batches = Prefetcher(run.batch_source(), run.config.train.prefetch_batches)
     logging.info("data: ready in %.1f s", time.time() - start)

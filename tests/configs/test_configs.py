@@ -12,6 +12,7 @@ from apertus_jax.train.config import check_layout
 # (config module, devices it is validated on): the accelerator recipes on the pod sizes their comments name.
 CONFIGS = [
     ("runs.tiny_demo", 1),
+    ("runs.tiny_own_data", 1),
     ("runs.tiny_resume", 2),
     ("runs.apertus_8b", 256),
     ("runs.apertus_70b", 1024),
@@ -24,11 +25,13 @@ CONFIGS = [
     ("posttrain.qrpo_tiny", 1),
 ]
 KINDS = ("runs", "recipes", "ablations", "studies", "posttrain", "prep")
+# The argument of a config that needs one (`--config=PATH:ARG`).
+ARGUMENTS = {"runs.tiny_own_data": ("/data/my_shards",)}
 
 
 @pytest.mark.parametrize("name,devices", CONFIGS)
 def test_config_validates(name, devices):
-    config = importlib.import_module(f"configs.{name}").get_config()
+    config = importlib.import_module(f"configs.{name}").get_config(*ARGUMENTS.get(name, ()))
     mesh_shape = check_layout(parse(config).run, devices, 1)
     assert len(mesh_shape) == 4 and int(np.prod(mesh_shape)) == devices  # (data, fsdp, tensor, context)
     with pytest.raises(Exception):
@@ -70,3 +73,13 @@ def test_configs_live_in_folders_by_kind_and_no_two_share_a_name():
     listed = {name for name, _ in CONFIGS}
     runs = {f"{p.parent.name}.{p.stem}" for p in files if p.parent.name in ("runs", "posttrain")}
     assert runs == listed  # every run config is checked above
+
+
+def test_the_own_data_config_reads_its_shard_sets_and_nothing_of_the_demo():
+    own = importlib.import_module("configs.runs.tiny_own_data")
+    run = parse(own.get_config("/data/a,/data/b")).run
+    (spec,) = run.data.pipeline.components.values()
+    assert (spec.kind, spec.paths, run.data.tokenizer) == ("arrayrecord", ("/data/a", "/data/b"), "demo")
+    assert parse(own.get_config("/data/a")).eval.every_steps == 0
+    with pytest.raises(ValueError, match="needs your shard set"):
+        own.get_config()

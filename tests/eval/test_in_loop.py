@@ -1,5 +1,6 @@
 """In-loop evaluation (a trainer hook): held-out loss / bits per byte and multiple choice on the live params."""
 
+import json
 import os
 import pathlib
 import signal
@@ -151,3 +152,20 @@ def test_sigterm_mid_eval_resumes_and_redoes_the_eval(
     assert os.path.isdir(os.path.join(workdir, "checkpoints", "8"))
     assert train(_eval_config(), workdir) == "done"
     assert _without_timing(read_records(workdir)) == _without_timing(read_records(with_eval))
+
+
+def test_a_run_on_its_own_batch_source_gets_the_named_held_out_files_alone(tmp_path):
+    """No pipeline (a job's own batch source): no component held-out set, no unseen-language set, the
+    `eval.heldout_paths` files only."""
+    from apertus_jax.data.demo_corpus import load_german_prose
+    from apertus_jax.data.tokenizer import demo_tokenizer
+
+    texts = [d["text"] for d in load_german_prose()[:5]]
+    (tmp_path / "mine.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    config = EvalConfig(
+        every_steps=1, heldout_paths=(f"mine={tmp_path / 'mine.jsonl'}",), heldout_tokens=10**6
+    )
+    tokenizer = demo_tokenizer(1024)
+    (heldout,) = evaluation.heldout_sets(config, None, tokenizer)
+    assert heldout.name == "mine" and len(heldout.documents) == 5
+    assert heldout.num_bytes == sum(len(t.encode("utf-8")) for t in texts)

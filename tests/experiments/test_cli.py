@@ -1,7 +1,9 @@
-"""Every job in experiments/: a usage error is one line on stderr and exit status 2 (experiments/cli.py)."""
+"""Every job in experiments/ through experiments/cli.py: a usage error is one line on stderr and exit status 2
+(bad flags, config keys and paths, missing extras); --help, --config_fields and the log lines."""
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -56,8 +58,16 @@ def test_usage_error_raised_in_main_is_one_line(tmp_path):
             "error: unknown config key train.lr; did you mean --config.optim.peak_lr?",
         ),
         (
-            ["--config=configs/runs/no_such_run.py"],
-            "error: --config=configs/runs/no_such_run.py: configs/runs/no_such_run.py does not exist",
+            ["--config=configs/runs/tiny_dmeo.py"],
+            f"error: --config=configs/runs/tiny_dmeo.py: configs/runs/tiny_dmeo.py is not a file here nor "
+            f"under {ROOT}; did you mean configs/runs/tiny_demo.py or "
+            f"configs/runs/tiny_resume.py? the repository's configs are in "
+            f"{ROOT}/configs/",
+        ),
+        (
+            ["--config=configs/runs/tiny_own_data.py"],
+            "error: configs/runs/tiny_own_data.py needs your shard set: "
+            "--config=configs/runs/tiny_own_data.py:/path/to/shards (experiments.tokenize_data --out)",
         ),
     ],
 )
@@ -90,4 +100,138 @@ def test_unknown_key_of_a_default_study_config_points_to_its_schema():
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert lines[0].startswith(
         "error: unknown config key run.train.stepz; did you mean --config.run.train.steps"
+    )
+
+
+@pytest.mark.parametrize(
+    "module, args, absent, extra",
+    [
+        ("experiments.tokenize_data", ["--help"], "datatrove", "prep"),
+        ("experiments.tokenize_data", ["--input=x.jsonl", "--tokenizer=demo"], "datatrove", "prep"),
+        ("experiments.prepare_data", ["--config=configs/prep/demo.py"], "datatrove", "prep"),
+        ("experiments.fetch_robots", ["--domains=d.txt", "--out=r.jsonl"], "protego", "prep"),
+        ("apertus_jax.jobs.lm_eval_cli", ["run", "--model", "apertus_jax"], "lm_eval", "eval"),
+    ],
+)
+def test_a_command_without_its_extra_is_one_line_naming_it_and_exit_2(module, args, absent, extra, tmp_path):
+    """The extra's package missing (simulated: a None entry in sys.modules makes it unfindable): one line
+    naming the extra and its install command, exit 2, nothing written (run in an empty directory)."""
+    shim = (
+        f"import runpy, sys; sys.modules[{absent!r}] = None; sys.argv = [{module.rpartition('.')[2]!r}, "
+        f"*{args!r}]; runpy.run_module({module!r}, run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", shim],
+        cwd=tmp_path,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert f"needs the '{extra}' extra ({absent} is not installed)" in lines[0]
+    assert f'pip install -e ".[{extra}]"' in lines[0]
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_repository_config_path_works_from_any_directory(tmp_path):
+    """`--config=configs/...` from outside the checkout names the repository's file: the run gets as far as
+    the config's values (here a bad override: one line, exit 2)."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.pretrain",
+            "--config=configs/runs/tiny_demo.py",
+            "--config.train.steps=0",
+            f"--workdir={tmp_path}/w",
+        ],
+        cwd=tmp_path,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [
+        "error: --config.train.steps must be a positive integer, got 0"
+    ]
+    assert os.listdir(tmp_path) == []
+
+
+RUN_CONFIG_JOBS = ["pretrain", "sft", "qrpo", "pretrain_gpt_samples", "memory_plan"]
+
+
+@pytest.mark.parametrize("job", [*RUN_CONFIG_JOBS, "memorization", "long_context", "ablate"])
+def test_help_of_a_training_command_shows_config_and_how_to_override(job):
+    result = subprocess.run(
+        [sys.executable, "-m", f"experiments.{job}", "--help"],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "  --config: " in result.stdout, result.stdout
+    if job in RUN_CONFIG_JOBS:
+        assert "--config.KEY=VALUE" in result.stdout and "--[no]config_fields" in result.stdout
+
+
+def test_config_fields_lists_the_schema_with_the_overridden_values():
+    """`--config_fields` prints the listing of the config with its overrides (the preset's model section and
+    the schedule fitted to the overridden steps included) and exits 0 before anything runs."""
+    from apertus_jax.jobs.config import apply_preset_override, fit_schedule_to_steps
+    from apertus_jax.jobs.config_fields import config_fields, format_fields
+    from configs.runs import tiny_demo
+
+    overrides = ["--config.train.steps=20", "--config.model.preset=tiny-llama"]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.pretrain",
+            "--config=configs/runs/tiny_demo.py",
+            *overrides,
+            "--config_fields",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    config = tiny_demo.get_config()
+    config.train.steps = 20
+    config.model.preset = "tiny-llama"
+    apply_preset_override(config, overrides)
+    fit_schedule_to_steps(config, overrides)
+    assert result.stdout.strip() == format_fields(config_fields(config))
+    assert "--config.model.mlp_type='swiglu'" in result.stdout
+    assert "--config.optim.total_tokens=40960" in result.stdout  # 20 steps of 2,048 tokens
+
+
+@pytest.mark.parametrize(
+    "flag, prefix",
+    [
+        ([], r"I \d\d:\d\d:\d\d "),
+        (["--log_format=absl"], r"I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ cli\.py:\d+\] "),
+    ],
+)
+def test_log_lines_carry_a_short_prefix_or_absl_s_behind_a_flag(flag, prefix):
+    """The line that says the schedule follows an overridden step count, as the log prints it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.pretrain", "--config.train.steps=20", "--config_fields", *flag],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.fullmatch(
+        prefix + r"train\.steps=20 overridden without the schedule: .*", result.stderr.strip()
     )

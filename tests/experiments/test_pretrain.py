@@ -199,3 +199,30 @@ def test_corrupt_newest_checkpoint_is_one_warning_then_resumed(compilation_cache
     assert "checkpoint 4 in" in not_info[0] and "is unreadable" in not_info[0]
     assert "resumed from step 2" in second.stderr
     assert _last_step(str(tmp_path / "w")) == 4
+
+
+def test_a_missing_jsonl_file_stops_the_run_with_the_error_alone(compilation_cache, tmp_path):
+    """tiny_resume's component as a jsonl file that does not exist: the one error line alone on stderr (checked before the
+    run logs its start-up lines), exit 2, no workdir."""
+    config = tmp_path / "jsonl_run.py"
+    config.write_text(
+        "from configs.runs import tiny_resume\n\n\n"
+        "def get_config():\n"
+        "    config = tiny_resume.get_config()\n"
+        "    with config.unlocked():\n"
+        f"        config.data.pipeline.components = {{'demo': {{'kind': 'jsonl', 'paths': ['{tmp_path}/no.jsonl']}}}}\n"
+        "    return config\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.pretrain", f"--config={config}", f"--workdir={tmp_path}/w"],
+        cwd=ROOT,
+        env=_env(compilation_cache),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [
+        f"error: data.pipeline.components.demo: {tmp_path}/no.jsonl: no such file or directory"
+    ]
+    assert not os.path.exists(f"{tmp_path}/w")

@@ -4,7 +4,6 @@ component holds the same documents (so the data iterator resumes exactly, and th
 kind reads). Blends resume bitwise too: tests/data/test_megatron.py."""
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -94,9 +93,43 @@ def test_a_truncated_bin_stops_pretrain_with_one_line_before_anything_is_written
         text=True,
         timeout=300,
     )
-    # The progress lines of the start-up phases (absl INFO records) may come before the one error line.
-    lines = [line for line in result.stderr.strip().splitlines() if not re.match(r"I\d{4} ", line)]
+    # The error alone: the prefix is opened before the run logs its start-up lines.
+    lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
-    assert lines[0].startswith(f"error: {tmp_path / 'udhr.bin'}: 5000 bytes, but sequence 0 of ")
+    assert lines[0].startswith(
+        f"error: data.pipeline.components.demo: {tmp_path / 'udhr.bin'}: 5000 bytes, but sequence 0 of "
+    )
     assert lines[0].endswith("the .bin is truncated or the index points past its end")
     assert not workdir.exists()
+
+
+def test_gpt_samples_of_a_missing_or_truncated_prefix_stop_with_the_error_alone(compilation_cache, tmp_path):
+    """experiments.pretrain_gpt_samples on a prefix without files, then on a truncated .bin, then with a split
+    that leaves the train part empty: the one error line alone on stderr, exit 2, no workdir."""
+    _write_run(tmp_path)
+    workdir = tmp_path / "run"
+    cases = [
+        (str(tmp_path / "none"), "969,30,1", f"error: {tmp_path / 'none.idx'}: no such file"),
+        (str(tmp_path / "udhr"), "0,1,0", "error: split='0,1,0' gives the train part no sequences"),
+    ]
+    for prefix, split, message in cases:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "experiments.pretrain_gpt_samples",
+                "--config=configs/runs/tiny_resume.py",
+                f"--workdir={workdir}",
+                f"--data_path={prefix}",
+                f"--split={split}",
+            ],
+            cwd=ROOT,
+            env=_env(compilation_cache),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+        assert lines[0].startswith(message), lines
+        assert not workdir.exists()

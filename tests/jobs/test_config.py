@@ -124,7 +124,9 @@ def test_cli_bad_microbatch_is_one_line_exit_2_and_writes_nothing(tmp_path):
     )
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert errors == ["error: train.microbatch_size must be an integer >= 0, got -1"], result.stderr[-2000:]
+    assert errors == ["error: --config.train.microbatch_size must be an integer >= 0, got -1"], result.stderr[
+        -2000:
+    ]
     assert not workdir.exists()
 
 
@@ -186,3 +188,44 @@ def test_a_record_without_keys_added_later_parses_with_their_defaults():
     recorded["train"]["colour"] = 1
     with pytest.raises(ValueError, match="unknown \\['train.colour'\\]"):
         parse_recorded(recorded)
+
+
+def test_a_component_kind_whose_extra_is_missing_is_refused_at_parse(tmp_path, monkeypatch):
+    """A Parquet component without pyarrow (simulated: a None entry in sys.modules): one line naming the
+    component, the extra and the install command, before anything is built."""
+    (tmp_path / "a.parquet").write_bytes(b"")
+    config = tiny_demo.get_config()
+    config.data.pipeline.components = {"web": {"kind": "parquet", "paths": [str(tmp_path / "a.parquet")]}}
+    assert parse(config).run.data.pipeline.components["web"].kind == "parquet"
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ValueError) as error:
+        parse(config)
+    assert str(error.value) == (
+        "data.pipeline.components.web (kind 'parquet') needs the 'prep' extra (pyarrow is not installed); "
+        'install it with: pip install -e ".[prep]"'
+    )
+
+
+def test_an_overridden_step_count_alone_takes_the_schedule_with_it():
+    """tiny_demo (300 steps of 2,048 tokens, warmup 20 steps, cooldown 60, AdEMAMix warmups 100 updates) run
+    for 20 steps: the schedule ends with step 20 and keeps its shares; any schedule override turns this off."""
+    from apertus_jax.jobs.config import fit_schedule_to_steps
+
+    config = tiny_demo.get_config()
+    config.train.steps = 20
+    message = fit_schedule_to_steps(config, ["--config.train.steps=20"])
+    optim = parse(config).run.optim
+    assert (optim.total_tokens, optim.warmup_tokens, optim.decay_tokens) == (
+        20 * 2048,
+        20 * 2048 // 15,
+        4 * 2048,
+    )
+    assert (optim.alpha_warmup_steps, optim.b3_warmup_steps) == (100 * 20 // 300, 100 * 20 // 300)
+    assert message.startswith("train.steps=20 overridden without the schedule: the schedule follows it")
+    assert "optim.total_tokens=40,960, warmup_tokens=2,730, decay_tokens=8,192" in message
+
+    for argv in (["--config.train.steps=20", "--config.optim.total_tokens=40960"], ["--config.seed=1"]):
+        config = tiny_demo.get_config()
+        config.train.steps = 20
+        assert fit_schedule_to_steps(config, argv) is None
+        assert parse(config).run.optim.total_tokens == 300 * 2048

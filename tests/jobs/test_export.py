@@ -270,3 +270,70 @@ def test_export_cli_names_a_missing_workdir_in_one_line(tmp_path):
         f"error: workdir {tmp_path / 'none'} does not exist"
     ]
     assert not (tmp_path / "hf").exists()
+
+
+def _export_cli(workdir, out, *flags):
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.export_hf", f"--workdir={workdir}", f"--out={out}", *flags],
+        cwd=ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_it_whole(tmp_path):
+    """A user's folder: exit 2 with one line, the folder unchanged; with --overwrite the export replaces it
+    whole (the user's file is gone, nothing of the staging is left beside it), readable like any directory."""
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    write_tiny_workdir(str(workdir), 3)
+    out = tmp_path / "hf"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    refused = _export_cli(workdir, out)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {out} is not empty; choose a new output directory or pass --overwrite to replace it"
+    ]
+    assert os.listdir(out) == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
+    assert sorted(os.listdir(tmp_path)) == ["hf", "run"]
+
+    mask = os.umask(0o022)
+    try:
+        replaced = _export_cli(workdir, out, "--overwrite")
+    finally:
+        os.umask(mask)
+    assert replaced.returncode == 0, replaced.stderr[-2000:]
+    assert export.MODEL_CARD in os.listdir(out) and "notes.txt" not in os.listdir(out)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    assert sorted(os.listdir(tmp_path)) == ["hf", "run"]
+    assert f"wrote {out} (step 3;" in replaced.stdout
+
+
+def test_a_failed_export_leaves_nothing_behind(tmp_path, monkeypatch):
+    """The weights fail to save after the staging directory was filled in part: no output directory and no
+    staging directory remain; an earlier export at the same place stays whole."""
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    write_tiny_workdir(str(workdir), 3)
+    out = tmp_path / "hf"
+
+    def fail(model, directory, **special_ids):
+        (pathlib.Path(directory) / "config.json").write_text("{}")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(export, "save_hf", fail)
+    with pytest.raises(OSError, match="disk full"):
+        export.export_hf(str(workdir), str(out))
+    assert sorted(os.listdir(tmp_path)) == ["run"]
+
+    monkeypatch.undo()
+    export.export_hf(str(workdir), str(out))
+    before = {name: (out / name).read_bytes() for name in os.listdir(out)}
+    monkeypatch.setattr(export, "save_hf", fail)
+    with pytest.raises(OSError, match="disk full"):
+        export.export_hf(str(workdir), str(out), overwrite=True)
+    assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before
+    assert sorted(os.listdir(tmp_path)) == ["hf", "run"]

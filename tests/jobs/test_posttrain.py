@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from apertus_jax.jobs import posttrain
+from apertus_jax.jobs import export, posttrain
 from apertus_jax.jobs.config import parse
 from apertus_jax.jobs.run import pretrain
 from apertus_jax.models.presets import model_section
@@ -96,6 +96,18 @@ def test_pretrain_sft_qrpo_chain_resumes_bitwise_after_sigterm(pretrained, tmp_p
     assert described == {
         "posttrain": {"kind": "chat", "paths": list(parse(sft()).posttrain.data), "licence": None}
     }
+    # ... and how many tokens of them: counted like the uninterrupted run's across the resume, within the
+    # 4 steps' rows, and stated by the export's model card.
+    consumed = []
+    for workdir in (straight, resumed):
+        with open(os.path.join(workdir, "provenance.json")) as f:
+            consumed.append(json.load(f)["tokens_consumed"])
+    steps_tokens = _losses(straight)[-1]["tokens"]
+    assert consumed[0] == consumed[1] and 0.5 * steps_tokens < consumed[0]["posttrain"] <= steps_tokens
+    record = export.export_hf(straight, str(tmp_path / "sft_hf"))
+    card = (tmp_path / "sft_hf" / export.MODEL_CARD).read_text()
+    assert f"Trained for 4 steps on {consumed[0]['posttrain']:,} target tokens" in card
+    assert record["tokens_consumed"] == consumed[0]
 
     qrpo = lambda: _small(qrpo_tiny.get_config(), 4, straight)
     straight_q, resumed_q = str(tmp_path / "qrpo"), str(tmp_path / "qrpo_resumed")

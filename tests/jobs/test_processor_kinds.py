@@ -169,10 +169,10 @@ def test_a_patched_tree_applies_the_regression_to_a_worktree_of_head(tmp_path):
 def test_the_spread_table_lists_the_figures_that_moved_and_names_the_rest():
     spread = {
         "demo": {
-            INTEL: {"loss": 5.0, "steps": 300},
-            AMD: {"loss": 5.25, "steps": 300},
-            f"{AMD} under rsqrt_exact": {"loss": 5.125, "steps": 300},
-            f"{AMD} under no_fma": {"loss": 4.75, "steps": 300},
+            INTEL: {"loss": 5.0, "steps": 300, "plan": {"gb": 1.5, "fits": "yes"}},
+            AMD: {"loss": 5.25, "steps": 300, "plan": {"gb": 1.5, "fits": "yes"}},
+            f"{AMD} under rsqrt_exact": {"loss": 5.125, "steps": 300, "plan": {"gb": 1.5, "fits": "yes"}},
+            f"{AMD} under no_fma": {"loss": 4.75, "steps": 300, "plan": {"gb": 1.5, "fits": "yes"}},
         }
     }
     assert processor_kinds.render_spread(spread).splitlines() == [
@@ -182,7 +182,7 @@ def test_the_spread_table_lists_the_figures_that_moved_and_names_the_rest():
         "| --- | --- | --- | --- | --- | --- |",
         "| loss | 5 | 5.25 | 4.75 to 5.125 | 0.5 | 1 |",
         "",
-        "Alike in every sample (exact everywhere): steps.",
+        "Alike in every sample (exact everywhere): steps, plan.",
     ]
 
 

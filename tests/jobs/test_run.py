@@ -30,6 +30,9 @@ def test_standard_hooks_follow_the_config():
     assert [type(h) for h in hooks] == [RecordConfig, ProvenanceRecord, LossPlot] and hooks[
         1
     ].components == own
+    # ... and no held-out sets of the pipeline it does not read (the tasks and eval.heldout_paths stay).
+    assert run_job.standard_hooks(demo, data=own)[-1].pipeline is None
+    assert run_job.standard_hooks(demo)[-1].pipeline is demo.run.data.pipeline
 
 
 def test_a_batch_source_needs_the_description_of_its_data():
@@ -44,3 +47,19 @@ def test_pretrain_refuses_post_training_data(tmp_path):
     with pytest.raises(ValueError, match="posttrain.data is set: train it with `python -m experiments.sft`"):
         run_job.pretrain(parse(config), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()
+
+
+def test_the_start_up_line_names_model_optimizer_schedule_and_tokens():
+    from apertus_jax.models import flops
+
+    config = tiny_demo.get_config()
+    config.optim.name = "muon"
+    config.optim.schedule = "cosine"
+    config.train.batch_plan = ((0, 16 * 128), (301_056, 32 * 128))
+    parsed = parse(config)
+    assert run_job.describe(parsed) == (
+        f"run: model tiny (2 layers, d_model 128, vocab 4,096: {flops.param_count(parsed.run.model):,} "
+        "parameters); optimizer muon (peak LR 0.002, weight decay 0.1, clip 1); schedule cosine: warmup "
+        "40,960 of 614,400 tokens; 300 steps of 16 x 128 then 32 x 128 from token 301,056 tokens: "
+        f"{parsed.run.train.plan.tokens_at_step(300):,} tokens planned"
+    )

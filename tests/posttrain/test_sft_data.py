@@ -46,6 +46,12 @@ def test_restored_iterator_continues_bitwise(chat_path, tokenizer):
             np.testing.assert_array_equal(got[key], expected[key])
     with pytest.raises(ValueError, match="other conversations"):
         _pipeline([chat_path], tokenizer, seq_len=120).set_state(state)
+    # The target tokens handed out (padding excluded) are counted across the restore.
+    expected = sum(int(np.count_nonzero(b["segment_ids"])) for b in batches)
+    assert (
+        fresh.consumed() == {"tokens": {"posttrain": expected}} and reference.consumed() == fresh.consumed()
+    )
+    assert 0 < expected < sum(b["segment_ids"].size for b in batches)
 
 
 def test_shards_split_the_conversations(chat_path, tokenizer):

@@ -58,6 +58,7 @@ def test_megatron_output_holds_the_shard_sets_documents(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["in", "set", "web.bin", "web.idx", "web.json"]  # no staging left
     assert manifest == json.loads((tmp_path / "web.json").read_text())
     assert manifest["megatron_dtype"] == "int32"  # tekken's 131,072 ids do not fit uint16
+    assert manifest["record_layout"].startswith("int32 LE tokens, one sequence per document, in .bin")
     assert manifest["tokenizer"]["checksum"] == load_tokenizer("tekken").checksum
     assert manifest["documents"] == len(expected) > 20 and manifest["tokens"] == expected.manifest["tokens"]
     ours = read_documents(tmp_path / "web")
@@ -118,3 +119,21 @@ def test_dtype_too_small_for_the_tokenizer_is_one_line_and_nothing_is_written(tm
         "(or leave it unset for Megatron's default)"
     )
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_the_manifest_of_a_uint16_dataset_names_its_dtype(tmp_path):
+    """The demo BPE's 1,024 ids: Megatron's uint16, and the manifest's record layout says so (not the int32
+    records of the shard set it was merged from)."""
+    (tmp_path / "in").mkdir()
+    job = TokenizeJob(
+        inputs=[str(_inputs(tmp_path / "in"))],
+        out=str(tmp_path / "web"),
+        tokenizer=f"sentencepiece:{demo_tokenizer(1024).path}",
+        source="demo corpus",
+        licence="see DATA_CARD.md",
+        executor=LOCAL,
+        output_format="megatron",
+    )
+    manifest = run_tokenize(job)
+    assert manifest["megatron_dtype"] == "uint16" and read_documents(tmp_path / "web").dtype == np.uint16
+    assert manifest["record_layout"].startswith("uint16 LE tokens, one sequence per document, in .bin")
