@@ -220,7 +220,7 @@ def test_extra_bound_modules_are_found_through_their_imports():
 
 # The trainer's import closure: the loop, the step and the default batch source, and no data kind it does not
 # read (kinds load on first use, `apertus_jax.data.kinds.BUILTIN_KINDS`), no study and no job.
-TRAINER_IMPORT_BOUND = 63
+TRAINER_IMPORT_BOUND = 59
 
 
 def test_importing_the_trainer_loads_no_kind_study_or_job():

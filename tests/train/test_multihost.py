@@ -2,7 +2,7 @@
 
 configs/runs/tiny_resume.py fixes `data.num_shards = 2`, so its global batch is the same whether one process reads
 both shards or each of two processes reads one; each process builds its rows into the global batch with
-`jax.make_array_from_process_local_data` (apertus_jax.train.sharding). Both runs use the same (1, 2, 1) mesh:
+`jax.make_array_from_process_local_data` (apertus_jax.train.train_state). Both runs use the same (1, 2, 1) mesh:
 two processes with one CPU device each, or one process with two devices.
 """
 
