@@ -80,7 +80,7 @@ _COMPARE = textwrap.dedent(
     assert ours.in_shardings == theirs.in_shardings and ours.out_shardings == theirs.out_shardings
     with jax.set_mesh(loop_run.mesh):
         a = ours.fn.lower(loop_run.spec.abstract["params"], loop_run.spec.abstract["opt_state"],
-                          loop_run.abstract_batch(rows)).as_text()
+                          loop_run.abstract_batch(rows), None).as_text()
     b = planned.lower_train_step(rows).as_text()
     assert a == b, "the memory plan lowers another program than the loop"
     print("same program", len(a), ours.num_microbatches)
