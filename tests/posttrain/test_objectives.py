@@ -230,7 +230,7 @@ def test_objective_for_reads_the_variant(toy):
     sums = {}
     for variant in ("exact", "apertus_trainer"):
         config = PosttrainConfig(objective="qrpo", data=["toy.jsonl"], qrpo_variant=variant)
-        sums[variant], aux = objective_for(config).loss_fn(logits, batch)
+        sums[variant], aux = objective_for(config).loss_fn(logits, batch, None)
     expected = trainer_qrpo_losses(
         5.0, logp, batch["ref_logprobs"][:, 0], batch["quantile_reward"][:, 0], lengths, True
     )
