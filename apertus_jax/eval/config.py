@@ -46,10 +46,6 @@ class EvalConfig:
             if not isinstance(task, str) or not task.endswith(EXAMS_QA_SUFFIX):
                 raise ValueError(f"eval.tasks entry {task!r} must be '<language>_exams_qa'")
 
-    def due(self, step: int, total_steps: int) -> bool:
-        """True when step `step` (>= 1) of a run of `total_steps` is followed by an evaluation."""
-        return bool(self.every_steps) and step > 0 and (step % self.every_steps == 0 or step == total_steps)
-
 
 def section() -> dict:
     return {f.name: f.default for f in dataclasses.fields(EvalConfig)}

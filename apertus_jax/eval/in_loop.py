@@ -157,25 +157,29 @@ def make_token_logprobs(run, params_fn: Callable[[], object]) -> Callable:
 
 class InLoopEvaluation(Hook):
     """The loop hook that scores held-out sets and multiple-choice questions every `eval.every_steps` steps
-    and after the last one (module docstring); sets and questions are loaded once, at `start`.
+    and after the last one (module docstring); sets and questions are loaded once, when the loop starts.
 
     Args:
       config: the `eval` section.
       pipeline: the run's typed pipeline (its components' held-out sets); None for a run on a job's own batch
         source (the `eval.heldout_paths` sets and the tasks only).
 
-    Raises (from `start`):
+    Raises (from `on_save` when the loop starts):
       ValueError / FileNotFoundError: a bad held-out file, a task that cannot be loaded, `eval.batch_rows`
         not a multiple of the data*fsdp mesh axes.
     """
 
     def __init__(self, config: EvalConfig, pipeline: PipelineSpec | None):
         self.config, self.pipeline = config, pipeline
-        self._params = None
+        self.every_steps = config.every_steps
+        self._params = self._context = None
 
-    def start(self, context: LoopContext) -> None:
+    def on_save(self, step: int, context: LoopContext) -> None:
+        """Loads the held-out sets and the questions once per loop, when it starts (`step == context.step`)."""
+        if step != context.step or self._context is context:
+            return
+        self._context = context
         run = context.run
-        self.total_steps = run.config.train.steps
         self.tokenizer = run.tokenizer
         self.seq_len = run.config.data.seq_len
         self.batch_rows = self.config.batch_rows or run.plan.batch_tokens_at_step(0) // self.seq_len
@@ -208,10 +212,7 @@ class InLoopEvaluation(Hook):
 
         self._token_logprobs = checked
 
-    def due(self, step: int) -> bool:
-        return self.config.due(step, self.total_steps)
-
-    def at_step(self, step: int, params) -> dict[str, float] | None:
+    def on_step(self, step: int, params, context: LoopContext) -> dict[str, float] | None:
         """`{"eval/<component>/loss": nats per token, ".../bits_per_byte", ".../tokens", "eval/<task>/
         accuracy_<norm>", ".../chance", ".../questions", "eval/seconds"}` of `params`, or None when SIGTERM
         arrived (nothing is recorded; the loop saves and the resumed run redoes this eval)."""

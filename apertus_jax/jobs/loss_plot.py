@@ -38,10 +38,7 @@ def plot_loss(metrics_path: str, png_path: str) -> None:
 class LossPlot(Hook):
     """Draws `loss.png` from the run's metrics.jsonl (process 0) once the last step is checkpointed."""
 
-    def start(self, context: LoopContext) -> None:
-        self.context = context
-
-    def after_save(self, step: int) -> None:
-        if step == self.context.run.config.train.steps and jax.process_index() == 0:
-            workdir = self.context.workdir
+    def on_save(self, step: int, context: LoopContext) -> None:
+        if step == context.run.config.train.steps and jax.process_index() == 0:
+            workdir = context.workdir
             plot_loss(os.path.join(workdir, "metrics.jsonl"), os.path.join(workdir, FILE))

@@ -112,11 +112,9 @@ class StopAfterFirstCheckpoint(Hook):
     the standard hook before this one), asks the loop for the clean stop of a SIGTERM; the run ends
     "preempted" at that step and the next `train` call resumes it."""
 
-    def start(self, context: LoopContext) -> None:
-        self.context = context
-
-    def after_save(self, step: int) -> None:
-        self.context.request_stop(f"resume check: stop after the checkpoint of step {step}")
+    def on_save(self, step: int, context: LoopContext) -> None:
+        if step > context.step:
+            context.request_stop(f"resume check: stop after the checkpoint of step {step}")
 
 
 def train_runs(study: ml_collections.ConfigDict, out: str, log: Callable[[str], None] = print) -> dict:

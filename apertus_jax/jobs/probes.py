@@ -1,4 +1,5 @@
-"""The probe manifest of a run with injected components, written by a loop hook after every checkpoint.
+"""The probe manifest of a run with injected components, written by a loop hook at start and after every
+checkpoint.
 
 `<workdir>/probes.json` (`probes.process<i>.json` on process i > 0: each process counts the occurrences its
 own shards started) lists per injected component (probes, canaries; `apertus_jax.data.injection`) every
@@ -25,14 +26,11 @@ def manifest_path(workdir: str, process_index: int) -> str:
 
 
 class ProbeManifest(Hook):
-    """Writes this process's probe manifest after every checkpoint (module docstring)."""
+    """Writes this process's probe manifest when the loop starts and after every checkpoint (module
+    docstring)."""
 
-    def start(self, context: LoopContext) -> None:
-        self.context = context
-        self.injected = context.run.config.data.pipeline.injected()
-
-    def after_save(self, step: int) -> None:
-        exposures = self.context.batches.consumed().get("exposures", {})
-        content = injection.manifest(self.injected, exposures, step)
-        path = manifest_path(self.context.workdir, jax.process_index())
+    def on_save(self, step: int, context: LoopContext) -> None:
+        exposures = context.batches.consumed().get("exposures", {})
+        content = injection.manifest(context.run.config.data.pipeline.injected(), exposures, step)
+        path = manifest_path(context.workdir, jax.process_index())
         files.write_text(path, json.dumps(content, indent=1, ensure_ascii=False))

@@ -53,8 +53,8 @@ class RecordConfig(Hook):
     def __init__(self, config_dict: dict):
         self.config_dict = config_dict
 
-    def start(self, context: LoopContext) -> None:
-        if jax.process_index() == 0:
+    def on_save(self, step: int, context: LoopContext) -> None:
+        if step == context.step and jax.process_index() == 0:
             record_config(context.workdir, self.config_dict, context.step if context.resumed else None)
 
 
@@ -82,13 +82,9 @@ class ProvenanceRecord(Hook):
     def __init__(self, components: dict[str, dict]):
         self.components = components
 
-    def start(self, context: LoopContext) -> None:
-        self.context = context
-        self.after_save(context.step)
-
-    def after_save(self, step: int) -> None:
-        consumed = all_processes_tokens(self.context.batches.consumed().get("tokens", {}))
-        tokenizer = self.context.run.tokenizer
+    def on_save(self, step: int, context: LoopContext) -> None:
+        consumed = all_processes_tokens(context.batches.consumed().get("tokens", {}))
+        tokenizer = context.run.tokenizer
         record = {
             "step": int(step),
             "tokenizer": {"name": tokenizer.name, "checksum": tokenizer.checksum},
@@ -98,7 +94,7 @@ class ProvenanceRecord(Hook):
         }
         if jax.process_index() == 0:
             files.write_text(
-                os.path.join(self.context.workdir, PROVENANCE),
+                os.path.join(context.workdir, PROVENANCE),
                 json.dumps(record, indent=1, sort_keys=True) + "\n",
             )
 

@@ -1,15 +1,24 @@
 """Hooks: the trainer's plug-in points for work beside the steps (evaluation, records, manifests).
 
-The loop calls every hook of its `Run` at fixed points, in the order given:
+    class Evaluate(Hook):
+        every_steps = 100
+        def on_step(self, step, params, context): return {"eval/loss": ...}
+    status = train(Run(config, hooks=[Evaluate()]), workdir)
 
-    start(context)        once, after the state is restored or initialized, before the first step
-    due(step)             after step `step` was dispatched: True asks the loop to settle that step now and
-                          call `at_step` with its parameters (and not to overlap the next step with it)
-    at_step(step, params) -> scalars to record at `step` (metrics.jsonl, TensorBoard), or None when it gave
-                          up because `context.should_stop()` turned true (SIGTERM): the loop then saves and
-                          the resumed run calls `at_step` for that step again
-    after_save(step)      after each checkpoint of `step` was started (the batch source is at that step)
-    close()               once, when the loop ends (also on errors)
+The loop calls every hook of its `Run`, in the order given, at two points:
+
+    on_save(step, context)          once before the first step (step = `context.step`, the state the loop
+                                    starts from: restored or initial), then after each checkpoint of `step`
+                                    was started (the batch source is at that step)
+    on_step(step, params, context)  after every `every_steps`-th step and the last one (never when
+                                    `every_steps` is 0): the loop settles that step first and does not overlap
+                                    the next one with it; returns scalars to record at `step` (metrics.jsonl,
+                                    TensorBoard), or None when it gave up because `context.should_stop()`
+                                    turned true (SIGTERM): the loop then saves and the resumed run calls
+                                    `on_step` for that step again
+
+A hook that holds a resource (a file, a thread, a client) is opened and closed by the job that builds it,
+around its `train` call (`with` or `try/finally`); the loop closes nothing of a hook.
 
 A hook never changes the train state or the data order; the loop's outputs with and without hooks are the
 same. In-loop evaluation (`apertus_jax.eval.in_loop`), the run's records (`apertus_jax.jobs`) and the probe
@@ -49,21 +58,23 @@ class LoopContext:
 
 
 class Hook:
-    """Base class of the loop's hooks; every method is optional (module docstring)."""
+    """Base class of the loop's hooks (module docstring): both methods are optional.
 
-    def start(self, context: LoopContext) -> None:
-        """Called once before the first step."""
+    Attributes:
+      every_steps: `on_step` follows every `every_steps`-th step and the last one; 0 never.
+    """
 
-    def due(self, step: int) -> bool:
-        """Whether `at_step` wants the parameters of step `step` (settled synchronously)."""
-        return False
+    every_steps: int = 0
 
-    def at_step(self, step: int, params) -> dict[str, float] | None:
-        """Scalars to record at `step`, or None when interrupted by `should_stop`."""
+    def on_step(self, step: int, params, context: LoopContext) -> dict[str, float] | None:
+        """Scalars to record at `step`, or None when interrupted by `context.should_stop`."""
         return {}
 
-    def after_save(self, step: int) -> None:
-        """Called after the checkpoint of `step` was started."""
+    def on_save(self, step: int, context: LoopContext) -> None:
+        """Called before the first step (`step == context.step`) and after each checkpoint of `step`."""
 
-    def close(self) -> None:
-        """Called once when the loop ends."""
+
+def due(hook: Hook, step: int, total_steps: int) -> bool:
+    """True when `hook.on_step` follows step `step` (>= 1) of a run of `total_steps`."""
+    every = hook.every_steps
+    return bool(every) and step > 0 and (step % every == 0 or step == total_steps)

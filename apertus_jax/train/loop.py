@@ -5,8 +5,8 @@
 Order of work (every check that can fail on user input runs before anything is written): the batch source
 (data paths exist, the vocabulary fits the model) -> `checkpoint.init_from` exists -> workdir lock ->
 abstract state -> restore the newest readable checkpoint (refusing one of a different model shape or layout),
-else initialize (randomly, or the parameters of `checkpoint.init_from`) -> hooks start -> steps. A SIGTERM or
-SIGINT (Ctrl-C) saves a checkpoint at the current step and returns "preempted".
+else initialize (randomly, or the parameters of `checkpoint.init_from`) -> the hooks' `on_save` -> steps. A
+SIGTERM or SIGINT (Ctrl-C) saves a checkpoint at the current step and returns "preempted".
 
 Metrics are fetched one step late: step s+1 is dispatched before step s's metrics are read (`jax.device_get`
 would otherwise wait for the device every step), except at checkpoint steps, steps a hook is due at and the
@@ -28,7 +28,7 @@ from apertus_jax.train.assemble import Run
 from apertus_jax.train.batches import Prefetcher
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
 from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
-from apertus_jax.train.hooks import LoopContext
+from apertus_jax.train.hooks import LoopContext, due
 from apertus_jax.train.metrics import MetricsWriter, StepProfiler, mfu, peak_flops_per_device
 from apertus_jax.train.train_state import make_global_batch
 
@@ -159,29 +159,26 @@ class _Loop:
         )
 
     def execute(self) -> str:
-        hooks = self.run.hooks
         try:
-            for hook in hooks:
-                hook.start(self.context)
+            for hook in self.run.hooks:
+                hook.on_save(self.progress.step, self.context)
             return self._steps()
         finally:
-            for hook in hooks:
-                hook.close()
             self.profiler.stop()
             self.preemption.restore_handler()
             self.metrics.close()
 
     def _due(self, step: int) -> bool:
-        return any(hook.due(step) for hook in self.run.hooks)
+        return any(due(hook, step, self.total_steps) for hook in self.run.hooks)
 
-    def _at_step(self) -> bool:
+    def _on_step(self) -> bool:
         """Runs the due hooks on the current step's parameters; records their scalars. False when one gave
         up (SIGTERM): the checkpoint of this step keeps the previous `evaluated_step`, so the resumed run
         calls them again."""
         step, record = self.progress.step, {}
         for hook in self.run.hooks:
-            if hook.due(step):
-                scalars = hook.at_step(step, self.state["params"])
+            if due(hook, step, self.total_steps):
+                scalars = hook.on_step(step, self.state["params"], self.context)
                 if scalars is None:
                     return False
                 record.update(scalars)
@@ -200,7 +197,7 @@ class _Loop:
         }
         self.checkpointer.save(progress.step, self.state, self.batches, meta)
         for hook in self.run.hooks:
-            hook.after_save(progress.step)
+            hook.on_save(progress.step, self.context)
         self.saved_step = progress.step
 
     def _settle(self, pending: _Pending) -> bool:
@@ -304,7 +301,7 @@ class _Loop:
     def _steps(self) -> str:
         pending, held_batch = None, None
         if self.progress.evaluated_step != self.progress.step and self._due(self.progress.step):
-            self._at_step()  # resumed at a step whose hooks did not finish
+            self._on_step()  # resumed at a step whose hooks did not finish
         while self.progress.step + (pending is not None) < self.total_steps:
             if self.preemption.should_stop(self.progress.step + (pending is not None)):
                 self._settle_or_roll_back(pending)
@@ -334,7 +331,7 @@ class _Loop:
                 if self._settle_or_roll_back(dispatched):
                     continue
                 if hook_due:
-                    self._at_step()
+                    self._on_step()
                 if save_due:
                     self._save()
         self._settle_or_roll_back(pending)

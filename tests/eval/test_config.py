@@ -3,6 +3,8 @@
 import pytest
 
 from apertus_jax.eval.config import EvalConfig
+from apertus_jax.eval.in_loop import InLoopEvaluation
+from apertus_jax.train.hooks import due
 
 
 def test_eval_section_is_checked():
@@ -10,5 +12,6 @@ def test_eval_section_is_checked():
         EvalConfig(tasks=("hellaswag",))
     with pytest.raises(ValueError, match="component=path"):
         EvalConfig(heldout_paths=("web",))
-    assert EvalConfig(every_steps=4).due(12, 14) and EvalConfig(every_steps=4).due(14, 14)
-    assert not EvalConfig(every_steps=4).due(13, 14) and not EvalConfig().due(14, 14)
+    every_4, never = (InLoopEvaluation(EvalConfig(every_steps=n), None) for n in (4, 0))
+    assert due(every_4, 12, 14) and due(every_4, 14, 14)  # every 4th step and the last
+    assert not due(every_4, 13, 14) and not due(never, 14, 14)

@@ -130,9 +130,10 @@ def test_unseen_occurrences_name_the_short_documents():
 def test_the_resume_check_hook_asks_for_the_clean_stop_after_a_checkpoint():
     reasons = []
     hook = study_lib.StopAfterFirstCheckpoint()
-    hook.start(LoopContext(None, "workdir", None, 0, False, lambda: False, reasons.append))
+    context = LoopContext(None, "workdir", None, 0, False, lambda: False, reasons.append)
+    hook.on_save(0, context)  # the loop starts
     assert reasons == []
-    hook.after_save(6)
+    hook.on_save(6, context)
     assert reasons == ["resume check: stop after the checkpoint of step 6"]
 
 

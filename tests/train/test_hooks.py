@@ -47,29 +47,23 @@ def typed_config() -> RunConfig:
 
 
 class Recorder(Hook):
-    """Records every call; due at step 3; asks for a stop after the checkpoint of `stop_after`."""
+    """Records every call; `on_step` after every third step (and the last); asks for a stop after the
+    checkpoint of `stop_after`."""
+
+    every_steps = 3
 
     def __init__(self, stop_after: int | None = None):
         self.calls, self.stop_after = [], stop_after
 
-    def start(self, context):
-        self.context = context
-        self.calls.append(("start", context.step, context.resumed))
-
-    def due(self, step):
-        return step == 3
-
-    def at_step(self, step, params):
-        self.calls.append(("at_step", step, sorted(params)))
+    def on_step(self, step, params, context):
+        self.calls.append(("on_step", step, sorted(params)))
         return {"hook/params": float(len(params))}
 
-    def after_save(self, step):
-        self.calls.append(("after_save", step, sum(self.context.batches.consumed()["tokens"].values())))
+    def on_save(self, step, context):
+        consumed = sum(context.batches.consumed().get("tokens", {}).values())
+        self.calls.append(("on_save", step, context.step, context.resumed, consumed))
         if step == self.stop_after:
-            self.context.request_stop("a test's hook")
-
-    def close(self):
-        self.calls.append(("close",))
+            context.request_stop("a test's hook")
 
 
 def _records(workdir):
@@ -93,16 +87,19 @@ def straight(tmp_path_factory):
 
 def test_hooks_are_called_at_their_points_and_record_their_scalars(straight):
     workdir, recorder = straight
+    params = sorted(["embed", "final_norm", "layers", "lm_head"])
     assert recorder.calls == [
-        ("start", 0, False),
-        ("after_save", 2, 2 * ROWS * SEQ_LEN),  # the batch source's count of the batches handed out
-        ("at_step", 3, sorted(["embed", "final_norm", "layers", "lm_head"])),
-        ("after_save", 4, 4 * ROWS * SEQ_LEN),
-        ("after_save", 6, 6 * ROWS * SEQ_LEN),
-        ("close",),
+        ("on_save", 0, 0, False, 0),  # the loop starts from step 0
+        ("on_save", 2, 0, False, 2 * ROWS * SEQ_LEN),  # the batch source's count of the batches handed out
+        ("on_step", 3, params),
+        ("on_save", 4, 0, False, 4 * ROWS * SEQ_LEN),
+        ("on_step", 6, params),  # every third step and the last
+        ("on_save", 6, 0, False, 6 * ROWS * SEQ_LEN),
     ]
     hook_records = [r for r in _records(workdir) if "hook/params" in r]
-    assert hook_records == [{"step": 3, "tokens": 3 * ROWS * SEQ_LEN, "hook/params": 4.0}]
+    assert hook_records == [
+        {"step": step, "tokens": step * ROWS * SEQ_LEN, "hook/params": 4.0} for step in (3, 6)
+    ]
     losses = _losses(workdir)
     assert [step for step, _, _ in losses] == list(range(1, STEPS + 1))
     assert all(0.1 < dropped < 0.4 for _, _, dropped in losses)  # Goldfish k = 4 of the pipeline
@@ -115,7 +112,7 @@ def test_a_hook_can_stop_the_run_cleanly_and_the_resumed_run_is_bitwise(straight
     assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2"]
     resumed = Recorder()
     assert loop.train(Run(typed_config(), hooks=[resumed]), workdir) == "done"
-    assert resumed.calls[0] == ("start", 2, True)
+    assert resumed.calls[0] == ("on_save", 2, 2, True, 2 * ROWS * SEQ_LEN)  # restored with the batch source
     assert _losses(workdir) == _losses(straight[0])  # float equality of every step
 
 
