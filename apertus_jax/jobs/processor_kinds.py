@@ -3,10 +3,10 @@
     verdict = check(measurement.deterministic, fresh, record, results.processor(), samples)
     assert not verdict.disagreements, verdict.reference
 
-On one processor kind (`results.processor()`: model name and widest vector instruction set) the documented
-runs are bitwise reproducible; across kinds they are not: XLA:CPU's reciprocal square root starts from the
-processor's own estimate instruction, and YNNPACK, which runs the dots and reductions, picks its kernels by
-instruction set (docs/results.md, "Across processor kinds"). So a results file keeps, beside the figures the
+On one processor kind (`results.processor()`: model name, widest vector instruction set, family and model)
+the documented runs are bitwise reproducible; across kinds they are not: XLA:CPU's reciprocal square root
+starts from the processor's own estimate instruction, and YNNPACK, which runs the dots and reductions, picks its
+kernels by instruction set (docs/results.md, "Across processor kinds"). So a results file keeps, beside the figures the
 docs quote (`values`, the latest measurement), the deterministic values of every kind measured on the same
 code (`processors`). A fresh run on a kind with a record must give that record bit for bit; on a kind without
 one it must agree with `values` within twice the spread measured across kinds and across last-bit
@@ -49,7 +49,7 @@ PORTABLE_FLAGS = (
 # The measurements whose deterministic values come out of floating-point training or evaluation: those the
 # perturbations are run for (the others: compiled memory plans, counts and integer hashes).
 PERTURBED = ("demo", "evaluation", "posttrain", "goldfish_study")
-# A tolerance is this many times the measured spread (the issue of record: at most 2).
+# A tolerance is this many times the measured spread: room for a kind not sampled, no more (docs/results.md).
 MARGIN = 2.0
 
 
