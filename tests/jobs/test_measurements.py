@@ -112,7 +112,7 @@ def test_the_targets_table_gives_gb_against_hbm_and_names_a_refusal():
         "params_gb": 8.05,
         "optimizer_gb": 24.16,
     }
-    fits |= {"temps_gb": 33.75, "total_gb": 66.0, "hbm_gb": 95.0, "fits": True, "kernels": "splash_mha_fwd"}
+    fits |= {"temps_gb": 33.74, "total_gb": 66.0, "hbm_gb": 95.0, "fits": True, "kernels": "splash_mha_fwd"}
     refused = {**fits, "temps_gb": None, "total_gb": None, "fits": False, "kernels": ""}
     refused["oom"] = (
         "RESOURCE_EXHAUSTED: Allocation (size=8388608) would exceed memory (size=1048576) :: #allocation3 "
