@@ -23,6 +23,7 @@ CORE = [
     "tensorboardX>=2.6",
     "matplotlib>=3.9",
 ]
+TEST = ["pytest>=8", "pytest-xdist==3.8.0"]
 
 setup(
     name="apertus_jax",
@@ -37,10 +38,11 @@ setup(
     entry_points={"console_scripts": ["apertus-lm-eval=apertus_jax.jobs.lm_eval_cli:main"]},
     install_requires=CORE,
     extras_require={
+        # The test runner alone: the accelerators CI step (.ci/accelerators) needs no more.
+        "test": TEST,
         # nbclient/nbformat/ipykernel: tests/test_notebooks.py executes notebooks/ headless.
         "dev": [
-            "pytest>=8",
-            "pytest-xdist==3.8.0",
+            *TEST,
             "hypothesis>=6.100",
             "ruff==0.17.6",
             "fast-robotstxt==1.1.0",

@@ -22,7 +22,7 @@ With `--target=NAME` (a TPU slice `v5p-128`, `v5e-256`, ... with `--num_slices`,
 `apertus_jax.jobs.targets`) the same step is compiled by that target's own compiler for compile-only devices,
 with its attention kernel (splash on TPU, cuDNN on GPU): per device params, optimizer, temporaries, total
 against HBM, the kernels and collectives in the program, and on TPU the estimated step time and MFU;
-`--json=PATH` writes the reports. It needs the `accelerators` extra. The meshes default to the config's mesh
+`--json=PATH` writes the reports; `--nostep_estimate` skips the estimate's four extra compiles. It needs the `accelerators` extra. The meshes default to the config's mesh
 over the target's devices. A bad mesh or target, a missing extra, an unknown optimizer or a config a mesh does
 not fit ends with one line on stderr and exit status 2.
 """
@@ -70,6 +70,12 @@ _NUM_SLICES = flags.DEFINE_integer(
     "num_slices", 1, "TPU slices of --target joined over the network (multislice)."
 )
 _JSON = flags.DEFINE_string("json", "", "With --target: also write the per-device reports to this JSON file.")
+_STEP_ESTIMATE = flags.DEFINE_boolean(
+    "step_estimate",
+    True,
+    "With a TPU --target: estimate the step time and MFU (four more compiles); --nostep_estimate: memory, "
+    "kernels and collectives only.",
+)
 
 
 def main(argv) -> None:
@@ -85,7 +91,14 @@ def main(argv) -> None:
         shapes = target_meshes(parsed.run, target, _MESHES.value)
         devices = target_devices(target)
         lines = target_lines(
-            parsed.run, parsed.model_preset, target, devices, shapes, _ROWS.value, _JSON.value
+            parsed.run,
+            parsed.model_preset,
+            target,
+            devices,
+            shapes,
+            _ROWS.value,
+            _JSON.value,
+            _STEP_ESTIMATE.value,
         )
     elif _JSON.value or _NUM_SLICES.value != 1:
         raise ValueError("--json and --num_slices go with --target=NAME")

@@ -3,10 +3,10 @@
     verdict = check(measurement.deterministic, fresh, record, results.processor(), samples)
     assert not verdict.disagreements, verdict.reference
 
-On one processor kind (`results.processor()`: model name and widest vector instruction set) the documented
-runs are bitwise reproducible; across kinds they are not: XLA:CPU's reciprocal square root starts from the
-processor's own estimate instruction, and YNNPACK, which runs the dots and reductions, picks its kernels by
-instruction set (docs/results.md, "Across processor kinds"). So a results file keeps, beside the figures the
+On one processor kind (`results.processor()`: model name, widest vector instruction set, family and model)
+the documented runs are bitwise reproducible; across kinds they are not: XLA:CPU's reciprocal square root
+starts from the processor's own estimate instruction, and YNNPACK, which runs the dots and reductions, picks its
+kernels by instruction set (docs/results.md, "Across processor kinds"). So a results file keeps, beside the figures the
 docs quote (`values`, the latest measurement), the deterministic values of every kind measured on the same
 code (`processors`). A fresh run on a kind with a record must give that record bit for bit; on a kind without
 one it must agree with `values` within twice the spread measured across kinds and across last-bit
@@ -49,7 +49,7 @@ PORTABLE_FLAGS = (
 # The measurements whose deterministic values come out of floating-point training or evaluation: those the
 # perturbations are run for (the others: compiled memory plans, counts and integer hashes).
 PERTURBED = ("demo", "evaluation", "posttrain", "goldfish_study")
-# A tolerance is this many times the measured spread (the issue of record: at most 2).
+# A tolerance is this many times the measured spread: room for a kind not sampled, no more (docs/results.md).
 MARGIN = 2.0
 
 
@@ -272,10 +272,11 @@ def measure_regressions(registry: Mapping, root: str, scratch: str) -> dict:
 
     Returns:
       {case: {measurement: {"exact": [disagreements], "tolerance": [disagreements]}}}: a regression is caught
-      where a list is not empty; the control's lists are empty when the checks hold.
+      where a list is not empty (a command that fails under a regression, as a fresh-run test would, gives one
+      disagreement "failed: ..."); the control's lists are empty when the checks hold.
 
     Raises:
-      ChildProcessError: a command failed. ValueError: a regression's code moved, or this kind has no record.
+      ChildProcessError: a command failed on HEAD as committed. ValueError: a regression's code moved, or this kind has no record.
     """
     kind = results.processor()
     spread = results.read_result(root, "processor_spread")["values"]
@@ -296,7 +297,14 @@ def measure_regressions(registry: Mapping, root: str, scratch: str) -> dict:
                     record = results.read_result(root, name)
                     if kind not in record["processors"]:
                         raise ValueError(f"{name} has no record of {kind}: measure --processor_only first")
-                    fresh = registry[name].measure(tree, runs)
+                    try:
+                        fresh = registry[name].measure(tree, runs)
+                    except ChildProcessError as error:
+                        if label is None:
+                            raise
+                        # The command's own assertions caught the regression: the check fails both ways.
+                        found[case][name] = dict.fromkeys(("exact", "tolerance"), [f"failed: {error}"])
+                        continue
                     deterministic, samples = registry[name].deterministic, spread.get(name, {})
                     elsewhere = {**record, "processors": {}}  # as on a kind without a record
                     found[case][name] = {
@@ -349,7 +357,9 @@ def render_regressions(found: Mapping) -> str:
     def verdict(disagreements: list[str]) -> str:
         if not disagreements:
             return "passes"
-        first = disagreements[0].split(" ")[0]
+        first = disagreements[0].split(" ")[0].rstrip(":")
+        if first == "failed":
+            return "fails (the command fails)"
         return f"fails ({len(disagreements)}: {first}{', ...' if len(disagreements) > 1 else ''})"
 
     lines = [

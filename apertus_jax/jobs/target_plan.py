@@ -293,10 +293,12 @@ def target_lines(
     shapes: Sequence[tuple[int, ...]],
     rows_per_device: int = 0,
     json_path: str = "",
+    with_estimate: bool = True,
 ) -> Iterator[str]:
     """The plan of `config` (model label `name`) on `target` for each mesh of `shapes` as a markdown table
     (per device, GB = 1e9 bytes), a row yielded as each mesh compiles; with `json_path`, the reports
-    (`plan_on_target`) as a JSON list written there after the last.
+    (`plan_on_target`) as a JSON list written there after the last; `with_estimate` False leaves out the TPU
+    step-time estimate (its four extra compiles): memory, kernels and collectives only.
 
     Raises:
       ValueError: as `plan_on_target`.
@@ -318,16 +320,17 @@ def target_lines(
         "kernels",
         "collectives (GB)",
     ]
-    if target.platform == "tpu":
+    estimated = with_estimate and target.platform == "tpu"
+    if estimated:
         header += ["est. step s", "est. MFU"]
     yield "| " + " | ".join(header) + " |"
     yield "|" + "---|" * len(header)
     reports = []
     for shape in shapes:
-        report = plan_on_target(config, target, devices, shape, rows_per_device)
+        report = plan_on_target(config, target, devices, shape, rows_per_device, estimated)
         reports.append(report)
         yield "| " + " | ".join(_cells(report)) + f" |  (compiled in {report['compile_s']:.0f} s)"
-    if target.platform == "tpu":
+    if estimated:
         yield (
             "est.: the TPU compiler's roofline of the whole step (layers and microbatches scaled from four "
             "unrolled compiles), the splash attention core added at peak; MFU of the model FLOPs."

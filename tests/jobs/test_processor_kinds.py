@@ -196,11 +196,16 @@ def test_the_regression_table_says_which_rule_failed_on_how_many_figures():
             },  # fmt: skip
             "posttrain": {"exact": ["sft_final_loss 1.7 -> 1.9"], "tolerance": []},
         },
+        "goldfish_hash": {
+            "goldfish_rates": dict.fromkeys(("exact", "tolerance"), ["failed: `python -m ...`"])
+        },
     }
     assert processor_kinds.render_regressions(found).splitlines()[2:] == [
         "| none | none (HEAD as committed) | demo | passes | passes |",
         f"| loss_mask | {REGRESSIONS['loss_mask'].what} | demo | fails (2: first10_mean, ...) | fails (1: final_loss) |",
         "| loss_mask |  | posttrain | fails (1: sft_final_loss) | passes |",
+        f"| goldfish_hash | {REGRESSIONS['goldfish_hash'].what} | goldfish_rates | fails (the command fails) |"
+        " fails (the command fails) |",
     ]
 
 

@@ -1,5 +1,12 @@
 """Compile targets (apertus_jax.jobs.targets, target_plan): names, bad inputs, and, with the `accelerators`
-extra installed (.ci/accelerators), the tiny model's train step compiled by the TPU and GPU compilers."""
+extra installed, the tiny model's train step compiled by the TPU and GPU compilers.
+
+The tests that need the extra are marked `accelerators`; .ci/accelerators installs it and runs those that are
+not `slow` (the kernels in the programs, the GPU configs). The `slow` ones, the step-time estimate's (minutes
+of TPU compiles on 2 cores), run by hand with the extra installed:
+
+    python -m pytest -q tests/jobs/test_targets.py -m "accelerators and slow"
+"""
 
 import dataclasses
 import json
@@ -16,10 +23,18 @@ from apertus_jax.jobs.config import parse
 from configs.runs import tiny_demo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-needs_tpu = pytest.mark.skipif(targets.missing_extra("tpu") is not None, reason="no libtpu: .[accelerators]")
-needs_gpu = pytest.mark.skipif(
-    targets.missing_extra("gpu") is not None, reason="no CUDA plugin: .[accelerators]"
-)
+
+
+def _needs(platform: str, compiler: str):
+    """Marks a test `accelerators`, skipped when this Python lacks the extra's `compiler` for `platform`."""
+    skip = pytest.mark.skipif(
+        targets.missing_extra(platform) is not None, reason=f"no {compiler}: .[accelerators]"
+    )
+    return lambda test: pytest.mark.accelerators(skip(test))
+
+
+needs_tpu = _needs("tpu", "libtpu")
+needs_gpu = _needs("gpu", "CUDA plugin")
 
 
 @pytest.mark.parametrize(
@@ -196,7 +211,25 @@ def test_tiny_step_on_eight_h100s_uses_cudnn_flash_attention(tiny_bf16):
 
 
 @needs_tpu
-def test_tiny_step_on_v5e_4_uses_splash_and_writes_the_json(tiny_bf16, tmp_path):
+def test_tiny_step_on_v5e_4_uses_splash_kernels(tiny_bf16):
+    target = targets.parse_target("v5e-4")
+    report = target_plan.plan_on_target(
+        tiny_bf16, target, targets.target_devices(target), (1, 4, 1), with_estimate=False
+    )
+    layers = tiny_bf16.model.n_layers
+    for kernel in ("fwd_segmented_residuals", "dq_segmented_no_residuals", "dkv_segmented_no_residuals"):
+        assert report["kernels"][f"splash_mha_{kernel}"] == layers
+    assert report["collectives"]["all-reduce"]["ops"] >= 1  # fsdp 4: the gradient reduction at least
+    assert (
+        report["fits"]
+        and report["params_gb"] + report["optimizer_gb"] < report["total_gb"] < report["hbm_gb"] == 16
+    )
+    assert "est_step_seconds" not in report
+
+
+@pytest.mark.slow
+@needs_tpu
+def test_tiny_plan_on_v5e_4_writes_the_json_with_the_step_estimate(tiny_bf16, tmp_path):
     target = targets.parse_target("v5e-4")
     devices = targets.target_devices(target)
     path = str(tmp_path / "plan.json")
@@ -207,13 +240,10 @@ def test_tiny_step_on_v5e_4_uses_splash_and_writes_the_json(tiny_bf16, tmp_path)
     (report,) = json.load(open(path))
     keys = "target devices mesh params_gb optimizer_gb temps_gb total_gb hbm_gb fits kernels collectives"
     assert set(keys.split()) | {"est_step_seconds", "est_mfu"} <= set(report)
-    layers = tiny_bf16.model.n_layers
-    for kernel in ("fwd_segmented_residuals", "dq_segmented_no_residuals", "dkv_segmented_no_residuals"):
-        assert report["kernels"][f"splash_mha_{kernel}"] == layers
-    assert report["collectives"]["all-reduce"]["ops"] >= 1  # fsdp 4: the gradient reduction at least
     assert 0 < report["est_mfu"] < 1 and report["est_step_seconds"] > report["attention_seconds"] > 0
 
 
+@pytest.mark.slow
 @needs_tpu
 def test_step_estimate_scaled_from_four_compiles_matches_the_unrolled_step(tiny_bf16):
     """4 layers, 2 microbatches of 8 rows: scaled from 1-2 layers x 1-2 microbatches' rows, against the same
