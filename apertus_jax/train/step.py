@@ -145,7 +145,7 @@ def make_train_step(
     """Returns `train_step(params, opt_state, batch, frozen) -> (params, opt_state, metrics)` (not jitted).
 
     A non-finite loss or gradient norm leaves params and optimizer state untouched (metrics["finite"] = 0);
-    the loop counts such steps and rolls back after too many in a row (`apertus_jax.train.faults`). Clipping,
+    the loop counts such steps and rolls back after too many in a row (`apertus_jax.train.loop`). Clipping,
     weight decay, the learning rate and the optional loss-spike skip live in `tx` (an optax chain from
     apertus_jax.optim); `tx.update` receives the batch's loss as the extra argument `loss`
     (`apertus_jax.optim.spikes`).

@@ -8,17 +8,16 @@ import pytest
 
 from apertus_jax.jobs.config import parse
 from apertus_jax.train import assemble, batches, loop, loss
-from apertus_jax.train.faults import NonFiniteCounter, PreemptionSignal
 from apertus_jax.train.step import Objective
 from configs.runs import tiny_resume
 
 
 def test_counter_rolls_back_after_n_in_a_row():
-    counter = NonFiniteCounter(max_in_a_row=3)
+    counter = loop.NonFiniteCounter(max_in_a_row=3)
     decisions = [counter.record(finite) for finite in [True, False, False, True, False, False, False, False]]
     assert decisions == [False, False, False, False, False, False, True, False]
     assert counter.skipped_total == 6
-    assert not any(NonFiniteCounter(0).record(False) for _ in range(10))  # 0 disables rollbacks
+    assert not any(loop.NonFiniteCounter(0).record(False) for _ in range(10))  # 0 disables rollbacks
 
 
 def test_rollback_restores_last_checkpoint_and_skips_the_window(
@@ -62,7 +61,7 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
 def test_sigint_and_sigterm_request_a_clean_stop_and_a_second_ctrl_c_aborts():
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     for signum, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")):
-        preemption = PreemptionSignal()
+        preemption = loop.PreemptionSignal()
         try:
             assert not preemption.should_stop()
             signal.raise_signal(signum)
@@ -80,17 +79,15 @@ def test_preemption_is_agreed_across_processes_only_every_n_steps(monkeypatch):
     import os
     import signal
 
-    from apertus_jax.train import faults
-
     gathered = []
 
     def fake_allgather(x):
         gathered.append(bool(x))
         return np.stack([x, np.array(False)])
 
-    monkeypatch.setattr(faults.jax, "process_count", lambda: 2)
-    monkeypatch.setattr(faults.multihost_utils, "process_allgather", fake_allgather)
-    preemption = faults.PreemptionSignal(check_every_steps=4)
+    monkeypatch.setattr(loop.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(loop.multihost_utils, "process_allgather", fake_allgather)
+    preemption = loop.PreemptionSignal(check_every_steps=4)
     try:
         assert [preemption.should_stop(step) for step in range(1, 4)] == [False] * 3 and gathered == []
         os.kill(os.getpid(), signal.SIGTERM)
