@@ -48,8 +48,8 @@ from jax.sharding import PartitionSpec as P
 from apertus_jax.models import partitioning
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.transformer import Apertus
-from apertus_jax.optim import opt_state_shardings
 from apertus_jax.optim.config import make_lr_schedule, make_tx
+from apertus_jax.optim.state import opt_state_shardings
 from apertus_jax.train.assemble import Run
 from apertus_jax.train.config import RunConfig
 from apertus_jax.train.train_state import make_param_spec

@@ -1,16 +1,25 @@
-"""`make_optimizer`: the trainer's one call to build the gradient transformation."""
+"""`make_optimizer`: the trainer's one call to build the gradient transformation.
 
+    tx = make_optimizer("ademamix", schedule, weight_decay=0.1, clip_norm=0.1)
+
+The optimizers are a table of names (`OPTIMIZERS`); an optimizer's module is imported when it is built, so
+importing the trainer loads none of them.
+"""
+
+import importlib
 from typing import Any
 
 import optax
 
-from apertus_jax.optim.adamw import adamw
-from apertus_jax.optim.ademamix import ademamix
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
-from apertus_jax.optim.lion import lion
-from apertus_jax.optim.muon import muon
 
-OPTIMIZERS = {"ademamix": ademamix, "adamw": adamw, "lion": lion, "muon": muon}
+# "module:function" by name
+OPTIMIZERS = {
+    "ademamix": "apertus_jax.optim.ademamix:ademamix",
+    "adamw": "apertus_jax.optim.adamw:adamw",
+    "lion": "apertus_jax.optim.lion:lion",
+    "muon": "apertus_jax.optim.muon:muon",
+}
 
 
 def make_optimizer(
@@ -46,7 +55,10 @@ def make_optimizer(
             "embeddings and norms"
         )
     kwargs.setdefault("mask", default_weight_decay_mask)
-    tx = OPTIMIZERS[name](learning_rate, weight_decay=weight_decay, **kwargs)
+    module, function = OPTIMIZERS[name].split(":")
+    tx = getattr(importlib.import_module(module), function)(
+        learning_rate, weight_decay=weight_decay, **kwargs
+    )
     if not clip_norm:
         return tx
     return optax.chain(optax.clip_by_global_norm(clip_norm), tx)

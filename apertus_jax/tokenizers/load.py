@@ -4,12 +4,18 @@ Specs: "tekken" (the Apertus tokenizer, from mistral-common), "sentencepiece:/pa
 "hf:/path/tokenizer.json".
 """
 
+import importlib
+
 from apertus_jax.tokenizers.base import Tokenizer
-from apertus_jax.tokenizers.hf import HFTokenizer
-from apertus_jax.tokenizers.sentencepiece_model import SentencePieceTokenizer
-from apertus_jax.tokenizers.tekken import TekkenTokenizer
 
 SPEC_FORMS = '"tekken", "sentencepiece:/path/model.model" or "hf:/path/tokenizer.json"'
+# "module:Class" by spec kind, and whether the kind takes a path; a class's module is imported when a spec
+# first names it
+KINDS = {
+    "tekken": ("apertus_jax.tokenizers.tekken:TekkenTokenizer", False),
+    "sentencepiece": ("apertus_jax.tokenizers.sentencepiece_model:SentencePieceTokenizer", True),
+    "hf": ("apertus_jax.tokenizers.hf:HFTokenizer", True),
+}
 
 
 def load_tokenizer(spec: str) -> Tokenizer:
@@ -20,10 +26,8 @@ def load_tokenizer(spec: str) -> Tokenizer:
       FileNotFoundError: the named file does not exist.
     """
     kind, _, path = spec.partition(":")
-    if kind == "tekken" and not path:
-        return TekkenTokenizer()
-    if kind == "sentencepiece" and path:
-        return SentencePieceTokenizer(path)
-    if kind == "hf" and path:
-        return HFTokenizer(path)
-    raise ValueError(f"unknown tokenizer spec {spec!r}; use {SPEC_FORMS}")
+    if kind not in KINDS or KINDS[kind][1] != bool(path):
+        raise ValueError(f"unknown tokenizer spec {spec!r}; use {SPEC_FORMS}")
+    module, name = KINDS[kind][0].split(":")
+    cls = getattr(importlib.import_module(module), name)
+    return cls(path) if path else cls()

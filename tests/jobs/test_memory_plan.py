@@ -8,7 +8,7 @@ import pytest
 from apertus_jax.jobs import memory_plan
 from apertus_jax.jobs.config import parse
 from apertus_jax.models import flops
-from apertus_jax.optim import muon_dimension_numbers
+from apertus_jax.optim.muon import muon_dimension_numbers
 from configs.runs import apertus_8b, tiny_demo
 
 FLOAT32_BYTES = 4

@@ -4,7 +4,9 @@ import jax
 import numpy as np
 import optax
 
-from apertus_jax.optim import adamw, ademamix, default_weight_decay_mask
+from apertus_jax.optim.adamw import adamw
+from apertus_jax.optim.ademamix import ademamix
+from apertus_jax.optim.decay_mask import default_weight_decay_mask
 
 
 def test_adamw_equals_ademamix_without_slow_ema():

@@ -9,14 +9,11 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from apertus_jax.optim import (
-    BatchSizePlan,
-    ademamix,
-    default_weight_decay_mask,
-    make_optimizer,
-    schedule_in_steps,
-    wsd_schedule,
-)
+from apertus_jax.optim.ademamix import ademamix
+from apertus_jax.optim.batch_plan import BatchSizePlan, schedule_in_steps
+from apertus_jax.optim.decay_mask import default_weight_decay_mask
+from apertus_jax.optim.factory import make_optimizer
+from apertus_jax.optim.schedules import wsd_schedule
 
 SHAPES = {"embed": (5, 3), "block": {"kernel": (3, 4), "norm_scale": (4,)}, "xielu_a_p": (1,)}
 # What default_weight_decay_mask must give for SHAPES (>= 2-D decayed).

@@ -6,8 +6,10 @@ import numpy as np
 import optax
 import pytest
 
-from apertus_jax.optim import BatchSizePlan, make_optimizer, wsd_schedule
+from apertus_jax.optim.batch_plan import BatchSizePlan
 from apertus_jax.optim.config import OptimConfig, from_section, make_lr_schedule, make_tx, section
+from apertus_jax.optim.factory import make_optimizer
+from apertus_jax.optim.schedules import wsd_schedule
 
 
 def test_section_round_trips_and_rejects_unknown_fields():

@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from apertus_jax.optim import default_weight_decay_mask, make_optimizer
+from apertus_jax.optim.decay_mask import default_weight_decay_mask
+from apertus_jax.optim.factory import make_optimizer
 
 
 def test_mask_decays_matrices_and_embeddings_only():

@@ -6,7 +6,9 @@ import numpy as np
 import optax
 import pytest
 
-from apertus_jax.optim import ademamix, default_weight_decay_mask, make_optimizer
+from apertus_jax.optim.ademamix import ademamix
+from apertus_jax.optim.decay_mask import default_weight_decay_mask
+from apertus_jax.optim.factory import make_optimizer
 
 
 def run(tx, params, grads):

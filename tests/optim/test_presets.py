@@ -6,8 +6,8 @@ import numpy as np
 import optax
 import pytest
 
-from apertus_jax.optim import get_optim_preset
 from apertus_jax.optim.config import make_lr_schedule, make_tx
+from apertus_jax.optim.presets import get_optim_preset
 
 
 def test_apertus_8b_schedule_over_the_run():

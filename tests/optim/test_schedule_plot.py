@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from matplotlib import image
 
-from apertus_jax.optim import get_optim_preset, schedule_plot
+from apertus_jax.optim import schedule_plot
+from apertus_jax.optim.presets import get_optim_preset
 
 
 def test_values_follow_the_preset():

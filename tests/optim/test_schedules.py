@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apertus_jax.optim import alpha_scheduler, beta3_scheduler, cosine_schedule, wsd_schedule
+from apertus_jax.optim.schedules import alpha_scheduler, beta3_scheduler, cosine_schedule, wsd_schedule
 
 
 def test_beta3_half_life_values_from_spec():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from apertus_jax.optim import BatchSizePlan
+from apertus_jax.optim.batch_plan import BatchSizePlan
 from apertus_jax.posttrain import epochs
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from apertus_jax.models.partitioning import make_mesh
 from apertus_jax.models.presets import get_config
-from apertus_jax.optim import make_optimizer
+from apertus_jax.optim.factory import make_optimizer
 from apertus_jax.train.checkpoint import (
     Checkpointer,
     WorkdirLock,

@@ -16,7 +16,7 @@ import numpy as np
 
 from apertus_jax.data.tokenizer import run_tokenizer
 from apertus_jax.jobs.config import parse
-from apertus_jax.optim import BatchSizePlan
+from apertus_jax.optim.batch_plan import BatchSizePlan
 from apertus_jax.train import batches
 from configs.runs import tiny_resume
 
