@@ -23,7 +23,7 @@ from absl import flags
 from apertus_jax.jobs.config import base_config, parse
 from apertus_jax.models.presets import model_section
 from apertus_jax.train import loop
-from apertus_jax.train.assemble import Run
+from apertus_jax.train.run import Run
 from apertus_jax.train.train_state import batch_sharding
 from benchmarks.step import synthetic_batch
 from experiments import cli

@@ -1,7 +1,7 @@
 """The trainer's real train step on a synthetic batch, built and timed: the measurements of
 `benchmarks.train_step` (a model preset, any backend) and `benchmarks.accelerator` (bf16 on GPU/TPU).
 
-The step is exactly what the training loop runs: `apertus_jax.train.assemble.Run.train_step` (parameters +
+The step is exactly what the training loop runs: `apertus_jax.train.run.Run.train_step` (parameters +
 optimizer state sharded by the model's logical-axis rules over the local devices, loss, gradient, global-norm
 clip, AdamW or AdEMAMix update, skip-if-non-finite; jitted with in/out shardings and the state donated). The
 batch is one document per row (positions 0..T-1, segment 1, full loss mask), the same work as the MaxText and
@@ -18,8 +18,8 @@ import numpy as np
 
 from apertus_jax.models import flops
 from apertus_jax.models.presets import PRESET_NAMES, get_config
-from apertus_jax.train.assemble import Run, step_config
 from apertus_jax.train.metrics import peak_flops_per_device
+from apertus_jax.train.run import Run, run_config_for
 from apertus_jax.train.train_state import batch_sharding
 from benchmarks import matmul
 from benchmarks.configs import ACCELERATOR_CONFIGS, DRY_RUN
@@ -46,7 +46,7 @@ def synthetic_batch(batch: int, seq: int, vocab_size: int, seed: int = 0) -> dic
 
 
 def build(config_name: str, batch: int, seq: int, dtype: str, optimizer: str, **model_overrides):
-    """The loop's jitted train step (`apertus_jax.train.assemble.Run`), its initial (params, opt_state) and
+    """The loop's jitted train step (`apertus_jax.train.run.Run`), its initial (params, opt_state) and
     a device batch, on all local devices.
 
     Raises:
@@ -67,7 +67,7 @@ def build(config_name: str, batch: int, seq: int, dtype: str, optimizer: str, **
         clip_norm=1.0,
         **OPTIMIZER_KWARGS[optimizer],
     )
-    run = Run(step_config(model, seq_len=seq, rows=batch, steps=1, optim=optim))
+    run = Run(run_config_for(model, seq_len=seq, rows=batch, steps=1, optim=optim))
     state = run.spec.init()
     device_batch = jax.device_put(
         synthetic_batch(batch, seq, run.config.model.vocab_size), batch_sharding(run.mesh)

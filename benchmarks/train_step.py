@@ -3,7 +3,7 @@
     python -m benchmarks.train_step --config=bench-18m-apertus [--steps 15 --warmup 3 --batch 4 --seq 256
         --dtype float32 --optimizer adamw --peak_gflops 0 --vocab_size 0 --json]
 
-The step is exactly what the training loop runs (`apertus_jax.train.assemble.Run.train_step`) on one
+The step is exactly what the training loop runs (`apertus_jax.train.run.Run.train_step`) on one
 full-length document per row, the same work as the MaxText and transformers peers (`benchmarks.step`).
 Throughput is the median over `--steps` timed steps after `--warmup` untimed ones (the first compiles).
 `cpu_ms` (process CPU time per step, all threads) is printed too: on a shared, oversubscribed machine it

@@ -1,4 +1,4 @@
-"""The main job: pretrain an Apertus-style model (`apertus_jax.jobs.run.pretrain`).
+"""The main job: pretrain an Apertus-style model (`apertus_jax.jobs.pretrain.pretrain`).
 
     python -m experiments.pretrain --config=configs/runs/tiny_demo.py --workdir=/tmp/apertus_demo
     python -m experiments.pretrain --config=configs/runs/tiny_demo.py --config.train.steps=100 --workdir=DIR
@@ -11,7 +11,7 @@ starts, stops at once with one line and exit status 130 (the last complete check
 
 from absl import flags, logging
 
-from apertus_jax.jobs.run import pretrain
+from apertus_jax.jobs.pretrain import pretrain
 from apertus_jax.train import distributed
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli

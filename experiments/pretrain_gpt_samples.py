@@ -1,4 +1,4 @@
-"""Pretrain on the exact rows of the Megatron fork's GPTDataset for a blend (`apertus_jax.jobs.megatron`).
+"""Pretrain on the exact rows of the Megatron fork's GPTDataset for a blend (`apertus_jax.jobs.gpt_samples`).
 
     python -m experiments.pretrain_gpt_samples --config=configs/runs/tiny_demo.py --workdir=/runs/gpt \
         --data_path="0.3 /data/megatron/web 0.7 /data/megatron/code" --split=969,30,1 [--num_samples=N]
@@ -11,7 +11,7 @@ anything is written.
 
 from absl import flags, logging
 
-from apertus_jax.jobs.megatron import pretrain_on_gpt_samples
+from apertus_jax.jobs.gpt_samples import pretrain_on_gpt_samples
 from apertus_jax.train import distributed
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli

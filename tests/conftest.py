@@ -24,7 +24,7 @@ def train(config, workdir: str) -> str:
     """The run of a config file's ConfigDict as `experiments.pretrain` trains it: parsed, with the standard
     hooks (config and provenance records, in-loop evaluation)."""
     from apertus_jax.jobs.config import parse
-    from apertus_jax.jobs.run import pretrain
+    from apertus_jax.jobs.pretrain import pretrain
 
     return pretrain(parse(config), workdir)
 
@@ -51,16 +51,16 @@ def _tiny_model(seed: int = 0, **fields):
 
     from apertus_jax.models import partitioning
     from apertus_jax.models.presets import get_config
-    from apertus_jax.train.train_state import make_param_spec
+    from apertus_jax.train.train_state import make_abstract_params
 
     config = get_config("tiny", **{**TINY_MODEL, **fields})
-    spec = make_param_spec(config, partitioning.make_mesh(1, 1, 1, jax.devices()[:1]), seed)
+    spec = make_abstract_params(config, partitioning.make_mesh(1, 1, 1, jax.devices()[:1]), seed)
     return spec, spec.create()
 
 
 @pytest.fixture(scope="session")
 def tiny_model():
-    """`tiny_model(seed=0, **model fields)` -> (its `ParamSpec` on one device: apply_fn, hidden_fn; its
+    """`tiny_model(seed=0, **model fields)` -> (its `AbstractParams` on one device: apply_fn, hidden_fn; its
     parameters as a plain dict): the model of the step, loss and objective tests (`TINY_MODEL` fields)."""
     return _tiny_model
 

@@ -13,12 +13,12 @@ import pytest
 from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.documents import tokenize_documents
 from apertus_jax.data.kinds import DocumentSpec, register_kind
-from apertus_jax.data.tokenizer import demo_tokenizer
+from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.jobs.config import Config, base_config, parse
-from apertus_jax.jobs.run import assemble
+from apertus_jax.jobs.pretrain import assemble
 from apertus_jax.models.presets import model_section
 from apertus_jax.train import loop
-from apertus_jax.train.assemble import Run
+from apertus_jax.train.run import Run
 from apertus_jax.train.step import Objective
 from apertus_jax.train.train_state import make_global_batch
 

@@ -188,7 +188,7 @@ def test_find_cycle_and_layer_rules_on_toy_graphs(tmp_path):
 
 def test_every_unit_has_a_layer():
     known = modules()
-    assert len(known) > 150 and "apertus_jax.train.assemble" in known
+    assert len(known) > 150 and "apertus_jax.train.run" in known
     assert {unit_of(m) for m in known} <= set(LAYER_OF), {unit_of(m) for m in known} - set(LAYER_OF)
 
 

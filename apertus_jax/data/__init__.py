@@ -6,7 +6,7 @@ One concept per module, import from the module:
 - `config`: the `data` section and the typed pipeline (`parse_pipeline`: components, stages, goldfish);
 - `kinds`: the component-kind registry and the shared spec fields; `components`: the document kinds;
   `injection`: probes and canaries inserted at planned counts;
-- `tokenizer`: the run's tokenizer and the demo BPE; `provenance`: where a component's documents come from;
+- `run_tokenizer`: the run's tokenizer and the demo BPE; `provenance`: where a component's documents come from;
 - `masks.document_masks`: EoD-based segment ids, positions and loss mask (docs/recipe.md 2);
 - `goldfish.GoldfishSpec.drop_mask`: the Goldfish rule over its three hashes (docs/recipe.md 3);
 - `packing.PackedRows`: documents -> rows of T + 1 tokens; `mixture`: components, subsets, stage mixes;

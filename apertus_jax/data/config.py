@@ -207,7 +207,7 @@ class DataConfig:
 
     Attributes:
       tokenizer: "demo" (a SentencePiece BPE of `demo_tokenizer_vocab` ids trained on the demo corpus,
-        cached; `apertus_jax.data.tokenizer`) or any `apertus_jax.tokenizers.load_tokenizer` spec
+        cached; `apertus_jax.data.run_tokenizer`) or any `apertus_jax.tokenizers.load_tokenizer` spec
         ("tekken", "sentencepiece:/path/m.model", "hf:/path/tokenizer.json").
       demo_tokenizer_vocab: ids of the demo BPE (>= 256 byte-fallback ids plus merges).
       seq_len: tokens per packed row (the model's inputs; rows hold seq_len + 1 ids).

@@ -1,4 +1,4 @@
-"""The trainer's entry point: stages -> mixtures -> packed rows -> masks + Goldfish -> batches.
+"""The default batch source's data: stages -> mixtures -> packed rows -> masks + Goldfish -> batches.
 
     it = TrainIterator(pipeline, tokenizer, seq_len=4096, batch_size=plan_or_int,
                        process_index=jax.process_index(), process_count=jax.process_count(), seed=0)

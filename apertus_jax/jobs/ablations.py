@@ -16,7 +16,7 @@ An ablation file defines `get_ablation()` returning a dict:
 `model.preset=NAME` makes the model section preset NAME's, the other `model.*` settings of the ablation (e.g.
 a variant's `model.mlp_type`) applied on top.
 
-Each run trains in WORKDIR/<variant>/seed<N> with `apertus_jax.jobs.run.pretrain` (resuming if it has
+Each run trains in WORKDIR/<variant>/seed<N> with `apertus_jax.jobs.pretrain.pretrain` (resuming if it has
 checkpoints); a finished run leaves `ablation_done.json` and is skipped by the next call. All variants are
 validated before any run starts. At the end (and when every run was already finished) the comparison
 (`apertus_jax.jobs.compare`) is written to WORKDIR/comparison.png and WORKDIR/comparison.md. A SIGTERM stops
@@ -38,7 +38,7 @@ from absl import logging
 from apertus_jax import files
 from apertus_jax.jobs.compare import compare
 from apertus_jax.jobs.config import Config, load_module, parse
-from apertus_jax.jobs.run import pretrain
+from apertus_jax.jobs.pretrain import pretrain
 from apertus_jax.models.presets import model_section
 from apertus_jax.train.config import check_layout
 

@@ -11,7 +11,7 @@ prompted with each document's first `prefix_len` tokens and greedily generates `
 against the true continuation (ROUGE-L, LCCS, exact match, TTR; `apertus_jax.eval.memorization`). Sonnets
 101-154, never trained on, give the baseline of unseen text.
 
-Each run is assembled by the trainer's `apertus_jax.train.assemble.Run` (state, AdamW with a WSD schedule
+Each run is assembled by the trainer's `apertus_jax.train.run.Run` (state, AdamW with a WSD schedule
 in tokens, THE jitted train step), its batches by the pipeline's `rows_to_batch` (EoD/padding and Goldfish
 masks), and scored with KV-cache generation. `run_study` writes `goldfish_study.json` and
 `goldfish_study.png` into its output folder. Default settings: 500 steps per run (both runs about 100 s on
@@ -32,13 +32,13 @@ import numpy as np
 from apertus_jax import files, plots
 from apertus_jax.data.goldfish import GoldfishSpec
 from apertus_jax.data.pipeline import rows_to_batch
+from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.data.sonnets import load_sonnets
-from apertus_jax.data.tokenizer import demo_tokenizer
 from apertus_jax.eval.memorization import mean_scores, memorization_scores
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.presets import get_config
 from apertus_jax.models.transformer import model_from_params
-from apertus_jax.train.assemble import Run, step_config
+from apertus_jax.train.run import Run, run_config_for
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +129,7 @@ def train_and_score(
         clip_norm=1.0,
     )
     run = Run(
-        step_config(
+        run_config_for(
             model_config,
             seq_len=train_rows.shape[1] - 1,
             rows=batch_size,

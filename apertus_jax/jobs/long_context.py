@@ -23,7 +23,7 @@ from absl import logging
 
 from apertus_jax import files
 from apertus_jax.checks import check_number
-from apertus_jax.jobs import run as run_job
+from apertus_jax.jobs import pretrain as pretrain_job
 from apertus_jax.jobs.config import Config, load_module, parse
 from apertus_jax.train.checkpoint import Checkpointer
 
@@ -174,7 +174,7 @@ def run_stages(
     stages: Sequence[tuple[str, Config]],
     root: str,
     init_from: str,
-    train: Callable[[Config, str], str] = run_job.pretrain,
+    train: Callable[[Config, str], str] = pretrain_job.pretrain,
 ) -> str:
     """Runs the `(name, config)` stages in order in ROOT/<name>; returns "done" or "preempted".
 

@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping
 from absl import logging
 
 from apertus_jax import files
+from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.data.strategy_report import strategy_report
-from apertus_jax.data.tokenizer import run_tokenizer
 from apertus_jax.eval.in_loop import heldout_sets
 from apertus_jax.eval.tasks import load_exams_qa
 from apertus_jax.jobs import ablations, compare, processor_kinds, results
@@ -103,7 +103,7 @@ def _eval_records(workdir: str) -> list[dict]:
 DEMO_VOCAB = 4096
 # The documented time of training the demo BPE (README "Try it"), on its own in a fresh cache.
 DEMO_BPE = (
-    "import time; from apertus_jax.data.tokenizer import demo_tokenizer; "
+    "import time; from apertus_jax.data.run_tokenizer import demo_tokenizer; "
     f"t = time.perf_counter(); demo_tokenizer({DEMO_VOCAB}); print(time.perf_counter() - t)"
 )
 DEMO_RUN = "python -m experiments.pretrain --config=configs/runs/tiny_demo.py --workdir=/tmp/apertus_demo"

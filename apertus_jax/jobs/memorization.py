@@ -5,7 +5,7 @@ and canaries injected at controlled repetition counts.
 
 `study` is a ConfigDict (`configs/studies/memorization_tiny.py`): `run` (a run config), `goldfish` (the Goldfish
 settings), `prefix_lengths`, `offsets`, `suffix_len`, `top_p`, `num_candidates`, `resume_check` and `seed`.
-Two runs of the trainer (`apertus_jax.jobs.run.pretrain`) differ only in `data.pipeline.goldfish`: the
+Two runs of the trainer (`apertus_jax.jobs.pretrain.pretrain`) differ only in `data.pipeline.goldfish`: the
 study's `run` (standard loss, Goldfish k = 0) and the same with the study's `goldfish` settings. Their data
 pipeline injects the probe and canary components (`apertus_jax.data.injection`) at their planned counts; the
 standard hook `apertus_jax.jobs.probes.ProbeManifest` writes `probes.json` (texts, planned repetitions,
@@ -39,12 +39,12 @@ import numpy as np
 from apertus_jax import files, plots
 from apertus_jax.data.canaries import Canary
 from apertus_jax.data.config import parse_pipeline
-from apertus_jax.data.tokenizer import run_tokenizer
+from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.eval.exposure import canary_exposures
 from apertus_jax.eval.memorization import exact_match_length, lccs_length, rouge_l, type_token_ratio
 from apertus_jax.jobs.config import parse
+from apertus_jax.jobs.pretrain import pretrain, run_training
 from apertus_jax.jobs.probes import manifest_path
-from apertus_jax.jobs.run import pretrain, train
 from apertus_jax.jobs.workdir import load_workdir
 from apertus_jax.models.generate import generate
 from apertus_jax.train.hooks import Hook, LoopContext
@@ -123,7 +123,7 @@ def train_runs(study: ml_collections.ConfigDict, out: str, log: Callable[[str], 
     in `preempted.json`) and resumed. Returns `{name: workdir}`; one line per run goes to `log`.
 
     Raises:
-      ValueError / FileNotFoundError / WorkdirLockedError: as `apertus_jax.jobs.run.pretrain`.
+      ValueError / FileNotFoundError / WorkdirLockedError: as `apertus_jax.jobs.pretrain.pretrain`.
     """
     workdirs = {}
     for name, config in run_configs(study).items():
@@ -135,7 +135,7 @@ def train_runs(study: ml_collections.ConfigDict, out: str, log: Callable[[str], 
         workdir = workdirs["standard_resumed"] = os.path.join(out, "standard_resumed")
         config = parse(run_configs(study)["standard"])
         if not os.path.exists(manifest_path(workdir, 0)):
-            outcome = train(config, workdir, hooks=[StopAfterFirstCheckpoint()])
+            outcome = run_training(config, workdir, hooks=[StopAfterFirstCheckpoint()])
             with open(os.path.join(workdir, "metrics.jsonl")) as f:
                 step = max(json.loads(line)["step"] for line in f)
             files.write_json(os.path.join(workdir, PREEMPTED_FILE), {"outcome": outcome, "step": step})

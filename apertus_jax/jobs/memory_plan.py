@@ -3,7 +3,7 @@
     for line in plan_lines(config, "apertus-8b", mesh_shapes(config, ["1x64x1"]), rows_per_device=1):
         print(line)
 
-Nothing is allocated: the run is assembled by `apertus_jax.train.assemble.Run`, the same code the training
+Nothing is allocated: the run is assembled by `apertus_jax.train.run.Run`, the same code the training
 loop uses, and THE train step the loop would run for the config's largest batch (same shardings, donation and
 `train.microbatch_size` microbatches; traced under `jax.set_mesh` so the model's activation constraints
 apply) is lowered on `jax.ShapeDtypeStruct`s over the first devices and compiled. The caller provides the
@@ -50,9 +50,9 @@ from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.transformer import Apertus
 from apertus_jax.optim.config import make_lr_schedule, make_tx
 from apertus_jax.optim.state import opt_state_shardings
-from apertus_jax.train.assemble import Run
 from apertus_jax.train.config import RunConfig
-from apertus_jax.train.train_state import make_param_spec
+from apertus_jax.train.run import Run
+from apertus_jax.train.train_state import make_abstract_params
 
 GB = 1e9
 DEVICE_MEMORY_GB = {"H100 80GB": 80, "H200 141GB": 141, "TPU v5p 95GB": 95}
@@ -192,7 +192,7 @@ def plan_lines(
         f"{rows_per_device} row(s) per batch-sharded device" if rows_per_device else "train.microbatch_size"
     )
     yield (
-        f"{name}: the training loop's own step (apertus_jax.train.assemble), seq_len {config.data.seq_len}, "
+        f"{name}: the training loop's own step (apertus_jax.train.run), seq_len {config.data.seq_len}, "
         f"microbatches of {per_device}, compute {config.model.dtype}, remat {config.model.remat_policy}, "
         "XLA einsum attention; GB = 1e9 bytes per device"
     )
@@ -267,7 +267,7 @@ def optimizer_plan(config: RunConfig, mesh_shape: tuple[int, ...], name: str) ->
     mesh = partitioning.make_mesh(data, fsdp, tensor, jax.devices()[:devices], context)
     optim = dataclasses.replace(config.optim, name=name)
     tx = make_tx(optim, make_lr_schedule(optim, config.train.plan), param_logical_axes(config.model))
-    params = make_param_spec(config.model, mesh, config.seed)
+    params = make_abstract_params(config.model, mesh, config.seed)
     abstract = jax.eval_shape(tx.init, params.abstract)
     shardings = opt_state_shardings(tx, abstract, params.shardings, NamedSharding(mesh, P()))
     state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)

@@ -21,15 +21,15 @@ import jax
 from absl import logging
 
 from apertus_jax.jobs.config import Config
-from apertus_jax.jobs.run import train
+from apertus_jax.jobs.pretrain import run_training
 from apertus_jax.posttrain import epochs
 from apertus_jax.posttrain import reference as reference_lib
 from apertus_jax.posttrain.objectives import objective_for
 from apertus_jax.posttrain.preference_data import PreferencePipeline, completion_examples
 from apertus_jax.posttrain.sft_data import ChatPipeline
-from apertus_jax.train.assemble import Run
 from apertus_jax.train.batches import sharded
 from apertus_jax.train.checkpoint import restore_workdir_params
+from apertus_jax.train.run import Run
 
 
 def _shards(run: Run, build):
@@ -147,7 +147,7 @@ def sft(config: Config, workdir: str) -> str:
             f"got objective {config.posttrain.objective!r} and data {list(config.posttrain.data)}"
         )
     data = posttrain_data(config.posttrain.data, "chat")
-    return train(config, workdir, batch_source=chat_source(config.posttrain.data), data=data)
+    return run_training(config, workdir, batch_source=chat_source(config.posttrain.data), data=data)
 
 
 def qrpo(config: Config, workdir: str) -> str:
@@ -183,7 +183,7 @@ def qrpo(config: Config, workdir: str) -> str:
                 loaded.append(reference_model(run, source)[0])
             return reference_lib.on_the_fly_reference(loaded[0])
 
-    return train(
+    return run_training(
         config,
         workdir,
         objective=objective_for(posttrain),

@@ -14,14 +14,14 @@ import os
 
 import jax
 
-from apertus_jax.data.tokenizer import run_tokenizer
+from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.jobs.config import Config, parse_recorded
 from apertus_jax.jobs.records import CONFIG
 from apertus_jax.models import partitioning
 from apertus_jax.models.transformer import Apertus, model_from_params
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.train.checkpoint import restore_workdir_params
-from apertus_jax.train.train_state import make_param_spec
+from apertus_jax.train.train_state import make_abstract_params
 
 
 @dataclasses.dataclass
@@ -66,7 +66,7 @@ def load_workdir(workdir: str) -> TrainedModel:
     model_config, data = config.run.model, config.run.data
     tokenizer = run_tokenizer(data.tokenizer, data.demo_tokenizer_vocab)
     mesh = partitioning.make_mesh(1, 1, 1, devices=jax.devices()[:1])
-    abstract_params = make_param_spec(model_config, mesh, config.run.seed).abstract
+    abstract_params = make_abstract_params(model_config, mesh, config.run.seed).abstract
     params, meta = restore_workdir_params(workdir, abstract_params)
     return TrainedModel(
         model=model_from_params(model_config, params),

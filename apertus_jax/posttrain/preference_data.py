@@ -13,7 +13,7 @@ Rows come in a per-epoch shuffled order (seeded), epoch after epoch; shard p of 
 Besides the trainer arrays, batches carry float32 `[B, 2]` `quantile_reward` and `ref_logprobs` (log pi_ref of
 each slot's completion, from the cache of `reference.write_cache` or scored on the fly).
 
-Bad input: the `records` rules, and a row longer than `data.seq_len` positions, fail with `PATH:LINE: problem`.
+Bad input: the `inputs` rules, and a row longer than `data.seq_len` positions, fail with `PATH:LINE: problem`.
 """
 
 import logging
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from apertus_jax.posttrain import chat, epochs, records, rows
+from apertus_jax.posttrain import chat, epochs, inputs, rows
 from apertus_jax.posttrain.objectives import SLOTS, quantile_reward
 from apertus_jax.tokenizers.base import Tokenizer
 
@@ -34,12 +34,12 @@ def completion_examples(paths: Sequence[str], tokenizer: Tokenizer) -> list[dict
     record's index), `ids` int32 [L], `trained` bool [L], `reward`, `quantile_reward`.
 
     Raises:
-      ValueError: `PATH:LINE: problem` (records rules); no records. FileNotFoundError: a missing file.
+      ValueError: `PATH:LINE: problem` (inputs rules); no records. FileNotFoundError: a missing file.
     """
     examples, record = [], 0
     for path in paths:
-        for where, obj in records.read_jsonl(path):
-            parsed = records.parse_preference(obj, where)
+        for where, obj in inputs.read_jsonl(path):
+            parsed = inputs.parse_preference(obj, where)
             prompt = chat.render_prompt(parsed["prompt"], tokenizer)
             texts = [text for text, _ in parsed["completions"]]
             rewards = np.array([reward for _, reward in parsed["completions"]])

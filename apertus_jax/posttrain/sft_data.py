@@ -1,11 +1,11 @@
 """The SFT batch iterator: chat conversations packed whole into rows, loss only on assistant tokens.
 
-Every conversation of the JSONL files (`records`) is rendered with the chat template (`chat`), and rows are
+Every conversation of the JSONL files (`inputs`) is rendered with the chat template (`chat`), and rows are
 filled greedily with whole conversations in a per-epoch shuffled order (seeded; each conversation its own
 segment, `rows.pack_row`); a row that cannot take the next conversation is closed with padding. The
 stream repeats epoch after epoch. Shard p of P takes conversations p, p + P, ...
 
-Bad input fails before anything is trained, with one line `PATH:LINE: problem`: the `records` rules, and a
+Bad input fails before anything is trained, with one line `PATH:LINE: problem`: the `inputs` rules, and a
 conversation longer than a row (`data.seq_len + 1` ids).
 
 State (`get_state` / `set_state`, JSON; `epochs.EpochIterator`): step, epoch and the next conversation of the
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from apertus_jax.posttrain import chat, epochs, records, rows
+from apertus_jax.posttrain import chat, epochs, inputs, rows
 from apertus_jax.tokenizers.base import Tokenizer
 
 STATE_VERSION = 1
@@ -28,13 +28,13 @@ def load_conversations(
     """`(ids, trained)` of every conversation of the files, in file order.
 
     Raises:
-      ValueError: `PATH:LINE: problem` (records rules; a conversation of more than seq_len + 1 ids);
+      ValueError: `PATH:LINE: problem` (inputs rules; a conversation of more than seq_len + 1 ids);
         no conversation at all. FileNotFoundError: a missing file.
     """
     conversations = []
     for path in paths:
-        for where, obj in records.read_jsonl(path):
-            ids, trained = chat.render_conversation(records.parse_conversation(obj, where), tokenizer)
+        for where, obj in inputs.read_jsonl(path):
+            ids, trained = chat.render_conversation(inputs.parse_conversation(obj, where), tokenizer)
             if rows.positions_needed(ids) > seq_len:
                 raise ValueError(
                     f"{where}: conversation of {len(ids)} tokens exceeds a row of data.seq_len + 1 = "

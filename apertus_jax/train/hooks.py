@@ -37,7 +37,7 @@ class LoopContext:
     """What a hook sees of the loop.
 
     Attributes:
-      run: the `apertus_jax.train.assemble.Run` (config, mesh, tokenizer, train-state spec).
+      run: the `apertus_jax.train.run.Run` (config, mesh, tokenizer, train-state spec).
       workdir: the run directory.
       batches: the loop's batch source (`apertus_jax.train.batches.BatchSource`); its `consumed()` counts the
         batches handed to the train step so far, never those read ahead.

@@ -31,11 +31,11 @@ from absl import logging
 from jax.experimental import multihost_utils
 
 from apertus_jax.models import flops
-from apertus_jax.train.assemble import Run
 from apertus_jax.train.batches import Prefetcher
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
 from apertus_jax.train.hooks import LoopContext, due
 from apertus_jax.train.metrics import MetricsWriter, StepProfiler, mfu, peak_flops_per_device
+from apertus_jax.train.run import Run
 from apertus_jax.train.train_state import make_global_batch
 
 STEP_METRICS = ("loss", "grad_norm", "clipped", "unmasked_tokens", "finite", "spike_skipped")

@@ -109,7 +109,7 @@ def grads_and_sums(spec, objective: Objective, params, batch: Batch, num_microba
 
     grads: the gradient (float32, the tree of params) of the objective's sum / max(total count, 1); sums:
     float32 scalars, the objective's sums over the batch ("loss", "count" and its own). `spec` gives the
-    model's forward functions (`apply_fn`, `hidden_fn`: `apertus_jax.train.state.ParamSpec`). Microbatches
+    model's forward functions (`apply_fn`, `hidden_fn`: `apertus_jax.train.state.AbstractParams`). Microbatches
     run sequentially under `lax.scan`, so activation memory is that of one microbatch; one microbatch is
     differentiated directly.
     """

@@ -2,8 +2,8 @@
 sharding.
 
 Parameters are kept as a plain nested dict of float32 arrays (`nnx.State.to_pure_dict()`), so checkpoints
-are plain trees; `nnx.merge(graphdef, params)` rebuilds the model inside the jitted step. `ParamSpec` is the
-parameters alone (what evaluation, export and fine-tuning restore); `TrainStateSpec` adds the optimizer state.
+are plain trees; `nnx.merge(graphdef, params)` rebuilds the model inside the jitted step. `AbstractParams` is the
+parameters alone (what evaluation, export and fine-tuning restore); `AbstractTrainState` adds the optimizer state.
 """
 
 import dataclasses
@@ -23,7 +23,7 @@ from apertus_jax.optim.state import opt_state_shardings
 
 
 @dataclasses.dataclass(frozen=True)
-class ParamSpec:
+class AbstractParams:
     """The model's parameters without allocating them.
 
     Attributes:
@@ -42,7 +42,7 @@ class ParamSpec:
     create: Callable[[], Any]
 
 
-def make_param_spec(model_config: ModelConfig, mesh: jax.sharding.Mesh, seed: int) -> ParamSpec:
+def make_abstract_params(model_config: ModelConfig, mesh: jax.sharding.Mesh, seed: int) -> AbstractParams:
     """The model's parameter layout on `mesh` (`apertus_jax.models.transformer.param_layout`, no allocation)
     and its forward functions over plain parameter dicts."""
     layout = param_layout(model_config, mesh, seed)
@@ -55,7 +55,7 @@ def make_param_spec(model_config: ModelConfig, mesh: jax.sharding.Mesh, seed: in
         model = nnx.merge(graphdef, params)
         return model.final_hidden(tokens, positions, segment_ids), model.output_weights()
 
-    return ParamSpec(
+    return AbstractParams(
         apply_fn=apply_fn,
         hidden_fn=hidden_fn,
         shardings=layout.shardings,
@@ -65,12 +65,12 @@ def make_param_spec(model_config: ModelConfig, mesh: jax.sharding.Mesh, seed: in
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainStateSpec:
+class AbstractTrainState:
     """Everything the loop needs to build, shard and restore the train state without allocating it.
 
     Attributes:
       apply_fn: (params, tokens[B,T], positions[B,T], segment_ids[B,T]) -> logits[B,T,V] float32.
-      hidden_fn: as `ParamSpec.hidden_fn`.
+      hidden_fn: as `AbstractParams.hidden_fn`.
       shardings: {"params", "opt_state"} tree of NamedSharding (from the model's logical-axis rule table;
         optimizer moments follow their parameter, counters are replicated).
       abstract: the same tree of `jax.ShapeDtypeStruct` carrying those shardings (Orbax restore targets).
@@ -86,11 +86,11 @@ class TrainStateSpec:
     init_opt_state: Callable[[Any], Any]
 
 
-def make_train_state_spec(
+def make_abstract_train_state(
     model_config: ModelConfig, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh, seed: int
-) -> TrainStateSpec:
-    """The `ParamSpec` of the model plus the optimizer state of `tx`, and the sharded initializer."""
-    params = make_param_spec(model_config, mesh, seed)
+) -> AbstractTrainState:
+    """The `AbstractParams` of the model plus the optimizer state of `tx`, and the sharded initializer."""
+    params = make_abstract_params(model_config, mesh, seed)
     abstract_opt_state = jax.eval_shape(tx.init, params.abstract)
     replicated = NamedSharding(mesh, P())
     opt_shardings = opt_state_shardings(tx, abstract_opt_state, params.shardings, replicated)
@@ -106,7 +106,7 @@ def make_train_state_spec(
         p = params.create()
         return {"params": p, "opt_state": tx.init(p)}
 
-    return TrainStateSpec(
+    return AbstractTrainState(
         apply_fn=params.apply_fn,
         hidden_fn=params.hidden_fn,
         shardings=shardings,

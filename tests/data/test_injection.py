@@ -8,8 +8,8 @@ import pytest
 
 from apertus_jax.data import injection, probes
 from apertus_jax.data.config import parse_pipeline
+from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.data.sonnets import load_sonnets
-from apertus_jax.data.tokenizer import demo_tokenizer
 
 from .conftest import train_iterator
 

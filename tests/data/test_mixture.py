@@ -96,7 +96,7 @@ def test_derive_seed_is_stable():
 @pytest.fixture(scope="module")
 def demo_mixed_lengths():
     """The demo corpus's German prose (short documents) and UDHR (long ones) as one component, demo BPE."""
-    from apertus_jax.data.tokenizer import demo_tokenizer
+    from apertus_jax.data.run_tokenizer import demo_tokenizer
 
     def load(length_buckets):
         config = {"kind": "demo", "sources": ["udhr", "german_prose"], "length_buckets": length_buckets}

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from apertus_jax.data.config import parse_pipeline
+from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.data.strategy_report import strategy_report
-from apertus_jax.data.tokenizer import demo_tokenizer
 from apertus_jax.prep import boldt_demo
 from configs.ablations import boldt_strategies
 

@@ -48,7 +48,7 @@ def forward(tiny_model):
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from apertus_jax.data.tokenizer import demo_tokenizer
+    from apertus_jax.data.run_tokenizer import demo_tokenizer
 
     return demo_tokenizer(1024)
 

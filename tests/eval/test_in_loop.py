@@ -158,7 +158,7 @@ def test_a_run_on_its_own_batch_source_gets_the_named_held_out_files_alone(tmp_p
     """No pipeline (a job's own batch source): no component held-out set, no unseen-language set, the
     `eval.heldout_paths` files only."""
     from apertus_jax.data.demo_corpus import load_german_prose
-    from apertus_jax.data.tokenizer import demo_tokenizer
+    from apertus_jax.data.run_tokenizer import demo_tokenizer
 
     texts = [d["text"] for d in load_german_prose()[:5]]
     (tmp_path / "mine.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))

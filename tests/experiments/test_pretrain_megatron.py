@@ -12,7 +12,7 @@ import numpy as np
 
 from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.data.megatron import write_indexed_dataset
-from apertus_jax.data.tokenizer import demo_tokenizer
+from apertus_jax.data.run_tokenizer import demo_tokenizer
 
 from .test_pretrain import ROOT, _env, _last_step, _signal_after_step
 

@@ -28,9 +28,9 @@ def write_tiny_workdir(
     a post-training run's workdir); returns its parameters."""
     from apertus_jax.jobs.config import base_config, parse
     from apertus_jax.models.presets import model_section
-    from apertus_jax.train.assemble import Run
     from apertus_jax.train.batches import Prefetcher
     from apertus_jax.train.checkpoint import Checkpointer, param_shapes
+    from apertus_jax.train.run import Run
 
     config = base_config()
     config.model = model_section(

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from apertus_jax.data.tokenizer import demo_tokenizer
+from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.jobs.goldfish_study import GoldfishStudy, documents, run_study, summary_table
 
 # 4 epochs of 10 sonnets in one batch each: 4 steps per run.

@@ -214,6 +214,6 @@ def test_the_command_trains_preempts_resumes_and_scores(tmp_path):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from apertus_jax.data.tokenizer import demo_tokenizer
+    from apertus_jax.data.run_tokenizer import demo_tokenizer
 
     return demo_tokenizer(1024)

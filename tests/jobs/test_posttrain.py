@@ -12,12 +12,12 @@ import pytest
 
 from apertus_jax.jobs import export, posttrain
 from apertus_jax.jobs.config import parse
-from apertus_jax.jobs.run import pretrain
+from apertus_jax.jobs.pretrain import pretrain
 from apertus_jax.models.presets import model_section
 from apertus_jax.posttrain import reference as reference_lib
 from apertus_jax.posttrain.objectives import objective_for
 from apertus_jax.train import metrics as metrics_lib
-from apertus_jax.train.assemble import Run
+from apertus_jax.train.run import Run
 from configs.posttrain import qrpo_tiny, sft_tiny
 from configs.runs import tiny_demo
 
@@ -30,7 +30,7 @@ SMALL_MODEL = dict(
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from apertus_jax.data.tokenizer import demo_tokenizer
+    from apertus_jax.data.run_tokenizer import demo_tokenizer
 
     return demo_tokenizer(4096)
 

@@ -7,7 +7,7 @@ import pytest
 
 from apertus_jax.cache import cache_dir
 from apertus_jax.data.provenance import PREP_STATS
-from apertus_jax.data.tokenizer import demo_tokenizer
+from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.jobs import records
 from apertus_jax.jobs.config import parse
 from apertus_jax.prep.tokenize import TokenizeJob, run_tokenize

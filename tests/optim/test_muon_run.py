@@ -10,9 +10,9 @@ import orbax.checkpoint as ocp
 from jax.sharding import PartitionSpec as P
 
 from apertus_jax.jobs.config import parse
-from apertus_jax.jobs.run import train
+from apertus_jax.jobs.pretrain import run_training
 from apertus_jax.models.partitioning import MeshConfig
-from apertus_jax.train.assemble import Run
+from apertus_jax.train.run import Run
 from apertus_jax.train.train_state import make_global_batch
 from configs.runs import tiny_resume
 
@@ -44,9 +44,9 @@ def test_muon_loop_run_resumes_bitwise(tmp_path, losses_of):
     short = dataclasses.replace(
         config, run=config.run.replace(train=dataclasses.replace(config.run.train, steps=6))
     )
-    assert train(config, str(tmp_path / "whole")) == "done"
-    assert train(short, str(tmp_path / "resumed")) == "done"
-    assert train(config, str(tmp_path / "resumed")) == "done"
+    assert run_training(config, str(tmp_path / "whole")) == "done"
+    assert run_training(short, str(tmp_path / "resumed")) == "done"
+    assert run_training(config, str(tmp_path / "resumed")) == "done"
     whole, resumed = losses_of(str(tmp_path / "whole")), losses_of(str(tmp_path / "resumed"))
     assert [s for s, _ in whole] == list(range(1, 13)) and resumed == whole  # float equality of every loss
     assert whole[-1][1] < whole[0][1] - 0.5  # it learns
@@ -87,6 +87,6 @@ def test_init_from_switches_an_ademamix_run_to_muon(uninterrupted, tmp_path, los
             checkpoint=dataclasses.replace(config.run.checkpoint, init_from=uninterrupted),
         ),
     )
-    assert train(switched, str(tmp_path / "muon")) == "done"
+    assert run_training(switched, str(tmp_path / "muon")) == "done"
     losses = [loss for _, loss in losses_of(str(tmp_path / "muon"))]
     assert len(losses) == 3 and losses[0] < fresh - 0.5, (losses, fresh)

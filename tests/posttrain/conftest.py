@@ -11,7 +11,7 @@ ASSETS = os.path.join(os.path.dirname(apertus_jax.posttrain.__file__), "assets")
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from apertus_jax.data.tokenizer import demo_tokenizer
+    from apertus_jax.data.run_tokenizer import demo_tokenizer
 
     return demo_tokenizer(4096)
 
@@ -43,5 +43,5 @@ def write_jsonl(tmp_path):
 
 @pytest.fixture(scope="session")
 def small_model(tiny_model):
-    """The tiny Apertus over the demo BPE: (its ParamSpec, its parameters)."""
+    """The tiny Apertus over the demo BPE: (its AbstractParams, its parameters)."""
     return tiny_model(vocab_size=4096, max_seq_len=128)

@@ -16,7 +16,7 @@ from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.data.goldfish import GoldfishSpec
 from apertus_jax.data.megatron import MegatronSpec, read_documents
 from apertus_jax.data.megatron_samples import GPTBatches, first_rows, gpt_samples
-from apertus_jax.data.tokenizer import demo_tokenizer
+from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.prep.tokenize import TokenizeJob, run_tokenize
 from apertus_jax.tokenizers import load_tokenizer
 

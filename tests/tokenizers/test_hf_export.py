@@ -5,7 +5,7 @@ import pytest
 import sentencepiece as spm
 
 from apertus_jax.data import demo_corpus
-from apertus_jax.data.tokenizer import demo_tokenizer
+from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.posttrain import chat
 from apertus_jax.tokenizers import load_tokenizer
 from apertus_jax.tokenizers.hf_export import hf_tokenizer, special_token_names

@@ -32,7 +32,7 @@ def _demo_iterator(seq_len: int = 32, rows: int = 8):
     """The real data pipeline over the UDHR part of the demo corpus with the 1,024-id demo BPE."""
     from apertus_jax.data.config import parse_pipeline
     from apertus_jax.data.pipeline import TrainIterator
-    from apertus_jax.data.tokenizer import demo_tokenizer
+    from apertus_jax.data.run_tokenizer import demo_tokenizer
 
     return TrainIterator(
         parse_pipeline({"components": {"demo": {"kind": "demo", "sources": ["udhr"]}}}),

@@ -22,9 +22,9 @@ from apertus_jax.train.loss import cross_entropy
 from apertus_jax.train.step import make_train_step
 from apertus_jax.train.train_state import (
     batch_sharding,
+    make_abstract_params,
+    make_abstract_train_state,
     make_global_batch,
-    make_param_spec,
-    make_train_state_spec,
 )
 
 MODEL = get_config(
@@ -49,7 +49,7 @@ def saved(tmp_path_factory, demo_iterator):
     """Two steps on an 8-device (fsdp 4, tensor 2) mesh, checkpoints after steps 1 and 2, then step 3's loss."""
     directory = str(tmp_path_factory.mktemp("ckpt") / "checkpoints")
     mesh = make_mesh(1, 4, 2)
-    spec = make_train_state_spec(MODEL, TX, mesh, seed=0)
+    spec = make_abstract_train_state(MODEL, TX, mesh, seed=0)
     step = _step_fn(spec, mesh)
     state, data = spec.init(), demo_iterator()
     checkpointer = Checkpointer(directory, keep=5)
@@ -78,7 +78,7 @@ def test_restore_onto_another_mesh(saved, mesh_shape, demo_iterator):
     devices = jax.devices()[: int(np.prod(mesh_shape))]
     data, fsdp, tensor, context = (*mesh_shape, 1)[:4]
     mesh = make_mesh(data, fsdp, tensor, devices, context)
-    spec = make_train_state_spec(
+    spec = make_abstract_train_state(
         MODEL, TX, mesh, seed=1
     )  # another seed: everything must come from the checkpoint
     data = demo_iterator()
@@ -104,7 +104,7 @@ def test_corrupt_latest_is_set_aside_and_previous_used(saved, tmp_path, demo_ite
         path = os.path.join(state_dir, name)
         if os.path.isfile(path):
             open(path, "w").close()
-    spec = make_train_state_spec(MODEL, TX, make_mesh(1, 8, 1), seed=0)
+    spec = make_abstract_train_state(MODEL, TX, make_mesh(1, 8, 1), seed=0)
     checkpointer = Checkpointer(directory, keep=5)
     _, meta = checkpointer.restore_latest(spec.abstract, demo_iterator())
     assert meta["progress"]["step"] == 1
@@ -116,7 +116,7 @@ def test_checkpoint_of_another_model_shape_is_refused_untouched(saved, demo_iter
     directory = saved[0]
     before = sorted(os.walk(directory))
     other = MODEL.replace(d_model=48)
-    spec = make_train_state_spec(other, TX, make_mesh(1, 8, 1), seed=0)
+    spec = make_abstract_train_state(other, TX, make_mesh(1, 8, 1), seed=0)
     with pytest.raises(ValueError, match="of another model"):
         Checkpointer(directory, keep=5).restore_latest(spec.abstract, demo_iterator())
     assert sorted(os.walk(directory)) == before
@@ -127,7 +127,7 @@ def test_params_restore_alone_without_reading_the_optimizer_state(saved, tmp_pat
     shutil.copytree(saved[0], directory)
     for step in ("1", "2"):
         shutil.rmtree(os.path.join(directory, step, "opt_state"))  # nothing of it can be read
-    abstract = make_param_spec(MODEL, make_mesh(1, 2, 4), seed=1).abstract
+    abstract = make_abstract_params(MODEL, make_mesh(1, 2, 4), seed=1).abstract
     params, meta = Checkpointer(directory, keep=5).restore_latest_params(abstract)
     assert meta["progress"]["step"] == 2
     for restored, expected in zip(jax.tree.leaves(params), jax.tree.leaves(saved[1]["params"])):
@@ -146,7 +146,7 @@ def test_checkpoint_of_another_layout_is_refused_untouched(saved, tmp_path):
     with open(meta_file, "w") as f:
         json.dump(meta, f)
     before = sorted(os.walk(directory))
-    spec = make_train_state_spec(MODEL, TX, make_mesh(1, 8, 1), seed=0)
+    spec = make_abstract_train_state(MODEL, TX, make_mesh(1, 8, 1), seed=0)
     with pytest.raises(ValueError, match="has another layout") as error:
         Checkpointer(directory, keep=5).restore_latest(spec.abstract)
     assert "\n" not in str(error.value)
@@ -178,7 +178,7 @@ def test_another_model_is_described_in_words(scan_layers):
 
     def shapes(n_layers):
         model = MODEL.replace(n_layers=n_layers, scan_layers=scan_layers)
-        return param_shapes(make_param_spec(model, mesh, seed=0).abstract)
+        return param_shapes(make_abstract_params(model, mesh, seed=0).abstract)
 
     with pytest.raises(ValueError) as error:
         check_same_model(shapes(2), shapes(4), "/runs/a/checkpoints")

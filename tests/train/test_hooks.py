@@ -14,9 +14,9 @@ from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.presets import get_config
 from apertus_jax.optim.config import OptimConfig
 from apertus_jax.train import loop
-from apertus_jax.train.assemble import Run
 from apertus_jax.train.config import CheckpointConfig, RunConfig, TrainConfig
 from apertus_jax.train.hooks import Hook
+from apertus_jax.train.run import Run
 
 ROWS, SEQ_LEN, STEPS = 8, 32, 6
 

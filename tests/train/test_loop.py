@@ -146,8 +146,8 @@ def test_init_from_starts_from_the_params_with_a_fresh_optimizer(uninterrupted, 
     import jax
 
     from apertus_jax.jobs.config import parse
-    from apertus_jax.train.assemble import Run
     from apertus_jax.train.checkpoint import restore_workdir_params
+    from apertus_jax.train.run import Run
     from apertus_jax.train.train_state import make_global_batch
 
     config = tiny_resume.get_config()
@@ -188,9 +188,10 @@ def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypa
     guard drops that update. Crashes after step 6 (resume from step 4, before the spike) and after step 7
     (resume from step 6, after it) reproduce the uninterrupted run bitwise."""
     from apertus_jax.jobs.config import parse
-    from apertus_jax.train import assemble, batches
+    from apertus_jax.train import batches
+    from apertus_jax.train.run import Run
 
-    reference = assemble.Run(parse(_spike_config()).run).batch_source()
+    reference = Run(parse(_spike_config()).run).batch_source()
     spike_tokens = [next(reference) for _ in range(5)][-1]["tokens"]
     next_batch = batches.ShardedSource.__next__
 

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from apertus_jax.data.tokenizer import run_tokenizer
+from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.jobs.config import parse
 from apertus_jax.optim.batch_plan import BatchSizePlan
 from apertus_jax.train import batches

@@ -49,9 +49,11 @@ def test_context_axis_splits_the_length_dimension(text_batch):
 def _logits_and_grads(model_config, params, batch, mesh):
     """(logits, grads of the mean token loss) of the whole model, jitted under `mesh` with the run's
     parameter and batch shardings (None: one device, no mesh)."""
-    from apertus_jax.train.train_state import make_param_spec
+    from apertus_jax.train.train_state import make_abstract_params
 
-    spec = make_param_spec(model_config, mesh or partitioning.make_mesh(1, 1, 1, jax.devices()[:1]), seed=0)
+    spec = make_abstract_params(
+        model_config, mesh or partitioning.make_mesh(1, 1, 1, jax.devices()[:1]), seed=0
+    )
 
     def fn(p, b):
         def loss(p):
@@ -77,9 +79,9 @@ def packed_rows_and_model():
     4-head GQA model over the 1,024-id demo BPE."""
     from apertus_jax.data.config import parse_pipeline
     from apertus_jax.data.pipeline import TrainIterator
-    from apertus_jax.data.tokenizer import demo_tokenizer
+    from apertus_jax.data.run_tokenizer import demo_tokenizer
     from apertus_jax.models.presets import get_config
-    from apertus_jax.train.train_state import make_param_spec
+    from apertus_jax.train.train_state import make_abstract_params
 
     prose = {"components": {"demo": {"kind": "demo", "sources": ["german_prose"], "take": 300}}}
     pipeline = TrainIterator(
@@ -95,7 +97,9 @@ def packed_rows_and_model():
     model_config = get_config(
         "tiny", vocab_size=1024, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, mlp_hidden=64
     )
-    params = make_param_spec(model_config, partitioning.make_mesh(1, 1, 1, jax.devices()[:1]), 0).create()
+    params = make_abstract_params(
+        model_config, partitioning.make_mesh(1, 1, 1, jax.devices()[:1]), 0
+    ).create()
     return batch, model_config, params, _logits_and_grads(model_config, params, batch, mesh=None)
 
 

@@ -1,4 +1,4 @@
-"""Pretraining on the fork's GPTDataset rows (`jobs.megatron`): the batches are the stream's rows in order over
+"""Pretraining on the fork's GPTDataset rows (`jobs.gpt_samples`): the batches are the stream's rows in order over
 the run's data shards, the run trains and its provenance names the blend. (The source's exact resume:
 tests/data/test_megatron_samples.py; its state goes into checkpoints like any batch source's.)"""
 
@@ -10,10 +10,10 @@ import numpy as np
 from apertus_jax.data import megatron_samples
 from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.data.megatron import write_indexed_dataset
-from apertus_jax.data.tokenizer import demo_tokenizer
+from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.jobs.config import parse
-from apertus_jax.jobs.megatron import gpt_sample_source, pretrain_on_gpt_samples, run_rows
-from apertus_jax.jobs.run import assemble
+from apertus_jax.jobs.gpt_samples import gpt_sample_source, pretrain_on_gpt_samples, run_rows
+from apertus_jax.jobs.pretrain import assemble
 from configs.runs import tiny_resume
 
 STEPS = 6  # tiny_resume's 4-row steps, one compiled step (its batch doubles after step 6)

@@ -11,7 +11,7 @@ import pytest
 
 from apertus_jax.jobs.config import parse
 from apertus_jax.models.presets import get_config
-from apertus_jax.train.assemble import Run, step_config
+from apertus_jax.train.run import Run, run_config_for
 from apertus_jax.train.step import Objective
 from configs.runs import tiny_demo
 
@@ -35,11 +35,11 @@ def test_train_step_is_built_once_per_row_count_with_the_configured_microbatches
 
 def test_step_config_feeds_own_batches_and_rejects_unknown_optim_fields():
     model = get_config("tiny", vocab_size=4096)
-    config = step_config(model, seq_len=32, rows=8, steps=5, optim=dict(name="adamw", peak_lr=1e-3))
+    config = run_config_for(model, seq_len=32, rows=8, steps=5, optim=dict(name="adamw", peak_lr=1e-3))
     run = Run(config)
     assert (run.config.optim.name, run.config.train.batch_plan) == ("adamw", ((0, 256),))
     with pytest.raises(ValueError, match=r"optim: unknown fields \['lr'\]"):
-        step_config(model, seq_len=32, rows=8, steps=5, optim=dict(lr=1e-3))
+        run_config_for(model, seq_len=32, rows=8, steps=5, optim=dict(lr=1e-3))
 
 
 def test_an_objective_declares_its_batch_arrays_for_the_lowered_step():
@@ -47,7 +47,7 @@ def test_an_objective_declares_its_batch_arrays_for_the_lowered_step():
         return (mb["weight"][:, 0] * logits[:, 0, 0]).sum(), {"count": np.float32(8)}
 
     objective = Objective(loss_fn, batch_arrays={"weight": ((3,), "float32")})
-    run = Run(step_config(get_config("tiny"), seq_len=32, rows=8, steps=1, optim={}), objective=objective)
+    run = Run(run_config_for(get_config("tiny"), seq_len=32, rows=8, steps=1, optim={}), objective=objective)
     batch = run.abstract_batch(8)
     assert batch["weight"].shape == (8, 3) and batch["weight"].dtype == np.float32
     assert batch["tokens"].shape == (8, 32) and batch["tokens"].dtype == np.int32
@@ -64,7 +64,7 @@ _COMPARE = textwrap.dedent(
     import jax
     from apertus_jax.jobs import memory_plan
     from apertus_jax.jobs.config import parse
-    from apertus_jax.train.assemble import Run
+    from apertus_jax.train.run import Run
     from configs.runs import apertus_8b
 
     config = apertus_8b.get_config()

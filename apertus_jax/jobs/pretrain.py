@@ -25,9 +25,9 @@ from apertus_jax.jobs.probes import ProbeManifest
 from apertus_jax.jobs.records import ProvenanceRecord, RecordConfig
 from apertus_jax.models import flops
 from apertus_jax.train import loop
-from apertus_jax.train.assemble import Run
 from apertus_jax.train.batches import BatchSource
 from apertus_jax.train.hooks import Hook
+from apertus_jax.train.run import Run
 from apertus_jax.train.step import Objective
 
 
@@ -125,7 +125,7 @@ def describe(config: Config) -> str:
     )
 
 
-def train(config: Config, workdir: str, **plugins) -> str:
+def run_training(config: Config, workdir: str, **plugins) -> str:
     """Trains (or resumes) `config` in `workdir` with the standard hooks and `plugins` (as `assemble`),
     after logging `describe(config)`; returns "done" or "preempted".
 
@@ -148,4 +148,4 @@ def pretrain(config: Config, workdir: str) -> str:
             "posttrain.data is set: train it with `python -m experiments.sft` (conversations) or "
             "`python -m experiments.qrpo` (preference records), not experiments.pretrain"
         )
-    return train(config, workdir)
+    return run_training(config, workdir)

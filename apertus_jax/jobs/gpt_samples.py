@@ -22,9 +22,9 @@ import numpy as np
 from apertus_jax.data.megatron import IndexedDataset, parse_blend
 from apertus_jax.data.megatron_samples import GPTBatches, gpt_samples, split_range
 from apertus_jax.jobs.config import Config
-from apertus_jax.jobs.run import train
-from apertus_jax.train.assemble import Run
+from apertus_jax.jobs.pretrain import run_training
 from apertus_jax.train.batches import BatchSource, sharded
+from apertus_jax.train.run import Run
 
 
 def run_rows(config: Config) -> int:
@@ -37,7 +37,7 @@ def run_rows(config: Config) -> int:
 def gpt_sample_source(
     blend: str, *, split: str, num_samples: int, add_extra_token: bool = True
 ) -> Callable[[Run], BatchSource]:
-    """The batch-source plug-in (`jobs.run.assemble`) of a blend's GPT sample stream (module docstring).
+    """The batch-source plug-in (`jobs.pretrain.assemble`) of a blend's GPT sample stream (module docstring).
 
     Raises (when the run builds it):
       ValueError / FileNotFoundError: a broken prefix, a bad split, or as `GPTBatches`.
@@ -90,7 +90,7 @@ def pretrain_on_gpt_samples(
 
     Raises:
       ValueError / FileNotFoundError: a broken prefix, a bad split, too few samples for the run, or as
-        `jobs.run.train`.
+        `jobs.pretrain.run_training`.
     """
     prefixes, weights = parse_blend(blend)
     for prefix in prefixes:  # a broken prefix or split: one line before the run logs anything
@@ -109,4 +109,4 @@ def pretrain_on_gpt_samples(
         }
     }
     source = gpt_sample_source(blend, split=split, num_samples=num_samples, add_extra_token=add_extra_token)
-    return train(config, workdir, batch_source=source, data=data)
+    return run_training(config, workdir, batch_source=source, data=data)

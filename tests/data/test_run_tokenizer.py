@@ -4,7 +4,7 @@ import pytest
 
 from apertus_jax.data.config import DataConfig
 from apertus_jax.data.demo_corpus import load_demo_documents
-from apertus_jax.data.tokenizer import demo_tokenizer_path, run_tokenizer
+from apertus_jax.data.run_tokenizer import demo_tokenizer_path, run_tokenizer
 
 
 def test_run_tokenizer_is_the_cached_demo_bpe():

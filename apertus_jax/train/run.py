@@ -26,7 +26,7 @@ from absl import logging
 
 from apertus_jax.data.config import DataConfig
 from apertus_jax.data.pipeline import BATCH_KEYS
-from apertus_jax.data.tokenizer import run_tokenizer
+from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.models import partitioning
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
@@ -39,7 +39,7 @@ from apertus_jax.train.config import RunConfig, TrainConfig, check_layout
 from apertus_jax.train.hooks import Hook
 from apertus_jax.train.loss import cross_entropy
 from apertus_jax.train.step import FrozenParams, Objective, make_train_step
-from apertus_jax.train.train_state import TrainStateSpec, batch_sharding, make_train_state_spec
+from apertus_jax.train.train_state import AbstractTrainState, batch_sharding, make_abstract_train_state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,9 +128,9 @@ class Run:
         return self._batch_source(self)
 
     @functools.cached_property
-    def spec(self) -> TrainStateSpec:
+    def spec(self) -> AbstractTrainState:
         """Abstract train state on the run's mesh, its shardings and the sharded initializer."""
-        return make_train_state_spec(self.config.model, self.tx, self.mesh, self.config.seed)
+        return make_abstract_train_state(self.config.model, self.tx, self.mesh, self.config.seed)
 
     @functools.cached_property
     def frozen(self) -> FrozenParams | None:
@@ -197,7 +197,7 @@ class Run:
             )
 
 
-def step_config(
+def run_config_for(
     model: ModelConfig,
     *,
     seq_len: int,

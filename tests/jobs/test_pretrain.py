@@ -3,7 +3,7 @@
 import pytest
 
 from apertus_jax.eval.in_loop import InLoopEvaluation
-from apertus_jax.jobs import run as run_job
+from apertus_jax.jobs import pretrain as pretrain_job
 from apertus_jax.jobs.config import parse
 from apertus_jax.jobs.loss_plot import LossPlot
 from apertus_jax.jobs.probes import ProbeManifest
@@ -14,30 +14,32 @@ from configs.studies import memorization_tiny
 
 def test_standard_hooks_follow_the_config():
     demo = parse(tiny_demo.get_config())  # in-loop evaluation on, no injected components
-    hooks = run_job.standard_hooks(demo)
+    hooks = pretrain_job.standard_hooks(demo)
     assert [type(h) for h in hooks] == [RecordConfig, ProvenanceRecord, LossPlot, InLoopEvaluation]
     assert hooks[0].config_dict == demo.to_dict()
     assert set(hooks[1].components) == {"prose", "udhr"} and hooks[1].components["prose"]["kind"] == "demo"
     study = parse(memorization_tiny.get_config().run)  # probes and canaries, no evaluation
-    assert [type(h) for h in run_job.standard_hooks(study)] == [
+    assert [type(h) for h in pretrain_job.standard_hooks(study)] == [
         RecordConfig,
         ProvenanceRecord,
         LossPlot,
         ProbeManifest,
     ]
     own = {"mine": {"kind": "mine", "licence": None}}
-    hooks = run_job.standard_hooks(study, data=own)  # a job's own data: no probe manifest of the pipeline
+    hooks = pretrain_job.standard_hooks(
+        study, data=own
+    )  # a job's own data: no probe manifest of the pipeline
     assert [type(h) for h in hooks] == [RecordConfig, ProvenanceRecord, LossPlot] and hooks[
         1
     ].components == own
     # ... and no held-out sets of the pipeline it does not read (the tasks and eval.heldout_paths stay).
-    assert run_job.standard_hooks(demo, data=own)[-1].pipeline is None
-    assert run_job.standard_hooks(demo)[-1].pipeline is demo.run.data.pipeline
+    assert pretrain_job.standard_hooks(demo, data=own)[-1].pipeline is None
+    assert pretrain_job.standard_hooks(demo)[-1].pipeline is demo.run.data.pipeline
 
 
 def test_a_batch_source_needs_the_description_of_its_data():
     with pytest.raises(ValueError, match="needs the description of what it reads"):
-        run_job.assemble(parse(tiny_demo.get_config()), batch_source=lambda run: iter(()))
+        pretrain_job.assemble(parse(tiny_demo.get_config()), batch_source=lambda run: iter(()))
 
 
 def test_pretrain_refuses_post_training_data(tmp_path):
@@ -45,7 +47,7 @@ def test_pretrain_refuses_post_training_data(tmp_path):
     config.unlock()
     config.posttrain.data = ("chat.jsonl",)
     with pytest.raises(ValueError, match="posttrain.data is set: train it with `python -m experiments.sft`"):
-        run_job.pretrain(parse(config), str(tmp_path / "w"))
+        pretrain_job.pretrain(parse(config), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()
 
 
@@ -57,7 +59,7 @@ def test_the_start_up_line_names_model_optimizer_schedule_and_tokens():
     config.optim.schedule = "cosine"
     config.train.batch_plan = ((0, 16 * 128), (301_056, 32 * 128))
     parsed = parse(config)
-    assert run_job.describe(parsed) == (
+    assert pretrain_job.describe(parsed) == (
         f"run: model tiny (2 layers, d_model 128, vocab 4,096: {flops.param_count(parsed.run.model):,} "
         "parameters); optimizer muon (peak LR 0.002, weight decay 0.1, clip 1); schedule cosine: warmup "
         "40,960 of 614,400 tokens; 300 steps of 16 x 128 then 32 x 128 from token 301,056 tokens: "

@@ -2,11 +2,11 @@
 
 import pytest
 
-from apertus_jax.posttrain import records
+from apertus_jax.posttrain import inputs
 
 
 def _first_error(path, parse):
-    for where, obj in records.read_jsonl(path):
+    for where, obj in inputs.read_jsonl(path):
         parse(obj, where)
 
 
@@ -28,7 +28,7 @@ def test_bad_conversation_names_the_line(write_jsonl, line, message):
     }
     path = write_jsonl([good, "", good, line])
     with pytest.raises(ValueError, match=f"^{path}:4: .*{message}") as error:
-        _first_error(path, records.parse_conversation)
+        _first_error(path, inputs.parse_conversation)
     assert "\n" not in str(error.value)
 
 
@@ -58,7 +58,7 @@ def test_bad_conversation_names_the_line(write_jsonl, line, message):
 def test_bad_preference_record_names_the_line(write_jsonl, record, message):
     path = write_jsonl([record])
     with pytest.raises(ValueError, match=f"^{path}:1: .*{message}"):
-        _first_error(path, records.parse_preference)
+        _first_error(path, inputs.parse_preference)
 
 
 def test_string_prompt_is_one_user_message(write_jsonl):
@@ -67,7 +67,7 @@ def test_string_prompt_is_one_user_message(write_jsonl):
         "completions": [{"text": "Leben.", "reward": 0.5}],
         "reference_rewards": [0.1, 0.9],
     }
-    parsed = records.parse_preference(record, "x:1")
+    parsed = inputs.parse_preference(record, "x:1")
     assert parsed == {
         "prompt": [{"role": "user", "content": "Was sagt Artikel 3?"}],
         "completions": [("Leben.", 0.5)],
