@@ -6,7 +6,8 @@
     python -m experiments.ablate --config=... --set=model.preset=apertus-1.5b --set=train.steps=20000
 
 `--set=KEY=VALUE` (repeatable; VALUE a Python literal, else a string) changes the base for every variant
-first; `model.preset=NAME` makes the model section preset NAME's (as `experiments.pretrain` does). Each run
+first; `model.preset=NAME` makes the model section preset NAME's and `train.steps=N` without a schedule field
+makes the schedule follow N (as `experiments.pretrain` does). Each run
 trains in WORKDIR/<variant>/seed<N> (resuming if it has checkpoints); finished runs are skipped by the next
 call. At the end the comparison is written to WORKDIR/comparison.png and WORKDIR/comparison.md; the result
 and the table are printed. A SIGTERM stops the current run at a checkpoint and ends the ablation (rerun the

@@ -249,7 +249,9 @@ def _apply_overrides(config) -> None:
     section, the other `--config.model.*` overrides on top) and `--config.train.steps=N` alone (the schedule
     follows it, said in the log; `apertus_jax.jobs.config.fit_schedule_to_steps`)."""
     apply_preset_override(config, sys.argv)
-    fitted = fit_schedule_to_steps(config, sys.argv)
+    fitted = fit_schedule_to_steps(
+        config, [a[len("--config.") :].split("=")[0] for a in sys.argv if a.startswith("--config.")]
+    )
     if fitted:
         logging.info(fitted)
 
