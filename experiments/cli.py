@@ -16,7 +16,8 @@ behaviour:
 - quiet library logs: absl prints every INFO record of every library; jax's "Unable to initialize backend
   'tpu'" on machines without a TPU and Orbax's per-save/restore chatter are dropped (their warnings stay);
 - `--config=PATH` names a config file relative to the working directory or, when it is not there, to the
-  repository (`CONFIG_ROOT`: `--config=configs/runs/tiny_demo.py` works from any directory);
+  repository (`CONFIG_ROOT`: `--config=configs/runs/tiny_demo.py` works from any directory; a job that loads
+  its file itself finds it with `config_file`);
 - with `compilation_cache=True`, the persistent XLA compilation cache (default ~/.cache/apertus_jax/xla;
   JAX_COMPILATION_CACHE_DIR overrides), so a restarted or resumed job skips recompiling its train step.
 """
@@ -113,6 +114,19 @@ def resolve_config(arg: str) -> str | None:
     if not os.path.isabs(path) and os.path.isfile(in_repository):
         return in_repository + colon + config_arg
     return None
+
+
+def config_file(arg: str) -> str:
+    """The `--config` file of a job that loads it itself (an ablation or long-context file), found as
+    `resolve_config` finds it.
+
+    Raises:
+      ValueError: in neither place (one line with the closest config files).
+    """
+    resolved = resolve_config(arg)
+    if resolved is None:
+        raise ValueError(_missing_config(arg))
+    return resolved
 
 
 def _missing_config(arg: str) -> str:

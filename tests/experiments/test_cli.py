@@ -158,6 +158,44 @@ def test_a_repository_config_path_works_from_any_directory(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "error: --config.train.steps must be a positive integer, got 0"
     ]
+
+
+@pytest.mark.parametrize(
+    "job, args, message",
+    [
+        (
+            "ablate",
+            ["--config=configs/ablations/tiny.py", "--variants=nope"],
+            "error: --variants: unknown ['nope']",
+        ),
+        (
+            "ablate",
+            ["--config=configs/ablations/tny.py"],
+            "error: --config=configs/ablations/tny.py: configs/ablations/tny.py is not a file here nor under "
+            f"{ROOT}; did you mean configs/ablations/tiny.py",
+        ),
+        (
+            "long_context",
+            ["--config=configs/runs/tiny_long_contxt.py", "--init_from=p"],
+            "error: --config=configs/runs/tiny_long_contxt.py: configs/runs/tiny_long_contxt.py is not a file "
+            f"here nor under {ROOT}; did you mean configs/runs/tiny_long_context.py",
+        ),
+    ],
+)
+def test_jobs_that_load_their_own_config_file_find_it_from_any_directory(job, args, message, tmp_path):
+    """The ablation and long-context files are found as a run config is (`cli.config_file`): from outside
+    the checkout the ablation gets as far as its variants; a misspelled path names the closest files."""
+    result = subprocess.run(
+        [sys.executable, "-m", f"experiments.{job}", *args, f"--workdir={tmp_path}/w"],
+        cwd=tmp_path,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(message), result.stderr[-2000:]
+    assert not list(tmp_path.iterdir())
     assert os.listdir(tmp_path) == []
 
 
