@@ -1,6 +1,7 @@
 """Every job in experiments/ through experiments/cli.py: a usage error is one line on stderr and exit status 2
 (bad flags, config keys and paths, missing extras); --help, --config_fields and the log lines."""
 
+import ast
 import os
 import pathlib
 import re
@@ -15,6 +16,17 @@ JOBS = sorted(p.stem for p in (ROOT / "experiments").glob("*.py") if p.stem not 
 
 def test_every_job_is_listed():
     assert len(JOBS) >= 11 and "pretrain" in JOBS and "prepare_data" in JOBS
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_help_keeps_the_continued_lines_of_its_example_commands(job):
+    """--help prints the job's docstring: each example line its source continues with a backslash keeps the
+    backslash and the break there (a lone backslash in a plain string literal joins the two lines)."""
+    source = (ROOT / "experiments" / f"{job}.py").read_text()
+    docstring = ast.parse(source).body[0]
+    continued = [line for line in source.splitlines()[: docstring.end_lineno] if line.endswith("\\")]
+    shown = [line for line in docstring.value.value.splitlines() if line.endswith("\\")]
+    assert len(shown) == len(continued), continued
 
 
 @pytest.mark.parametrize("job", JOBS)
