@@ -190,6 +190,9 @@ def _parse_flags(argv: list[str]) -> list[str]:
     except (flags.Error, OSError) as error:
         # A config file's get_config that raised: ml_collections wraps its traceback; its last line is the news.
         raised = re.search(r"Error whilst parsing config file:.*\b\w+Error: (.*)$", str(error), re.DOTALL)
+        key = re.search(r"Unknown command line flag 'config\.([\w.]+)'", str(error))
+        if key and "set" in flags.FLAGS:  # a job whose config keys are set by --set (experiments.ablate)
+            usage_error(f"{error}: this command sets a config key with --set={key.group(1)}=VALUE")
         usage_error(raised.group(1) if raised else f"{error} (see --helpshort)")
 
 

@@ -187,6 +187,12 @@ def test_a_repository_config_path_works_from_any_directory(tmp_path):
             f"{ROOT}; did you mean configs/ablations/tiny.py",
         ),
         (
+            "ablate",
+            ["--config=configs/ablations/tiny.py", "--config.train.steps=4"],
+            "error: Unknown command line flag 'config.train.steps': this command sets a config key with "
+            "--set=train.steps=VALUE",
+        ),
+        (
             "long_context",
             ["--config=configs/runs/tiny_long_contxt.py", "--init_from=p"],
             "error: --config=configs/runs/tiny_long_contxt.py: configs/runs/tiny_long_contxt.py is not a file "
@@ -196,7 +202,8 @@ def test_a_repository_config_path_works_from_any_directory(tmp_path):
 )
 def test_jobs_that_load_their_own_config_file_find_it_from_any_directory(job, args, message, tmp_path):
     """The ablation and long-context files are found as a run config is (`cli.config_file`): from outside
-    the checkout the ablation gets as far as its variants; a misspelled path names the closest files."""
+    the checkout the ablation gets as far as its variants; a misspelled path names the closest files; a
+    `--config.KEY` override of the ablation names its `--set=KEY`."""
     result = subprocess.run(
         [sys.executable, "-m", f"experiments.{job}", *args, f"--workdir={tmp_path}/w"],
         cwd=tmp_path,
