@@ -210,7 +210,9 @@ def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False)
         if log_format.value == "short":
             logging.get_absl_handler().setFormatter(SHORT_LOG_FORMAT)
         if _run_config is not None and flags.FLAGS.config_fields:
-            _apply_overrides(_run_config.value)
+            fitted = _apply_overrides(_run_config.value)
+            if fitted:
+                logging.info(fitted)
             print(format_fields(config_fields(_run_config.value)))
             return
         quiet_library_logs()
@@ -261,35 +263,37 @@ def define_run_config(default: str) -> flags.FlagHolder:
     return _run_config
 
 
-def _apply_overrides(config) -> None:
+def _apply_overrides(config) -> str | None:
     """What command-line overrides mean beyond their values: `--config.model.preset=NAME` (the preset's model
     section, the other `--config.model.*` overrides on top) and `--config.train.steps=N` alone (the schedule
-    follows it, said in the log; `apertus_jax.jobs.config.fit_schedule_to_steps`)."""
+    follows it; `apertus_jax.jobs.config.fit_schedule_to_steps`). Returns the line for the log that says so,
+    or None."""
     apply_preset_override(config, sys.argv)
-    fitted = fit_schedule_to_steps(
+    return fit_schedule_to_steps(
         config, [a[len("--config.") :].split("=")[0] for a in sys.argv if a.startswith("--config.")]
     )
-    if fitted:
-        logging.info(fitted)
 
 
 def parsed_config(holder: flags.FlagHolder):
     """The typed `apertus_jax.jobs.config.Config` of the `--config` flag with its overrides' meanings applied
-    (`_apply_overrides`).
+    (`_apply_overrides`; their line is logged once the config is valid, so a bad one is one line alone).
 
     Raises:
       ValueError: an invalid config (one line; a message that starts with a config key names it as the flag
         that sets it, `--config.model.n_layers`).
     """
-    _apply_overrides(holder.value)
+    fitted = _apply_overrides(holder.value)
     try:
-        return parse(holder.value)
+        config = parse(holder.value)
     except ValueError as error:
         message = str(error)
         key = re.match(r"[a-z_]+(\.[a-z_0-9]+)+", message)
         if key and key.group(0) in key_paths(holder.value):
             message = "--config." + message
         raise ValueError(message) from None
+    if fitted:
+        logging.info(fitted)
+    return config
 
 
 def required(**values) -> None:

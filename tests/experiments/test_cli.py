@@ -76,6 +76,10 @@ def test_usage_error_raised_in_main_is_one_line(tmp_path):
             f"configs/runs/tiny_resume.py? the repository's configs are in "
             f"{ROOT}/configs/",
         ),
+        (  # the line that the schedule follows the steps is not logged for a config that is refused
+            ["--config=configs/runs/tiny_demo.py", "--config.train.steps=20", "--config.model.n_layers=0"],
+            "error: --config.model.n_layers must be a positive integer, got 0",
+        ),
         (
             ["--config=configs/runs/tiny_own_data.py"],
             "error: configs/runs/tiny_own_data.py needs your shard set: "
