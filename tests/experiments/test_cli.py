@@ -152,6 +152,27 @@ def test_a_command_without_its_extra_is_one_line_naming_it_and_exit_2(module, ar
     assert not list(tmp_path.iterdir())
 
 
+def test_the_ray_executor_without_ray_is_one_line_and_writes_nothing(tmp_path):
+    """prepare_data's Ray executor with `ray` missing (simulated as above): one line, exit 2, no work_dir."""
+    args = ["--config=configs/prep/demo.py", "--config.executor.kind=ray", f"--config.work_dir={tmp_path}/w"]
+    shim = (
+        f"import runpy, sys; sys.modules['ray'] = None; sys.argv = ['prepare_data', *{args!r}]; "
+        "runpy.run_module('experiments.prepare_data', run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", shim],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: --config.executor.kind=ray needs ray, not installed here: pip install ray"
+    ], result.stderr[-2000:]
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_repository_config_path_works_from_any_directory(tmp_path):
     """`--config=configs/...` from outside the checkout names the repository's file: the run gets as far as
     the config's values (here a bad override: one line, exit 2)."""
