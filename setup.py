@@ -24,16 +24,24 @@ CORE = [
     "matplotlib>=3.9",
 ]
 TEST = ["pytest>=8", "pytest-xdist==3.8.0"]
+# The data folders, each shipped as a package of its own (setuptools warns at every install about data in a
+# folder that is no listed package).
+DATA_PACKAGES = {
+    "apertus_jax.data.assets": ["*"],
+    "apertus_jax.data.assets.licenses": ["*"],
+    "apertus_jax.prep.assets": ["*"],
+    "apertus_jax.posttrain.assets": ["*"],
+    "apertus_jax.jobs.gpu_targets": ["*.txtpb"],
+}
 
 setup(
     name="apertus_jax",
     version="0.1.0",
     description="JAX/Flax reproduction of the Apertus pretraining recipe and the Boldt data study",
     python_requires=">=3.11",
-    packages=find_packages(include=["apertus_jax*", "experiments*", "configs*", "benchmarks*"]),
-    package_data={
-        "apertus_jax": ["data/assets/*", "data/assets/**/*", "prep/assets/*", "jobs/gpu_targets/*.txtpb"]
-    },
+    packages=find_packages(include=["apertus_jax*", "experiments*", "configs*", "benchmarks*"])
+    + list(DATA_PACKAGES),
+    package_data=DATA_PACKAGES,
     include_package_data=True,
     entry_points={"console_scripts": ["apertus-lm-eval=apertus_jax.jobs.lm_eval_cli:main"]},
     install_requires=CORE,

@@ -14,21 +14,30 @@ MODULES = {
 }
 
 
-def missing(extra: str) -> str | None:
-    """The first package of `extra` (a key of MODULES) that is not installed, or None."""
-    return next((name for name in MODULES[extra] if importlib.util.find_spec(name) is None), None)
+def installed(module: str) -> bool:
+    """Whether `module` (a dotted name too) is found, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
-def require(extra: str, job: str) -> None:
-    """Checks that every package of `extra` is installed (found, not imported).
+def missing(extra: str, modules: tuple[str, ...] | None = None) -> str | None:
+    """The first package of `extra` that is not installed, or None: of `modules`, by default `MODULES[extra]`
+    (the part of an extra that one use needs, e.g. `accelerators`' compiler of one platform, names its own)."""
+    return next((name for name in modules or MODULES[extra] if not installed(name)), None)
+
+
+def require(extra: str, job: str, modules: tuple[str, ...] | None = None) -> None:
+    """Checks that the packages of `extra` (`modules`, as `missing`) are installed (found, not imported).
 
     Args:
-      extra: a key of MODULES. job: the command that needs it, named in the error.
+      extra: the extra of setup.py. job: the command (or flag) that needs it, named in the error.
 
     Raises:
       ValueError: a package is missing; one line naming it, the extra and the install command.
     """
-    name = missing(extra)
+    name = missing(extra, modules)
     if name is not None:
         raise ValueError(
             f"{job} needs the '{extra}' extra ({name} is not installed); "

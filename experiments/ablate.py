@@ -6,7 +6,8 @@
     python -m experiments.ablate --config=... --set=model.preset=apertus-1.5b --set=train.steps=20000
 
 `--set=KEY=VALUE` (repeatable; VALUE a Python literal, else a string) changes the base for every variant
-first; `model.preset=NAME` makes the model section preset NAME's (as `experiments.pretrain` does). Each run
+first; `model.preset=NAME` makes the model section preset NAME's and `train.steps=N` without a schedule field
+makes the schedule follow N (as `experiments.pretrain` does). Each run
 trains in WORKDIR/<variant>/seed<N> (resuming if it has checkpoints); finished runs are skipped by the next
 call. At the end the comparison is written to WORKDIR/comparison.png and WORKDIR/comparison.md; the result
 and the table are printed. A SIGTERM stops the current run at a checkpoint and ends the ablation (rerun the
@@ -22,7 +23,9 @@ from absl import flags
 from apertus_jax.jobs.ablations import load_ablation, parse_sets, run_ablation
 from experiments import cli
 
-_CONFIG = flags.DEFINE_string("config", None, "Ablation file (configs/ablations/NAME.py).")
+_CONFIG = flags.DEFINE_string(
+    "config", None, "Ablation file (configs/ablations/NAME.py, from this directory or the repository)."
+)
 _VARIANTS = flags.DEFINE_list("variants", None, "Run only these variants (default: all).")
 _SEEDS = flags.DEFINE_list("seeds", None, "Run only these seeds (default: the ablation's).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Parent folder of the runs (default workdir/ablations/NAME).")
@@ -36,7 +39,7 @@ def main(argv) -> None:
     workdir = _WORKDIR.value or os.path.join("workdir", "ablations", name)
     seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
     result = run_ablation(
-        load_ablation(_CONFIG.value),
+        load_ablation(cli.config_file(_CONFIG.value)),
         workdir,
         variants=_VARIANTS.value,
         seeds=seeds,

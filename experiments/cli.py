@@ -16,7 +16,8 @@ behaviour:
 - quiet library logs: absl prints every INFO record of every library; jax's "Unable to initialize backend
   'tpu'" on machines without a TPU and Orbax's per-save/restore chatter are dropped (their warnings stay);
 - `--config=PATH` names a config file relative to the working directory or, when it is not there, to the
-  repository (`CONFIG_ROOT`: `--config=configs/runs/tiny_demo.py` works from any directory);
+  repository (`CONFIG_ROOT`: `--config=configs/runs/tiny_demo.py` works from any directory; a job that loads
+  its file itself finds it with `config_file`);
 - with `compilation_cache=True`, the persistent XLA compilation cache (default ~/.cache/apertus_jax/xla;
   JAX_COMPILATION_CACHE_DIR overrides), so a restarted or resumed job skips recompiling its train step.
 """
@@ -115,6 +116,19 @@ def resolve_config(arg: str) -> str | None:
     return None
 
 
+def config_file(arg: str) -> str:
+    """The `--config` file of a job that loads it itself (an ablation or long-context file), found as
+    `resolve_config` finds it.
+
+    Raises:
+      ValueError: in neither place (one line with the closest config files).
+    """
+    resolved = resolve_config(arg)
+    if resolved is None:
+        raise ValueError(_missing_config(arg))
+    return resolved
+
+
 def _missing_config(arg: str) -> str:
     """The one-line message of a `--config` file that is in neither place, with the closest config files."""
     path = arg.partition(":")[0]
@@ -176,6 +190,9 @@ def _parse_flags(argv: list[str]) -> list[str]:
     except (flags.Error, OSError) as error:
         # A config file's get_config that raised: ml_collections wraps its traceback; its last line is the news.
         raised = re.search(r"Error whilst parsing config file:.*\b\w+Error: (.*)$", str(error), re.DOTALL)
+        key = re.search(r"Unknown command line flag 'config\.([\w.]+)'", str(error))
+        if key and "set" in flags.FLAGS:  # a job whose config keys are set by --set (experiments.ablate)
+            usage_error(f"{error}: this command sets a config key with --set={key.group(1)}=VALUE")
         usage_error(raised.group(1) if raised else f"{error} (see --helpshort)")
 
 
@@ -193,7 +210,9 @@ def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False)
         if log_format.value == "short":
             logging.get_absl_handler().setFormatter(SHORT_LOG_FORMAT)
         if _run_config is not None and flags.FLAGS.config_fields:
-            _apply_overrides(_run_config.value)
+            fitted = _apply_overrides(_run_config.value)
+            if fitted:
+                logging.info(fitted)
             print(format_fields(config_fields(_run_config.value)))
             return
         quiet_library_logs()
@@ -244,33 +263,37 @@ def define_run_config(default: str) -> flags.FlagHolder:
     return _run_config
 
 
-def _apply_overrides(config) -> None:
+def _apply_overrides(config) -> str | None:
     """What command-line overrides mean beyond their values: `--config.model.preset=NAME` (the preset's model
     section, the other `--config.model.*` overrides on top) and `--config.train.steps=N` alone (the schedule
-    follows it, said in the log; `apertus_jax.jobs.config.fit_schedule_to_steps`)."""
+    follows it; `apertus_jax.jobs.config.fit_schedule_to_steps`). Returns the line for the log that says so,
+    or None."""
     apply_preset_override(config, sys.argv)
-    fitted = fit_schedule_to_steps(config, sys.argv)
-    if fitted:
-        logging.info(fitted)
+    return fit_schedule_to_steps(
+        config, [a[len("--config.") :].split("=")[0] for a in sys.argv if a.startswith("--config.")]
+    )
 
 
 def parsed_config(holder: flags.FlagHolder):
     """The typed `apertus_jax.jobs.config.Config` of the `--config` flag with its overrides' meanings applied
-    (`_apply_overrides`).
+    (`_apply_overrides`; their line is logged once the config is valid, so a bad one is one line alone).
 
     Raises:
       ValueError: an invalid config (one line; a message that starts with a config key names it as the flag
         that sets it, `--config.model.n_layers`).
     """
-    _apply_overrides(holder.value)
+    fitted = _apply_overrides(holder.value)
     try:
-        return parse(holder.value)
+        config = parse(holder.value)
     except ValueError as error:
         message = str(error)
         key = re.match(r"[a-z_]+(\.[a-z_0-9]+)+", message)
         if key and key.group(0) in key_paths(holder.value):
             message = "--config." + message
         raise ValueError(message) from None
+    if fitted:
+        logging.info(fitted)
+    return config
 
 
 def required(**values) -> None:

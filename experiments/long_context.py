@@ -20,7 +20,11 @@ from apertus_jax.train import distributed
 from apertus_jax.train.config import check_layout
 from experiments import cli
 
-_CONFIG = flags.DEFINE_string("config", None, "A long-context config file (STAGES and get_config(stage)).")
+_CONFIG = flags.DEFINE_string(
+    "config",
+    None,
+    "A long-context config file (STAGES and get_config(stage)), from this directory or the repository.",
+)
 _INIT_FROM = flags.DEFINE_string("init_from", None, "The pretraining workdir the first stage starts from.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Root of the stage workdirs.")
 
@@ -29,7 +33,7 @@ def main(argv) -> None:
     del argv
     cli.required(config=_CONFIG.value, init_from=_INIT_FROM.value, workdir=_WORKDIR.value)
     distributed.initialize_from_env()
-    stages = load_stages(_CONFIG.value)
+    stages = load_stages(cli.config_file(_CONFIG.value))
     for name, config in stages:
         try:
             check_layout(config.run, jax.device_count(), jax.process_count())

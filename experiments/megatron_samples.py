@@ -1,6 +1,6 @@
 """The rows Megatron's GPTDataset yields for a blend, here, without Megatron (`apertus_jax.data.megatron_samples`).
 
-    python -m experiments.megatron_samples --data_path="0.3 /data/web 0.7 /data/code" --seq_len=4096 \
+    python -m experiments.megatron_samples --data_path="0.3 /data/web 0.7 /data/code" --seq_len=4096 \\
         --seed=1234 --split=969,30,1 --num_samples=1000000 [--no_add_extra_token] [--rows=8 --out=rows.npy]
 
 Prints per prefix its dtype, sequences, tokens, epochs, whether the last epoch is shuffled on its own and the

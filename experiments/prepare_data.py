@@ -19,6 +19,7 @@ report, throughput included, is the earlier run's; the job says so. For a fresh 
 
 from absl import flags
 
+from apertus_jax import extras
 from experiments import cli
 
 cli.require_extras("prep")  # before the modules that import it: one line and exit 2 without it
@@ -35,6 +36,8 @@ def main(argv) -> None:
         raise ValueError(f"unexpected arguments {argv[1:]}")
     cli.required(config=_CONFIG.value)
     config = _CONFIG.value
+    if config.executor.kind == "ray" and not extras.installed("ray"):  # before the demo inputs are written
+        raise ValueError("--config.executor.kind=ray needs ray, not installed here: pip install ray")
     report = run_prepare(config, report_only=_REPORT_ONLY.value)
     print(format_report(report))
     print(f"\nreport: {config.work_dir}/prep_stats.json  shards: {config.output_dir}")

@@ -1,6 +1,6 @@
 """Pretrain on the exact rows of the Megatron fork's GPTDataset for a blend (`apertus_jax.jobs.gpt_samples`).
 
-    python -m experiments.pretrain_gpt_samples --config=configs/runs/tiny_demo.py --workdir=/runs/gpt \
+    python -m experiments.pretrain_gpt_samples --config=configs/runs/tiny_demo.py --workdir=/runs/gpt \\
         --data_path="0.3 /data/megatron/web 0.7 /data/megatron/code" --split=969,30,1 [--num_samples=N]
 
 The config gives the model, schedule, batch plan, Goldfish settings and seed (the fork's `--seed`); its

@@ -2,9 +2,9 @@
 a Megatron indexed dataset (`--format=megatron`: `OUT.bin`, `OUT.idx` and the manifest as `OUT.json`, which
 the Megatron fork trains on as the prefix OUT, and the "megatron" component kind reads).
 
-    python -m experiments.tokenize_data --input=DIR_OR_FILE [--input=...] --kind=jsonl --tokenizer=tekken \
-        --out=/data/shards/web --source=NAME --licence=ODC-By-1.0 [--score_field=score] [--shard_tokens=N] \
-        [--tasks=T --workers=W] [--executor=slurm --slurm_partition=normal --logging_dir=/scratch/logs] \
+    python -m experiments.tokenize_data --input=DIR_OR_FILE [--input=...] --kind=jsonl --tokenizer=tekken \\
+        --out=/data/shards/web --source=NAME --licence=ODC-By-1.0 [--score_field=score] [--shard_tokens=N] \\
+        [--tasks=T --workers=W] [--executor=slurm --slurm_partition=normal --logging_dir=/scratch/logs] \\
         [--format=megatron [--megatron_dtype=int32]]
 
 `--tokenizer=demo` is the 4,096-id demo BPE of the tiny runs (`data.tokenizer = "demo"`; trained on the demo

@@ -33,3 +33,16 @@ def test_missing_package_is_named_with_its_extra_and_the_install_command(absent,
         f"tokenize_data needs the 'prep' extra ({absent} is not installed); "
         'install it with: pip install -e ".[prep]"'
     )
+
+
+def test_the_packages_one_use_needs_and_a_dotted_name_whose_parent_is_missing():
+    """`modules` checks part of an extra (a target's compiler); a dotted package under a missing parent is
+    missing, not an error."""
+    assert extras.missing("accelerators", ("json", "importlib.util")) is None
+    assert extras.missing("accelerators", ("json", "no_such_parent.child")) == "no_such_parent.child"
+    with pytest.raises(ValueError) as error:
+        extras.require("accelerators", "--target=v5e-4", ("no_such_parent.child",))
+    assert str(error.value) == (
+        "--target=v5e-4 needs the 'accelerators' extra (no_such_parent.child is not installed); "
+        'install it with: pip install -e ".[accelerators]"'
+    )

@@ -14,7 +14,8 @@ An ablation file defines `get_ablation()` returning a dict:
 
 `sets` (`parse_sets` of the command line's `--set=KEY=VALUE`) change the base for every variant first;
 `model.preset=NAME` makes the model section preset NAME's, the other `model.*` settings of the ablation (e.g.
-a variant's `model.mlp_type`) applied on top.
+a variant's `model.mlp_type`) applied on top; `train.steps=N` without a schedule field makes the schedule
+follow it (`apertus_jax.jobs.config.fit_schedule_to_steps`, said in the log).
 
 Each run trains in WORKDIR/<variant>/seed<N> with `apertus_jax.jobs.pretrain.pretrain` (resuming if it has
 checkpoints); a finished run leaves `ablation_done.json` and is skipped by the next call. All variants are
@@ -37,7 +38,7 @@ from absl import logging
 
 from apertus_jax import files
 from apertus_jax.jobs.compare import compare
-from apertus_jax.jobs.config import Config, load_module, parse
+from apertus_jax.jobs.config import Config, fit_schedule_to_steps, load_module, parse
 from apertus_jax.jobs.pretrain import pretrain
 from apertus_jax.models.presets import model_section
 from apertus_jax.train.config import check_layout
@@ -123,18 +124,26 @@ def variant_configs(
     """`(variant, seed, config)` of every run, in order, each config validated.
 
     Raises:
-      ValueError: an unknown variant or a config that fails validation (one line naming the variant).
+      ValueError: an unknown variant, a bad `sets` key (one line naming --set) or a config that fails
+        validation (one line naming the variant).
     """
     names = list(ablation["variants"])
     unknown = [v for v in variants or [] if v not in names]
     if unknown:
         raise ValueError(f"--variants: unknown {unknown}; the ablation has {names}")
+    base = copy.deepcopy(ablation["base"])
+    try:
+        apply_overrides(base, sets)
+    except ValueError as error:
+        raise ValueError(f"--set: {error}") from None
+    fitted = fit_schedule_to_steps(base, sets, flag="--set=")
+    if fitted:
+        logging.info(fitted)
     runs = []
     for name in variants or names:
         for seed in seeds if seeds is not None else ablation["seeds"]:
-            config = copy.deepcopy(ablation["base"])
+            config = copy.deepcopy(base)
             try:
-                apply_overrides(config, sets)
                 steps = ablation["variants"][name]
                 for overrides in [steps] if isinstance(steps, dict) else steps:
                     apply_overrides(config, overrides)

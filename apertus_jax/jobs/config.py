@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import importlib.util
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import ml_collections
@@ -221,13 +222,16 @@ def apply_preset_override(config: ml_collections.ConfigDict, argv: list[str]) ->
 SCHEDULE_FIELDS = ("total_tokens", "warmup_tokens", "decay_tokens", "alpha_warmup_steps", "b3_warmup_steps")
 
 
-def fit_schedule_to_steps(config: ml_collections.ConfigDict, argv: list[str]) -> str | None:
-    """Gives a quick experiment's `--config.train.steps=N` a schedule that ends with it: when `argv` overrides
-    `train.steps` and none of `SCHEDULE_FIELDS`, `optim.total_tokens` becomes the tokens of N steps (by the
-    batch plan) and the other schedule fields keep their share of it. Returns the line that says so (for
-    the log), or None when nothing changed.
+def fit_schedule_to_steps(
+    config: ml_collections.ConfigDict, overridden: Iterable[str], flag: str = "--config."
+) -> str | None:
+    """Gives a quick experiment's `train.steps=N` a schedule that ends with it: when the dotted keys
+    `overridden` (e.g. `["train.steps"]`) hold `train.steps` and none of `SCHEDULE_FIELDS`,
+    `optim.total_tokens` becomes the tokens of N steps (by the batch plan) and the other schedule fields keep
+    their share of it. Returns the line that says so (for the log; `flag` is how the command line sets a
+    key: `--config.` or `--set=`), or None when nothing changed.
     """
-    overridden = {a[len("--config.") :].split("=")[0] for a in argv if a.startswith("--config.")}
+    overridden = set(overridden)
     if "train.steps" not in overridden or overridden & {f"optim.{f}" for f in SCHEDULE_FIELDS}:
         return None
     try:
@@ -247,7 +251,7 @@ def fit_schedule_to_steps(config: ml_collections.ConfigDict, argv: list[str]) ->
     changes = ", ".join(f"{name}={value:,}" for name, value in {"total_tokens": total, **fitted}.items())
     return (
         f"train.steps={config.train.steps:,} overridden without the schedule: the schedule follows it "
-        f"(optim.{changes}; the config's shares of its total); set --config.optim.total_tokens etc. to choose it"
+        f"(optim.{changes}; the config's shares of its total); set {flag}optim.total_tokens etc. to choose it"
     )
 
 

@@ -14,12 +14,13 @@ with cuDNN (GPU) compile for them in this CPU process; nothing runs and nothing 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import re
 
 import numpy as np
 from jax.experimental import topologies
+
+from apertus_jax import extras
 
 GB = 1e9
 # Per chip: (topology prefix, TensorCores counted per chip in the slice name, HBM in GB, peak dense bf16
@@ -33,7 +34,11 @@ TPU_CHIPS = {
 # The GPU kinds with a target config in gpu_targets/ (KIND.txtpb).
 GPU_KINDS = ("h100", "h200", "b200", "gb200")
 GPU_TARGETS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_targets")
-EXTRA = "pip install -e '.[accelerators]'"
+# The packages of the `accelerators` extra that compile for each platform (`apertus_jax.extras`).
+COMPILER_MODULES = {
+    "tpu": ("libtpu",),
+    "gpu": ("jax_cuda12_plugin", "jax_plugins.xla_cuda12", "nvidia.cudnn"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,15 +124,7 @@ def gpu_target_config(kind: str) -> str:
 def missing_extra(platform: str) -> str | None:
     """The package of the `accelerators` extra that `platform` ("tpu" | "gpu") needs and this Python lacks,
     or None when all are installed."""
-    needed = {"tpu": ("libtpu",), "gpu": ("jax_cuda12_plugin", "jax_plugins.xla_cuda12", "nvidia.cudnn")}
-    for module in needed[platform]:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except ModuleNotFoundError:  # a parent package is missing
-            found = False
-        if not found:
-            return module
-    return None
+    return extras.missing("accelerators", COMPILER_MODULES[platform])
 
 
 def target_devices(target: Target) -> list:
@@ -136,10 +133,7 @@ def target_devices(target: Target) -> list:
     Raises:
       ValueError: the compiler of the target's platform is not installed (the one line names the extra).
     """
-    missing = missing_extra(target.platform)
-    if missing:
-        compiler = "the TPU compiler (libtpu)" if target.platform == "tpu" else "the CUDA plugin and cuDNN"
-        raise ValueError(f"--target={target.name} needs {compiler}, missing here ({missing}): {EXTRA}")
+    extras.require("accelerators", f"--target={target.name}", COMPILER_MODULES[target.platform])
     if target.platform == "gpu":
         return topologies.get_topology_desc(
             target.kind, "cuda", target_config=gpu_target_config(target.kind), topology=f"1x{target.topology}"

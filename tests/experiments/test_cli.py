@@ -1,6 +1,7 @@
 """Every job in experiments/ through experiments/cli.py: a usage error is one line on stderr and exit status 2
 (bad flags, config keys and paths, missing extras); --help, --config_fields and the log lines."""
 
+import ast
 import os
 import pathlib
 import re
@@ -15,6 +16,17 @@ JOBS = sorted(p.stem for p in (ROOT / "experiments").glob("*.py") if p.stem not 
 
 def test_every_job_is_listed():
     assert len(JOBS) >= 11 and "pretrain" in JOBS and "prepare_data" in JOBS
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_help_keeps_the_continued_lines_of_its_example_commands(job):
+    """--help prints the job's docstring: each example line its source continues with a backslash keeps the
+    backslash and the break there (a lone backslash in a plain string literal joins the two lines)."""
+    source = (ROOT / "experiments" / f"{job}.py").read_text()
+    docstring = ast.parse(source).body[0]
+    continued = [line for line in source.splitlines()[: docstring.end_lineno] if line.endswith("\\")]
+    shown = [line for line in docstring.value.value.splitlines() if line.endswith("\\")]
+    assert len(shown) == len(continued), continued
 
 
 @pytest.mark.parametrize("job", JOBS)
@@ -63,6 +75,10 @@ def test_usage_error_raised_in_main_is_one_line(tmp_path):
             f"under {ROOT}; did you mean configs/runs/tiny_demo.py or "
             f"configs/runs/tiny_resume.py? the repository's configs are in "
             f"{ROOT}/configs/",
+        ),
+        (  # the line that the schedule follows the steps is not logged for a config that is refused
+            ["--config=configs/runs/tiny_demo.py", "--config.train.steps=20", "--config.model.n_layers=0"],
+            "error: --config.model.n_layers must be a positive integer, got 0",
         ),
         (
             ["--config=configs/runs/tiny_own_data.py"],
@@ -136,6 +152,27 @@ def test_a_command_without_its_extra_is_one_line_naming_it_and_exit_2(module, ar
     assert not list(tmp_path.iterdir())
 
 
+def test_the_ray_executor_without_ray_is_one_line_and_writes_nothing(tmp_path):
+    """prepare_data's Ray executor with `ray` missing (simulated as above): one line, exit 2, no work_dir."""
+    args = ["--config=configs/prep/demo.py", "--config.executor.kind=ray", f"--config.work_dir={tmp_path}/w"]
+    shim = (
+        f"import runpy, sys; sys.modules['ray'] = None; sys.argv = ['prepare_data', *{args!r}]; "
+        "runpy.run_module('experiments.prepare_data', run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", shim],
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: --config.executor.kind=ray needs ray, not installed here: pip install ray"
+    ], result.stderr[-2000:]
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_repository_config_path_works_from_any_directory(tmp_path):
     """`--config=configs/...` from outside the checkout names the repository's file: the run gets as far as
     the config's values (here a bad override: one line, exit 2)."""
@@ -158,6 +195,51 @@ def test_a_repository_config_path_works_from_any_directory(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "error: --config.train.steps must be a positive integer, got 0"
     ]
+
+
+@pytest.mark.parametrize(
+    "job, args, message",
+    [
+        (
+            "ablate",
+            ["--config=configs/ablations/tiny.py", "--variants=nope"],
+            "error: --variants: unknown ['nope']",
+        ),
+        (
+            "ablate",
+            ["--config=configs/ablations/tny.py"],
+            "error: --config=configs/ablations/tny.py: configs/ablations/tny.py is not a file here nor under "
+            f"{ROOT}; did you mean configs/ablations/tiny.py",
+        ),
+        (
+            "ablate",
+            ["--config=configs/ablations/tiny.py", "--config.train.steps=4"],
+            "error: Unknown command line flag 'config.train.steps': this command sets a config key with "
+            "--set=train.steps=VALUE",
+        ),
+        (
+            "long_context",
+            ["--config=configs/runs/tiny_long_contxt.py", "--init_from=p"],
+            "error: --config=configs/runs/tiny_long_contxt.py: configs/runs/tiny_long_contxt.py is not a file "
+            f"here nor under {ROOT}; did you mean configs/runs/tiny_long_context.py",
+        ),
+    ],
+)
+def test_jobs_that_load_their_own_config_file_find_it_from_any_directory(job, args, message, tmp_path):
+    """The ablation and long-context files are found as a run config is (`cli.config_file`): from outside
+    the checkout the ablation gets as far as its variants; a misspelled path names the closest files; a
+    `--config.KEY` override of the ablation names its `--set=KEY`."""
+    result = subprocess.run(
+        [sys.executable, "-m", f"experiments.{job}", *args, f"--workdir={tmp_path}/w"],
+        cwd=tmp_path,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(message), result.stderr[-2000:]
+    assert not list(tmp_path.iterdir())
     assert os.listdir(tmp_path) == []
 
 
@@ -208,7 +290,7 @@ def test_config_fields_lists_the_schema_with_the_overridden_values():
     config.train.steps = 20
     config.model.preset = "tiny-llama"
     apply_preset_override(config, overrides)
-    fit_schedule_to_steps(config, overrides)
+    fit_schedule_to_steps(config, ["train.steps"])
     assert result.stdout.strip() == format_fields(config_fields(config))
     assert "--config.model.mlp_type='swiglu'" in result.stdout
     assert "--config.optim.total_tokens=40960" in result.stdout  # 20 steps of 2,048 tokens

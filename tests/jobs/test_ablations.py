@@ -92,6 +92,26 @@ def test_overrides_reach_every_variant_and_unknown_keys_are_refused():
         ablations.apply_overrides(ml_collections.ConfigDict(ablation["base"]), {"train.stpes": 5})
     with pytest.raises(ValueError, match="KEY=VALUE"):
         ablations.parse_sets(["train.steps"])
+    with pytest.raises(ValueError, match=r"^--set: override train.stpes: unknown key"):
+        ablations.variant_configs(ablation, None, [0], {"train.stpes": 5})
+
+
+def test_a_set_step_count_alone_takes_the_schedule_with_it(caplog):
+    """tiny.py (8 steps of 256 tokens; warmup 2 steps, cooldown 3) with --set=train.steps=4: every variant's
+    schedule ends with step 4 and keeps its shares, said once in the log; a set schedule field turns it off."""
+    ablation = ablations.load_ablation(TINY)
+    mesh = ["mesh.data=1", "mesh.fsdp=2", "mesh.tensor=-1"]  # 8 virtual devices here (tests/conftest.py)
+    with caplog.at_level("INFO"):
+        runs = ablations.variant_configs(ablation, None, [0], ablations.parse_sets(["train.steps=4", *mesh]))
+    assert [
+        (c.run.optim.total_tokens, c.run.optim.warmup_tokens, c.run.optim.decay_tokens) for _, _, c in runs
+    ] == [(4 * 256, 256, 384)] * 3
+    fitted = [r.getMessage() for r in caplog.records if "the schedule follows it" in r.getMessage()]
+    assert len(fitted) == 1 and fitted[0].endswith("set --set=optim.total_tokens etc. to choose it")
+
+    sets = ablations.parse_sets(["train.steps=4", "optim.decay_tokens=256", *mesh])
+    runs = ablations.variant_configs(ablation, None, [0], sets)
+    assert {(c.run.optim.total_tokens, c.run.optim.decay_tokens) for _, _, c in runs} == {(8 * 256, 256)}
 
 
 @pytest.mark.parametrize(

@@ -213,7 +213,7 @@ def test_an_overridden_step_count_alone_takes_the_schedule_with_it():
 
     config = tiny_demo.get_config()
     config.train.steps = 20
-    message = fit_schedule_to_steps(config, ["--config.train.steps=20"])
+    message = fit_schedule_to_steps(config, ["train.steps"])
     optim = parse(config).run.optim
     assert (optim.total_tokens, optim.warmup_tokens, optim.decay_tokens) == (
         20 * 2048,
@@ -224,8 +224,10 @@ def test_an_overridden_step_count_alone_takes_the_schedule_with_it():
     assert message.startswith("train.steps=20 overridden without the schedule: the schedule follows it")
     assert "optim.total_tokens=40,960, warmup_tokens=2,730, decay_tokens=8,192" in message
 
-    for argv in (["--config.train.steps=20", "--config.optim.total_tokens=40960"], ["--config.seed=1"]):
+    assert message.endswith("; set --config.optim.total_tokens etc. to choose it")
+
+    for overridden in (["train.steps", "optim.total_tokens"], ["seed"]):
         config = tiny_demo.get_config()
         config.train.steps = 20
-        assert fit_schedule_to_steps(config, argv) is None
+        assert fit_schedule_to_steps(config, overridden) is None
         assert parse(config).run.optim.total_tokens == 300 * 2048

@@ -97,11 +97,15 @@ def test_meshes_must_use_all_devices_of_the_target():
         target_plan.target_meshes(config, target, ["1x8x1"])
 
 
-def test_a_missing_extra_names_the_install_line(monkeypatch):
-    monkeypatch.setattr(targets.importlib.util, "find_spec", lambda name: None)
-    for name in ("v5e-4", "h100:1x8"):
-        with pytest.raises(ValueError, match=r"missing here .*pip install -e '\.\[accelerators\]'"):
-            targets.target_devices(targets.parse_target(name))
+@pytest.mark.parametrize("name, absent", [("v5e-4", "libtpu"), ("h100:1x8", "jax_cuda12_plugin")])
+def test_a_missing_extra_names_the_install_line(name, absent, monkeypatch):
+    monkeypatch.setitem(sys.modules, absent, None)  # a None entry: the package cannot be found
+    with pytest.raises(ValueError) as error:
+        targets.target_devices(targets.parse_target(name))
+    assert str(error.value) == (
+        f"--target={name} needs the 'accelerators' extra ({absent} is not installed); "
+        'install it with: pip install -e ".[accelerators]"'
+    )
 
 
 # With the extra installed, `import jax` loads the CUDA plugin, whose native loader logs that it found no driver.
@@ -146,8 +150,8 @@ def test_cli_without_the_extra_one_line_exit_2():
     done = _memory_plan("--target=v5e-4")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == (
-        "error: --target=v5e-4 needs the TPU compiler (libtpu), missing here (libtpu): "
-        "pip install -e '.[accelerators]'"
+        "error: --target=v5e-4 needs the 'accelerators' extra (libtpu is not installed); "
+        'install it with: pip install -e ".[accelerators]"'
     )
 
 
