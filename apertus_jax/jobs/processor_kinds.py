@@ -24,6 +24,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 from collections.abc import Mapping
 
 from absl import logging
@@ -303,7 +304,8 @@ def measure_regressions(registry: Mapping, root: str, scratch: str) -> dict:
                         if label is None:
                             raise
                         # The command's own assertions caught the regression: the check fails both ways.
-                        found[case][name] = dict.fromkeys(("exact", "tolerance"), [f"failed: {error}"])
+                        failed = f"failed: {str(error).replace(sys.executable, 'python')}"  # no machine path
+                        found[case][name] = dict.fromkeys(("exact", "tolerance"), [failed])
                         continue
                     deterministic, samples = registry[name].deterministic, spread.get(name, {})
                     elsewhere = {**record, "processors": {}}  # as on a kind without a record
