@@ -1607,8 +1607,10 @@ def render_apertus_targets(values: Mapping) -> str:
         plan = values[name]
         if plan.get("oom"):
             found = _REFUSED.search(plan["oom"])
-            need, have, space = found.groups() if found else ("0", "0", "memory")
-            total = f"refused: {int(need) / 2**20:g} MiB > {int(have) / 2**20:g} MiB of {space.upper()}"
+            total = "refused: out of memory"
+            if found:
+                need, have, space = found.groups()
+                total = f"refused: {int(need) / 2**20:g} MiB > {int(have) / 2**20:g} MiB of {space.upper()}"
         else:
             total = f"{plan['total_gb']:.1f} / {plan['hbm_gb']:.0f}"
         kernel = (
