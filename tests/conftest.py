@@ -2,11 +2,19 @@
 
 8 virtual CPU devices so mesh tests run on one machine: XLA reads the flag when jax initializes its backend,
 so it is set before any test imports jax. `train(config, workdir)` runs a config file's ConfigDict as
-`experiments.pretrain` does; `uninterrupted` is the reference run of every resume test.
+`experiments.pretrain` does; `uninterrupted` is the reference run of every resume test. `run_job` runs a command of experiments/ in this
+process, as its subprocess would run.
 """
 
+import contextlib
 import functools
+import io
+import logging as std_logging
 import os
+import pathlib
+import runpy
+import subprocess
+import sys
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -94,3 +102,59 @@ def uninterrupted(tmp_path_factory):
     workdir = str(tmp_path_factory.mktemp("uninterrupted"))
     assert train(tiny_resume.get_config(), workdir) == "done"
     return workdir
+
+
+ROOT = pathlib.Path(__file__).parents[1]
+
+
+def _run_job(module: str, *args, cwd=ROOT) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS...` run in this process: its exit status, stdout and stderr (the absl log
+    included). absl keeps a process's flags and its one-time start in globals: the job's flags are removed
+    and absl's start is made to run again, so that jobs run one after another as separate processes do."""
+    from absl import app, flags, logging
+
+    app.define_help_flags()
+    known = set(flags.FLAGS)
+    handler = logging.get_absl_handler().python_handler
+    saved = sys.argv[:], os.getcwd(), handler.stream, handler.formatter, std_logging.root.level
+    sys.argv[:] = [module.rpartition(".")[2], *map(str, args)]
+    os.chdir(cwd)
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            handler.stream = err
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    finally:
+        sys.argv[:], cwd, handler.stream, formatter, level = saved
+        os.chdir(cwd)
+        handler.setFormatter(formatter)
+        std_logging.root.setLevel(level)
+        for name in set(flags.FLAGS) - known:
+            delattr(flags.FLAGS, name)
+        flags.FLAGS.unparse_flags()
+        app._run_init.done = app._register_and_parse_flags_with_usage.done = False
+        # experiments.cli holds per-job globals (which --config the job defined): the next job imports it anew.
+        sys.modules.pop("experiments.cli", None)
+        if "experiments" in sys.modules:
+            vars(sys.modules["experiments"]).pop("cli", None)
+    return subprocess.CompletedProcess([module, *map(str, args)], code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def run_job(monkeypatch):
+    """`run_job(module, *args, cwd=ROOT, env={}, missing=())` -> subprocess.CompletedProcess: the command
+    `python -m module args...` run in this process (`_run_job`), with `env` set and the packages `missing`
+    made unimportable (as if their extra were not installed)."""
+
+    def run(module: str, *args, cwd=ROOT, env=None, missing=()) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as patch:
+            for name, value in (env or {}).items():
+                patch.setenv(name, value)
+            for name in missing:
+                patch.setitem(sys.modules, name, None)
+            return _run_job(module, *args, cwd=cwd)
+
+    return run

@@ -2,10 +2,7 @@
 exit status 2 (experiments/cli.py). The others are run by their own test file (attention_parity by
 benchmarks/accelerator_check.sh in test_accelerator.py)."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -14,15 +11,8 @@ SCRIPTS = ("checkpoint", "data_pipeline", "loop_overhead", "megatron_read", "pro
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_bad_flag_is_one_line_and_exit_2(script):
-    proc = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{script}", "--no_such_flag=1"],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_bad_flag_is_one_line_and_exit_2(script, run_job):
+    proc = run_job(f"benchmarks.{script}", "--no_such_flag=1")
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
     (line,) = proc.stderr.strip().splitlines()
     assert line == "error: Unknown command line flag 'no_such_flag' (see --helpshort)"

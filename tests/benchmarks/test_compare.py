@@ -1,9 +1,6 @@
 """The comparison table: medians per runner, our MFU from the model's FLOPs, ratios against the right peer."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -72,21 +69,8 @@ def test_usage_errors_are_refused_before_anything_runs(kwargs, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_usage_error_exits_2_with_one_line(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.compare",
-            "--only=ours-apertus,nosuch",
-            f"--peers_cache={tmp_path}",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_usage_error_exits_2_with_one_line(tmp_path, run_job):
+    proc = run_job("benchmarks.compare", "--only=ours-apertus,nosuch", f"--peers_cache={tmp_path}")
     assert proc.returncode == 2 and proc.stdout == ""
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: --only: unknown runner(s) ['nosuch']")

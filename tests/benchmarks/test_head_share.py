@@ -1,9 +1,6 @@
 """The step decomposition into body and vocabulary part, and the body budget it leaves for a ratio."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -75,15 +72,8 @@ def test_bad_arguments_are_refused_before_anything_runs(kwargs, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_bad_argument_exits_2_with_one_line(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.head_share", "--target=nan", f"--peers_cache={tmp_path}"],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_bad_argument_exits_2_with_one_line(tmp_path, run_job):
+    proc = run_job("benchmarks.head_share", "--target=nan", f"--peers_cache={tmp_path}")
     assert proc.returncode == 2 and proc.stdout == ""
     (line,) = proc.stderr.strip().splitlines()
     assert line == "error: --target=nan must be a finite ratio > 0"

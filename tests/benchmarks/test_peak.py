@@ -1,9 +1,6 @@
 """The matmul peak and the per-shape rate with its page faults; bad shapes exit 2."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -35,15 +32,8 @@ def test_shape_run_prints_rate_and_faults():
     assert line.startswith("matmul [64,32]x[32,128] float32 gflops=") and "minor_faults/call=" in line
 
 
-def test_bad_shape_exits_2_with_one_line():
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.peak", "--shape=a,b,c"],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_bad_shape_exits_2_with_one_line(run_job):
+    proc = run_job("benchmarks.peak", "--shape=a,b,c")
     assert proc.returncode == 2 and proc.stdout == ""
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: ") and "must be three positive integers" in line

@@ -1,9 +1,6 @@
 """The train-step benchmark: a vocabulary override keeps the body, bad arguments exit 2."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -38,15 +35,8 @@ def test_bad_arguments_are_refused_before_anything_is_built(kwargs, message):
         step.measure(**{"config_name": "bench-18m-apertus", **kwargs})
 
 
-def test_usage_error_exits_2_with_one_line():
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.train_step", "--config=nope"],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_usage_error_exits_2_with_one_line(run_job):
+    proc = run_job("benchmarks.train_step", "--config=nope")
     assert proc.returncode == 2 and proc.stdout == ""
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: --config='nope' is not a model preset")

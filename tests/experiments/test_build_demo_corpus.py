@@ -1,29 +1,18 @@
 """experiments.build_demo_corpus as a CLI: without npm/apt-get/dpkg-deb, one line, exit 2, nothing written."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 ROOT = pathlib.Path(__file__).parents[2]
 
 
-def test_missing_tools_are_one_line_and_nothing_is_written(tmp_path):
+def test_missing_tools_are_one_line_and_nothing_is_written(tmp_path, run_job):
     (tmp_path / "bin").mkdir()  # a PATH without the registry tools
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.build_demo_corpus",
-            "--out",
-            str(tmp_path / "assets"),
-            f"--cache={tmp_path / 'cache'}",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu", PATH=str(tmp_path / "bin")),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = run_job(
+        "experiments.build_demo_corpus",
+        "--out",
+        str(tmp_path / "assets"),
+        f"--cache={tmp_path / 'cache'}",
+        env=dict(PATH=str(tmp_path / "bin")),
     )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]

@@ -5,8 +5,6 @@ import ast
 import os
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -30,32 +28,17 @@ def test_help_keeps_the_continued_lines_of_its_example_commands(job):
 
 
 @pytest.mark.parametrize("job", JOBS)
-def test_bad_flag_is_one_line_and_exit_2(job, tmp_path):
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    result = subprocess.run(
-        [sys.executable, "-m", f"experiments.{job}", "--no_such_flag=1"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_bad_flag_is_one_line_and_exit_2(job, run_job):
+    result = run_job(f"experiments.{job}", "--no_such_flag=1")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, result.stderr[-2000:]
     # argparse names missing required arguments first, absl the unknown flag: either way one line.
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
 
 
-def test_usage_error_raised_in_main_is_one_line(tmp_path):
+def test_usage_error_raised_in_main_is_one_line(run_job):
     """absl's app.UsageError (raised by a job's main) would print the whole help and exit 1."""
-    result = subprocess.run(
-        [sys.executable, "-m", "experiments.memory_plan", "--meshes=3x"],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_job("experiments.memory_plan", "--meshes=3x")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr[
         -2000:
@@ -87,31 +70,17 @@ def test_usage_error_raised_in_main_is_one_line(tmp_path):
         ),
     ],
 )
-def test_config_errors_name_the_fix_in_one_line(args, message, tmp_path):
+def test_config_errors_name_the_fix_in_one_line(args, message, tmp_path, run_job):
     """An unknown key points to the closest key of any section; a missing config file is named as missing."""
-    result = subprocess.run(
-        [sys.executable, "-m", "experiments.pretrain", *args, f"--workdir={tmp_path}/w"],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_job("experiments.pretrain", *args, f"--workdir={tmp_path}/w")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(message), result.stderr[-2000:]
     assert not os.path.exists(tmp_path / "w")
 
 
-def test_unknown_key_of_a_default_study_config_points_to_its_schema():
+def test_unknown_key_of_a_default_study_config_points_to_its_schema(run_job):
     """Overrides of a script's default config file (no --config=) are parsed when the flag is defined."""
-    result = subprocess.run(
-        [sys.executable, "-m", "experiments.memorization", "--config.run.train.stepz=3"],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_job("experiments.memorization", "--config.run.train.stepz=3")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert lines[0].startswith(
@@ -129,21 +98,12 @@ def test_unknown_key_of_a_default_study_config_points_to_its_schema():
         ("apertus_jax.jobs.lm_eval_cli", ["run", "--model", "apertus_jax"], "lm_eval", "eval"),
     ],
 )
-def test_a_command_without_its_extra_is_one_line_naming_it_and_exit_2(module, args, absent, extra, tmp_path):
+def test_a_command_without_its_extra_is_one_line_naming_it_and_exit_2(
+    module, args, absent, extra, tmp_path, run_job
+):
     """The extra's package missing (simulated: a None entry in sys.modules makes it unfindable): one line
     naming the extra and its install command, exit 2, nothing written (run in an empty directory)."""
-    shim = (
-        f"import runpy, sys; sys.modules[{absent!r}] = None; sys.argv = [{module.rpartition('.')[2]!r}, "
-        f"*{args!r}]; runpy.run_module({module!r}, run_name='__main__')"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", shim],
-        cwd=tmp_path,
-        env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_job(module, *args, cwd=tmp_path, missing=[absent])
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
@@ -152,45 +112,21 @@ def test_a_command_without_its_extra_is_one_line_naming_it_and_exit_2(module, ar
     assert not list(tmp_path.iterdir())
 
 
-def test_the_ray_executor_without_ray_is_one_line_and_writes_nothing(tmp_path):
+def test_the_ray_executor_without_ray_is_one_line_and_writes_nothing(tmp_path, run_job):
     """prepare_data's Ray executor with `ray` missing (simulated as above): one line, exit 2, no work_dir."""
     args = ["--config=configs/prep/demo.py", "--config.executor.kind=ray", f"--config.work_dir={tmp_path}/w"]
-    shim = (
-        f"import runpy, sys; sys.modules['ray'] = None; sys.argv = ['prepare_data', *{args!r}]; "
-        "runpy.run_module('experiments.prepare_data', run_name='__main__')"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", shim],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_job("experiments.prepare_data", *args, missing=["ray"])
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
         "error: --config.executor.kind=ray needs ray, not installed here: pip install ray"
     ], result.stderr[-2000:]
     assert not (tmp_path / "w").exists()
 
 
-def test_a_repository_config_path_works_from_any_directory(tmp_path):
+def test_a_repository_config_path_works_from_any_directory(tmp_path, run_job):
     """`--config=configs/...` from outside the checkout names the repository's file: the run gets as far as
     the config's values (here a bad override: one line, exit 2)."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.pretrain",
-            "--config=configs/runs/tiny_demo.py",
-            "--config.train.steps=0",
-            f"--workdir={tmp_path}/w",
-        ],
-        cwd=tmp_path,
-        env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    args = ["--config=configs/runs/tiny_demo.py", "--config.train.steps=0", f"--workdir={tmp_path}/w"]
+    result = run_job("experiments.pretrain", *args, cwd=tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines() == [
         "error: --config.train.steps must be a positive integer, got 0"
@@ -225,18 +161,13 @@ def test_a_repository_config_path_works_from_any_directory(tmp_path):
         ),
     ],
 )
-def test_jobs_that_load_their_own_config_file_find_it_from_any_directory(job, args, message, tmp_path):
+def test_jobs_that_load_their_own_config_file_find_it_from_any_directory(
+    job, args, message, tmp_path, run_job
+):
     """The ablation and long-context files are found as a run config is (`cli.config_file`): from outside
     the checkout the ablation gets as far as its variants; a misspelled path names the closest files; a
     `--config.KEY` override of the ablation names its `--set=KEY`."""
-    result = subprocess.run(
-        [sys.executable, "-m", f"experiments.{job}", *args, f"--workdir={tmp_path}/w"],
-        cwd=tmp_path,
-        env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_job(f"experiments.{job}", *args, f"--workdir={tmp_path}/w", cwd=tmp_path)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(message), result.stderr[-2000:]
     assert not list(tmp_path.iterdir())
@@ -247,22 +178,15 @@ RUN_CONFIG_JOBS = ["pretrain", "sft", "qrpo", "pretrain_gpt_samples", "memory_pl
 
 
 @pytest.mark.parametrize("job", [*RUN_CONFIG_JOBS, "memorization", "long_context", "ablate"])
-def test_help_of_a_training_command_shows_config_and_how_to_override(job):
-    result = subprocess.run(
-        [sys.executable, "-m", f"experiments.{job}", "--help"],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_help_of_a_training_command_shows_config_and_how_to_override(job, run_job):
+    result = run_job(f"experiments.{job}", "--help")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "  --config: " in result.stdout, result.stdout
     if job in RUN_CONFIG_JOBS:
         assert "--config.KEY=VALUE" in result.stdout and "--[no]config_fields" in result.stdout
 
 
-def test_config_fields_lists_the_schema_with_the_overridden_values():
+def test_config_fields_lists_the_schema_with_the_overridden_values(run_job):
     """`--config_fields` prints the listing of the config with its overrides (the preset's model section and
     the schedule fitted to the overridden steps included) and exits 0 before anything runs."""
     from apertus_jax.jobs.config import apply_preset_override, fit_schedule_to_steps
@@ -270,20 +194,8 @@ def test_config_fields_lists_the_schema_with_the_overridden_values():
     from configs.runs import tiny_demo
 
     overrides = ["--config.train.steps=20", "--config.model.preset=tiny-llama"]
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.pretrain",
-            "--config=configs/runs/tiny_demo.py",
-            *overrides,
-            "--config_fields",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = run_job(
+        "experiments.pretrain", "--config=configs/runs/tiny_demo.py", *overrides, "--config_fields"
     )
     assert result.returncode == 0, result.stderr[-2000:]
     config = tiny_demo.get_config()
@@ -303,16 +215,9 @@ def test_config_fields_lists_the_schema_with_the_overridden_values():
         (["--log_format=absl"], r"I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ cli\.py:\d+\] "),
     ],
 )
-def test_log_lines_carry_a_short_prefix_or_absl_s_behind_a_flag(flag, prefix):
+def test_log_lines_carry_a_short_prefix_or_absl_s_behind_a_flag(flag, prefix, run_job):
     """The line that says the schedule follows an overridden step count, as the log prints it."""
-    result = subprocess.run(
-        [sys.executable, "-m", "experiments.pretrain", "--config.train.steps=20", "--config_fields", *flag],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_job("experiments.pretrain", "--config.train.steps=20", "--config_fields", *flag)
     assert result.returncode == 0, result.stderr[-2000:]
     assert re.fullmatch(
         prefix + r"train\.steps=20 overridden without the schedule: .*", result.stderr.strip()

@@ -1,27 +1,15 @@
 """experiments.fetch_robots as a CLI: a missing --domains file is one line, exit 2, nothing written."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 ROOT = pathlib.Path(__file__).parents[2]
 
 
-def test_missing_domains_file_is_one_line_and_nothing_is_written(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.fetch_robots",
-            f"--domains={tmp_path / 'domains.txt'}",
-            f"--out={tmp_path / 'out' / 'robots.jsonl'}",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=120,
+def test_missing_domains_file_is_one_line_and_nothing_is_written(tmp_path, run_job):
+    result = run_job(
+        "experiments.fetch_robots",
+        f"--domains={tmp_path / 'domains.txt'}",
+        f"--out={tmp_path / 'out' / 'robots.jsonl'}",
     )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]

@@ -1,9 +1,6 @@
 """experiments.measure as a CLI: bad flags are one line, exit 2, nothing measured or written."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -25,16 +22,9 @@ ROOT = pathlib.Path(__file__).parents[2]
         ),
     ],
 )
-def test_bad_flags_are_one_line_and_nothing_is_measured(flags, message):
+def test_bad_flags_are_one_line_and_nothing_is_measured(flags, message, run_job):
     before = {p: p.read_bytes() for p in (ROOT / "docs" / "results").iterdir()}
-    result = subprocess.run(
-        [sys.executable, "-m", "experiments.measure", *flags],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_job("experiments.measure", *flags)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert lines[0] == message

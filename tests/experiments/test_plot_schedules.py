@@ -1,29 +1,13 @@
 """experiments.plot_schedules as a CLI: an unknown preset is one line and exit 2; the README's command."""
 
-import os
 import pathlib
 import re
-import subprocess
-import sys
 
 ROOT = pathlib.Path(__file__).parents[2]
 
 
-def test_unknown_preset_is_one_line_and_nothing_is_written(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.plot_schedules",
-            f"--out={tmp_path / 'out'}",
-            "--preset=apertus-1b",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_unknown_preset_is_one_line_and_nothing_is_written(tmp_path, run_job):
+    result = run_job("experiments.plot_schedules", f"--out={tmp_path / 'out'}", "--preset=apertus-1b")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert lines[0].startswith("error: ") and "apertus-1b" in lines[0]

@@ -3,31 +3,20 @@ directory left)."""
 
 import os
 import pathlib
-import subprocess
-import sys
 
 ROOT = pathlib.Path(__file__).parents[2]
 
 
-def test_empty_input_is_one_line_and_nothing_is_written(tmp_path):
+def test_empty_input_is_one_line_and_nothing_is_written(tmp_path, run_job):
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"text": "   "}\n{"text": ""}\n')
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.tokenize_data",
-            f"--input={empty}",
-            "--tokenizer=tekken",
-            f"--out={tmp_path / 'out'}",
-            "--source=s",
-            "--licence=l",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_job(
+        "experiments.tokenize_data",
+        f"--input={empty}",
+        "--tokenizer=tekken",
+        f"--out={tmp_path / 'out'}",
+        "--source=s",
+        "--licence=l",
     )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]

@@ -4,8 +4,6 @@ table; `experiments.compare_runs` writes them and refuses bad input with one lin
 import json
 import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,17 +11,6 @@ import pytest
 from apertus_jax.jobs import compare
 
 ROOT = pathlib.Path(__file__).parents[2]
-
-
-def _compare_runs(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.compare_runs", *map(str, args)],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def _write_run(path, losses, heldout):
@@ -79,21 +66,21 @@ def test_compare_writes_png_and_table(ablation):
     assert os.path.getsize(ablation / "cmp.png") > 10_000
 
 
-def test_cli_prints_the_table_it_writes(ablation):
-    done = _compare_runs(ablation, "--baseline=better", f"--out={ablation / 'cmp'}")
+def test_cli_prints_the_table_it_writes(ablation, run_job):
+    done = run_job("experiments.compare_runs", ablation, "--baseline=better", f"--out={ablation / 'cmp'}")
     assert done.returncode == 0, done.stderr[-2000:]
     table = (ablation / "cmp.md").read_text()
     assert table in done.stdout and f"wrote {ablation / 'cmp.png'} and {ablation / 'cmp.md'}" in done.stdout
     assert os.path.getsize(ablation / "cmp.png") > 10_000
 
 
-def test_bad_inputs_are_one_line_exit_2(ablation, tmp_path):
+def test_bad_inputs_are_one_line_exit_2(ablation, tmp_path, run_job):
     with pytest.raises(FileNotFoundError, match="holds no metrics.jsonl"):
         compare.compare([str(tmp_path / "nothing")])
     with pytest.raises(ValueError, match="baseline 'nope' is not among"):
         compare.compare([str(ablation)], "nope")
     for args in ([tmp_path / "nothing"], [ablation, "--baseline=nope"], []):
-        done = _compare_runs(*args)
+        done = run_job("experiments.compare_runs", *args)
         errors = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(errors) == 1 and errors[0].startswith("error: "), done.stderr
     assert not (ablation / "comparison.png").exists() and not (ablation / "comparison.md").exists()

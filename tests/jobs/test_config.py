@@ -3,7 +3,6 @@ the typed Config round-trips through its dict."""
 
 import math
 import os
-import subprocess
 import sys
 
 import ml_collections
@@ -105,22 +104,13 @@ def test_upper_bounds_and_zero(path, bad):
     assert "\n" not in str(error.value)
 
 
-def test_cli_bad_microbatch_is_one_line_exit_2_and_writes_nothing(tmp_path):
+def test_cli_bad_microbatch_is_one_line_exit_2_and_writes_nothing(tmp_path, run_job):
     workdir = tmp_path / "w"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.pretrain",
-            "--config=configs/runs/tiny_demo.py",
-            f"--workdir={workdir}",
-            "--config.train.microbatch_size=-1",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_job(
+        "experiments.pretrain",
+        "--config=configs/runs/tiny_demo.py",
+        f"--workdir={workdir}",
+        "--config.train.microbatch_size=-1",
     )
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]

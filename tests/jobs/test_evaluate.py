@@ -69,15 +69,8 @@ def test_evaluate_cli_prints_no_library_info_lines(workdir, tmp_path):
     assert not noisy, noisy[:5]
 
 
-def test_missing_workdir_is_one_line_and_exit_2(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "experiments.evaluate", "--task=perplexity", f"--output={tmp_path}/r.json"],
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_missing_workdir_is_one_line_and_exit_2(tmp_path, run_job):
+    result = run_job("experiments.evaluate", "--task=perplexity", f"--output={tmp_path}/r.json")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == ["error: --workdir is required"]
     assert not list(tmp_path.iterdir())

@@ -250,21 +250,8 @@ def test_loading_the_exports_warns_of_nothing(demo_export, posttrained_export, t
     assert posttrained == tekken == []
 
 
-def test_export_cli_names_a_missing_workdir_in_one_line(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.export_hf",
-            f"--workdir={tmp_path / 'none'}",
-            f"--out={tmp_path / 'hf'}",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_export_cli_names_a_missing_workdir_in_one_line(tmp_path, run_job):
+    result = run_job("experiments.export_hf", f"--workdir={tmp_path / 'none'}", f"--out={tmp_path / 'hf'}")
     assert result.returncode == 2
     assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
         f"error: workdir {tmp_path / 'none'} does not exist"
@@ -272,18 +259,15 @@ def test_export_cli_names_a_missing_workdir_in_one_line(tmp_path):
     assert not (tmp_path / "hf").exists()
 
 
-def _export_cli(workdir, out, *flags):
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.export_hf", f"--workdir={workdir}", f"--out={out}", *flags],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=300,
+@pytest.fixture
+def export_cli(run_job):
+    """(workdir, out, *flags) -> the finished `experiments.export_hf` command."""
+    return lambda workdir, out, *flags: run_job(
+        "experiments.export_hf", f"--workdir={workdir}", f"--out={out}", *flags
     )
 
 
-def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_it_whole(tmp_path):
+def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_it_whole(tmp_path, export_cli):
     """A user's folder: exit 2 with one line, the folder unchanged; with --overwrite the export replaces it
     whole (the user's file is gone, nothing of the staging is left beside it), readable like any directory."""
     workdir = tmp_path / "run"
@@ -292,7 +276,7 @@ def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_it_whole(tmp_
     out = tmp_path / "hf"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    refused = _export_cli(workdir, out)
+    refused = export_cli(workdir, out)
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert refused.stderr.strip().splitlines() == [
         f"error: {out} is not empty; choose a new output directory or pass --overwrite to replace it"
@@ -302,7 +286,7 @@ def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_it_whole(tmp_
 
     mask = os.umask(0o022)
     try:
-        replaced = _export_cli(workdir, out, "--overwrite")
+        replaced = export_cli(workdir, out, "--overwrite")
     finally:
         os.umask(mask)
     assert replaced.returncode == 0, replaced.stderr[-2000:]

@@ -2,8 +2,6 @@
 study's files; `experiments.goldfish_formats` refuses an unknown play with one line."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -79,12 +77,8 @@ def test_the_study_writes_its_report_and_table(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
-def test_unknown_play_is_a_one_line_usage_error(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "experiments.goldfish_formats", "--plays=hamlett", f"--out={tmp_path}/out"],
-        capture_output=True,
-        text=True,
-    )
+def test_unknown_play_is_a_one_line_usage_error(tmp_path, run_job):
+    done = run_job("experiments.goldfish_formats", "--plays=hamlett", f"--out={tmp_path}/out")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "hamlett" in done.stderr
     assert not (tmp_path / "out").exists()

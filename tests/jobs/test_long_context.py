@@ -137,20 +137,12 @@ def test_kill9_across_the_stage_boundary_then_resume_is_bitwise(
     assert resumed == expected  # float equality of every step's loss: bitwise
 
 
-def test_cli_rejects_a_missing_init_from_in_one_line(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.long_context",
-            f"--config={CONFIG}",
-            f"--init_from={tmp_path}/none",
-            f"--workdir={tmp_path}/w",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+def test_cli_rejects_a_missing_init_from_in_one_line(tmp_path, run_job):
+    result = run_job(
+        "experiments.long_context",
+        f"--config={CONFIG}",
+        f"--init_from={tmp_path}/none",
+        f"--workdir={tmp_path}/w",
     )
     assert result.returncode == 2
     assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [

@@ -3,8 +3,6 @@ nothing written."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -18,6 +16,8 @@ def get_config():
     config.unlock()
     config.posttrain.data = ("{path}",)
     config.checkpoint.init_from = "{init_from}"
+    (_, tokens), = config.train.batch_plan
+    config.train.batch_plan = ((0, 2 * tokens),)  # 8 rows: one per CPU device of the tests' process
     return config
 """
 
@@ -29,7 +29,7 @@ def get_config():
         ("qrpo", "qrpo_tiny", {"prompt": "", "completions": [], "reference_rewards": [1]}),
     ],
 )
-def test_bad_jsonl_line_is_one_line_and_nothing_is_written(job, base, line, tmp_path, compilation_cache):
+def test_bad_jsonl_line_is_one_line_and_nothing_is_written(job, base, line, tmp_path, run_job):
     data = tmp_path / "data.jsonl"
     good = {
         "messages": [{"role": "user", "content": "Hallo"}, {"role": "assistant", "content": "Guten Tag."}]
@@ -38,16 +38,7 @@ def test_bad_jsonl_line_is_one_line_and_nothing_is_written(job, base, line, tmp_
     config = tmp_path / "config.py"
     config.write_text(CONFIG.format(base=base, path=data, init_from=tmp_path / "pretrained"))
     workdir = tmp_path / "workdir"
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": compilation_cache}
-    env.pop("XLA_FLAGS", None)  # one CPU device: the tiny configs' 4-row batches
-    result = subprocess.run(
-        [sys.executable, "-m", f"experiments.{job}", f"--config={config}", f"--workdir={workdir}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_job(f"experiments.{job}", f"--config={config}", f"--workdir={workdir}")
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and f"{data}:" in errors[0], result.stderr[-2000:]

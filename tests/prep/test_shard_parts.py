@@ -2,11 +2,8 @@
 
 import inspect
 import json
-import os
 import pathlib
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -108,15 +105,10 @@ def test_a_task_without_documents_writes_no_part(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_one_shard_size_setting_for_both_commands(small_inputs, small_config, tmp_path):
+def test_one_shard_size_setting_for_both_commands(small_inputs, small_config, tmp_path, run_job):
     assert shards.SHARD_TOKENS == 268_435_456  # 256 Mi tokens
-    helpshort = subprocess.run(
-        [sys.executable, "-m", "experiments.tokenize_data", "--helpshort"],
-        cwd=pathlib.Path(__file__).parents[2],
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    helpshort = run_job(
+        "experiments.tokenize_data", "--helpshort", cwd=pathlib.Path(__file__).parents[2]
     ).stdout
     flag_default = re.search(r"--shard_tokens: .*\n\s+\(default: '(\d+)'\)", helpshort)
     defaults = {

@@ -1,9 +1,6 @@
 """`python -m benchmarks.peers`: usage errors exit 2 before anything is installed or run."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -22,15 +19,8 @@ def test_usage_errors_are_refused_before_anything_is_installed(peer, kwargs, tmp
     assert not any(tmp_path.iterdir())  # nothing installed
 
 
-def test_usage_error_exits_2_with_one_line(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.peers", "maxtext", "--vocab=512", f"--cache={tmp_path}"],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_usage_error_exits_2_with_one_line(tmp_path, run_job):
+    proc = run_job("benchmarks.peers", "maxtext", "--vocab=512", f"--cache={tmp_path}")
     assert proc.returncode == 2 and proc.stdout == ""
     (line,) = proc.stderr.strip().splitlines()
     assert line == "error: --vocab is for the transformers peer only, not 'maxtext'"
