@@ -1,10 +1,7 @@
 """experiments.megatron_samples: the summary and the first rows of a blend's GPT sample stream; a truncated .bin
 is one line naming the file, exit 2, nothing written."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 
@@ -16,13 +13,7 @@ from apertus_jax.tokenizers import load_tokenizer
 ROOT = pathlib.Path(__file__).parents[2]
 
 
-def _run(*flags):
-    command = [sys.executable, "-m", "experiments.megatron_samples", *flags]
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-
-
-def test_rows_and_summary_then_a_truncated_bin_is_one_line(tmp_path):
+def test_rows_and_summary_then_a_truncated_bin_is_one_line(tmp_path, run_job):
     tekken, prose = load_tokenizer("tekken"), load_german_prose()
     for name, (low, high) in {"a": (0, 300), "b": (300, 500)}.items():
         write_indexed_dataset(
@@ -37,7 +28,7 @@ def test_rows_and_summary_then_a_truncated_bin_is_one_line(tmp_path):
         "--num_samples=500",
         "--rows=20",
     ]
-    result = _run(*flags, f"--out={tmp_path / 'rows.npy'}")
+    result = run_job("experiments.megatron_samples", *flags, f"--out={tmp_path / 'rows.npy'}")
     assert result.returncode == 0, result.stderr[-2000:]
     stream = megatron_samples.gpt_samples(blend, seq_len=32, seed=3, split="98,2", num_samples=500)
     np.testing.assert_array_equal(np.load(tmp_path / "rows.npy"), megatron_samples.first_rows(stream, 20))
@@ -47,7 +38,7 @@ def test_rows_and_summary_then_a_truncated_bin_is_one_line(tmp_path):
 
     with open(tmp_path / "b.bin", "r+b") as f:
         f.truncate(1000)
-    result = _run(*flags, f"--out={tmp_path / 'broken.npy'}")
+    result = run_job("experiments.megatron_samples", *flags, f"--out={tmp_path / 'broken.npy'}")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert lines[0].startswith(f"error: {tmp_path / 'b.bin'}: 1000 bytes, but sequence ")

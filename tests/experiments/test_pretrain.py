@@ -11,8 +11,11 @@ import time
 import numpy as np
 import pytest
 
+from .test_pretrain_megatron import write_megatron_run
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-COMMAND = [sys.executable, "-m", "experiments.pretrain", "--config=configs/runs/tiny_resume.py"]
+JOB = ["experiments.pretrain", "--config=configs/runs/tiny_resume.py"]
+COMMAND = [sys.executable, "-m", *JOB]
 
 
 def _env(compilation_cache, **extra):
@@ -104,15 +107,8 @@ def test_kill9_sigterm_and_sigint_then_resume_match_uninterrupted(
         ("--config.model.vocab_size=512", "error: tokenizer sentencepiece:demo_bpe1024"),
     ],
 )
-def test_cli_errors_are_one_line(flag, message, compilation_cache, tmp_path):
-    result = subprocess.run(
-        COMMAND + [f"--workdir={tmp_path}/w", flag],
-        cwd=ROOT,
-        env=_env(compilation_cache),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_cli_errors_are_one_line(flag, message, tmp_path, run_job):
+    result = run_job(*JOB, f"--workdir={tmp_path}/w", flag)
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if message in line]
     assert len(errors) == 1, result.stderr[-2000:]
@@ -120,21 +116,14 @@ def test_cli_errors_are_one_line(flag, message, compilation_cache, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["under /proc", "file as parent"])
-def test_unusable_workdir_fails_before_the_mesh_with_one_line(kind, compilation_cache, tmp_path):
+def test_unusable_workdir_fails_before_the_mesh_with_one_line(kind, tmp_path, run_job):
     """A workdir the run cannot create: one line naming it and the fix, exit 2, before devices start."""
     if kind == "under /proc":
         workdir = "/proc/apertus-workdir-test/run"
     else:
         (tmp_path / "file").write_text("not a directory")
         workdir = str(tmp_path / "file" / "run")
-    result = subprocess.run(
-        COMMAND + [f"--workdir={workdir}"],
-        cwd=ROOT,
-        env=_env(compilation_cache),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_job(*JOB, f"--workdir={workdir}")
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: workdir {workdir} "), result.stderr[-2000:]
@@ -182,17 +171,16 @@ def test_first_run_on_an_empty_cache_says_what_it_does_before_step_1(compilation
     assert positions == sorted(positions)
 
 
-def test_corrupt_newest_checkpoint_is_one_warning_then_resumed(compilation_cache, tmp_path):
+def test_corrupt_newest_checkpoint_is_one_warning_then_resumed(tmp_path, run_job):
     """The newest checkpoint's array files cut short: one warning line on stderr (besides the INFO log), the
     run resumes from the previous checkpoint and ends."""
-    command = COMMAND + SHORT + [f"--workdir={tmp_path}/w"]
-    env = _env(compilation_cache)
-    first = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    command = JOB + SHORT + [f"--workdir={tmp_path}/w"]
+    first = run_job(*command)
     assert first.returncode == 0, first.stderr[-2000:]
     arrays = tmp_path / "w" / "checkpoints" / "4" / "params" / "ocdbt.process_0" / "d"
     for path in arrays.iterdir():
         path.write_bytes(path.read_bytes()[:100])
-    second = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    second = run_job(*command)
     assert second.returncode == 0, second.stderr[-2000:]
     not_info = [line for line in second.stderr.splitlines() if not line.startswith("I")]
     assert len(not_info) == 1 and not_info[0].startswith("W"), not_info
@@ -201,7 +189,7 @@ def test_corrupt_newest_checkpoint_is_one_warning_then_resumed(compilation_cache
     assert _last_step(str(tmp_path / "w")) == 4
 
 
-def test_a_missing_jsonl_file_stops_the_run_with_the_error_alone(compilation_cache, tmp_path):
+def test_a_missing_jsonl_file_stops_the_run_with_the_error_alone(tmp_path, run_job):
     """tiny_resume's component as a jsonl file that does not exist: the one error line alone on stderr (checked before the
     run logs its start-up lines), exit 2, no workdir."""
     config = tmp_path / "jsonl_run.py"
@@ -213,16 +201,52 @@ def test_a_missing_jsonl_file_stops_the_run_with_the_error_alone(compilation_cac
         f"        config.data.pipeline.components = {{'demo': {{'kind': 'jsonl', 'paths': ['{tmp_path}/no.jsonl']}}}}\n"
         "    return config\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "experiments.pretrain", f"--config={config}", f"--workdir={tmp_path}/w"],
-        cwd=ROOT,
-        env=_env(compilation_cache),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_job("experiments.pretrain", f"--config={config}", f"--workdir={tmp_path}/w")
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines() == [
         f"error: data.pipeline.components.demo: {tmp_path}/no.jsonl: no such file or directory"
     ]
     assert not os.path.exists(f"{tmp_path}/w")
+
+
+def _start_megatron(config, workdir, env):
+    command = [sys.executable, "-m", "experiments.pretrain", f"--config={config}", f"--workdir={workdir}"]
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _checkpoint_steps(workdir):
+    return sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
+
+
+def test_kill9_and_sigterm_on_a_megatron_dataset_resume_exactly(
+    uninterrupted, losses_of, compilation_cache, tmp_path
+):
+    config_path, workdir = write_megatron_run(tmp_path), str(tmp_path / "run")
+    env = _env(compilation_cache)
+    _signal_after_step(_start_megatron(config_path, workdir, env), workdir, 4, signal.SIGKILL)
+    assert _last_step(workdir) < 12
+    process = _start_megatron(config_path, workdir, env)
+    assert _signal_after_step(process, workdir, _checkpoint_steps(workdir)[-1], signal.SIGTERM) == 0, (
+        process.stderr.read()
+    )
+    assert (
+        _checkpoint_steps(workdir)[-1] == _last_step(workdir) < 12
+    )  # SIGTERM: a checkpoint at the current step
+    final = subprocess.run(
+        [sys.executable, "-m", "experiments.pretrain", f"--config={config_path}", f"--workdir={workdir}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert final.returncode == 0, final.stderr[-2000:]
+    recorded = open(os.path.join(workdir, "config.json")).read()
+    assert '"kind": "megatron"' in recorded and str(tmp_path / "udhr") in recorded
+    resumed, reference = losses_of(workdir), losses_of(uninterrupted)
+    assert [s for s, _ in resumed] == [s for s, _ in reference] == list(range(1, 13))
+    # As above: bitwise in-process, one float32 ulp allowed across processes under load.
+    np.testing.assert_allclose(
+        [loss for _, loss in resumed], [loss for _, loss in reference], rtol=2e-7, atol=0
+    )

@@ -4,8 +4,6 @@ import glob
 import json
 import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -14,11 +12,9 @@ pytest.importorskip("lm_eval")
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_cli_runs_a_local_task_on_a_hf_directory(hf_dir, exams_task_dir, tmp_path):
+def test_cli_runs_a_local_task_on_a_hf_directory(hf_dir, exams_task_dir, tmp_path, run_job):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     command = [
-        sys.executable,
-        "-m",
         "apertus_jax.jobs.lm_eval_cli",
         "run",
         "--model",
@@ -36,7 +32,7 @@ def test_cli_runs_a_local_task_on_a_hf_directory(hf_dir, exams_task_dir, tmp_pat
         "--output_path",
         str(tmp_path),
     ]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    done = run_job(*command, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     (results_file,) = glob.glob(str(tmp_path / "**" / "results_*.json"), recursive=True)
     results = json.loads(pathlib.Path(results_file).read_text())

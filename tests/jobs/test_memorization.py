@@ -5,8 +5,6 @@ checkpoint and the resume, scoring, outputs) and its one-line refusal of a bad s
 import copy
 import json
 import os
-import subprocess
-import sys
 
 import ml_collections
 import numpy as np
@@ -140,26 +138,19 @@ def test_the_resume_check_hook_asks_for_the_clean_stop_after_a_checkpoint():
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _memorization(out, *overrides):
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.memorization",
-            "--config=configs/studies/memorization_tiny.py",
-            f"--out={out}",
-            *overrides,
-        ],
-        cwd=ROOT,
-        env={**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=900,
+@pytest.fixture
+def memorization(run_job):
+    """(out, *overrides) -> the finished `experiments.memorization` command on the tiny study config."""
+    return lambda out, *overrides: run_job(
+        "experiments.memorization",
+        "--config=configs/studies/memorization_tiny.py",
+        f"--out={out}",
+        *overrides,
     )
 
 
-def test_a_bad_setting_is_one_line_and_writes_nothing(tmp_path):
-    proc = _memorization(tmp_path / "study", "--config.suffix_len=0")
+def test_a_bad_setting_is_one_line_and_writes_nothing(tmp_path, memorization):
+    proc = memorization(tmp_path / "study", "--config.suffix_len=0")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: prefix_lengths=(8, 16, 32, 64) and suffix_len=0 must be >= 1 and offsets=(0, 64) >= 0"
@@ -167,7 +158,7 @@ def test_a_bad_setting_is_one_line_and_writes_nothing(tmp_path):
     assert not (tmp_path / "study").exists()
 
 
-def test_the_command_trains_preempts_resumes_and_scores(tmp_path):
+def test_the_command_trains_preempts_resumes_and_scores(tmp_path, memorization):
     # 24 steps with a checkpoint every 6: the resume-check run stops after its first save (at step 6).
     overrides = {
         "run.train.steps": 24,
@@ -181,9 +172,10 @@ def test_the_command_trains_preempts_resumes_and_scores(tmp_path):
         "offsets": "(0,)",
         "suffix_len": 8,
         "num_candidates": 7,
+        "run.mesh.data": -1,  # the 16 rows over the 8 CPU devices of the tests' process
     }
     out = tmp_path / "study"
-    proc = _memorization(out, *(f"--config.{key}={value}" for key, value in overrides.items()))
+    proc = memorization(out, *(f"--config.{key}={value}" for key, value in overrides.items()))
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads((out / "memorization.json").read_text())
     check = report["resume_check"]

@@ -114,14 +114,18 @@ NATIVE_LOG = re.compile(
 )
 
 
-def _memory_plan(*args: str) -> subprocess.CompletedProcess:
+@pytest.fixture
+def memory_plan(run_job):
     """`experiments.memory_plan` on the tiny demo config with `args`, the CUDA loader's lines dropped from stderr."""
-    command = [sys.executable, "-m", "experiments.memory_plan", "--config=configs/runs/tiny_demo.py", *args]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    done.stderr = "".join(
-        line for line in done.stderr.splitlines(True) if not NATIVE_LOG.fullmatch(line.strip())
-    )
-    return done
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        done = run_job("experiments.memory_plan", "--config=configs/runs/tiny_demo.py", *args)
+        done.stderr = "".join(
+            line for line in done.stderr.splitlines(True) if not NATIVE_LOG.fullmatch(line.strip())
+        )
+        return done
+
+    return run
 
 
 @pytest.mark.parametrize(
@@ -139,15 +143,15 @@ def _memory_plan(*args: str) -> subprocess.CompletedProcess:
         ),
     ],
 )
-def test_cli_bad_inputs_one_line_exit_2(args, message):
-    done = _memory_plan(*args)
+def test_cli_bad_inputs_one_line_exit_2(args, message, memory_plan):
+    done = memory_plan(*args)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [done.stderr.strip()] and done.stderr.startswith(message)
 
 
 @pytest.mark.skipif(targets.missing_extra("tpu") is None, reason="libtpu installed: the extra is not missing")
-def test_cli_without_the_extra_one_line_exit_2():
-    done = _memory_plan("--target=v5e-4")
+def test_cli_without_the_extra_one_line_exit_2(memory_plan):
+    done = memory_plan("--target=v5e-4")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == (
         "error: --target=v5e-4 needs the 'accelerators' extra (libtpu is not installed); "

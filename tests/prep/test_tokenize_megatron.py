@@ -5,8 +5,6 @@ nothing written."""
 import json
 import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -89,11 +87,9 @@ def test_megatron_output_holds_the_shard_sets_documents(tmp_path):
     assert sorted(d.tobytes() for d in read_documents(tmp_path / "two")) == sorted(d.tobytes() for d in ours)
 
 
-def test_dtype_too_small_for_the_tokenizer_is_one_line_and_nothing_is_written(tmp_path):
+def test_dtype_too_small_for_the_tokenizer_is_one_line_and_nothing_is_written(tmp_path, run_job):
     inputs = _inputs(tmp_path)
     command = [
-        sys.executable,
-        "-m",
         "experiments.tokenize_data",
         f"--input={inputs}",
         "--tokenizer=tekken",
@@ -104,14 +100,7 @@ def test_dtype_too_small_for_the_tokenizer_is_one_line_and_nothing_is_written(tm
         "--megatron_dtype=uint16",
     ]
     before = sorted(os.listdir(tmp_path))
-    result = subprocess.run(
-        command,
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_job(*command)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert lines[0] == (

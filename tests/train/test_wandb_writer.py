@@ -1,10 +1,8 @@
 """Optional W&B logging in offline mode: the offline run files, read back with wandb's own reader
-(`wandb leet inspect --json`), hold the metrics.jsonl values; a resumed run continues the same run id."""
+(`wandb leet inspect --json`, its Go core run from this process), hold the metrics.jsonl values; a resumed run continues the same run id."""
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 import pytest
@@ -24,21 +22,18 @@ def offline(monkeypatch):
     monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
 
 
-def _wandb_cli() -> str:
-    return shutil.which("wandb", path=os.path.dirname(sys.executable)) or shutil.which("wandb")
-
-
-def offline_runs(workdir: str) -> list[dict]:
+def offline_runs(workdir: str, capfd) -> list[dict]:
     """Per offline run directory (oldest first): {"run_id", "history": {step: {key: value}}}."""
+    from wandb.cli.leet import launch_inspect
+
     root = os.path.join(workdir, "wandb")
     runs = []
     for name in sorted(n for n in os.listdir(root) if n.startswith("offline-run-")):
-        out = subprocess.run(
-            [_wandb_cli(), "leet", "inspect", "--json", os.path.join(root, name)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        capfd.readouterr()
+        with pytest.raises(SystemExit) as stop:
+            launch_inspect(os.path.join(root, name), json_output=True)
+        out = capfd.readouterr().out
+        assert stop.value.code == 0, out[-2000:]
         records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         (run,) = [r["run"] for r in records if r["type"] == "run"]
         history = {
@@ -67,7 +62,7 @@ RECORDS = [
 ]
 
 
-def test_metrics_writer_logs_every_scalar_and_a_restart_keeps_the_run_id(tmp_path):
+def test_metrics_writer_logs_every_scalar_and_a_restart_keeps_the_run_id(tmp_path, capfd):
     workdir = str(tmp_path)
     writer = metrics_lib.MetricsWriter(workdir, 4, 0, wandb_project="apertus-test")
     for record in RECORDS[:3]:
@@ -77,7 +72,7 @@ def test_metrics_writer_logs_every_scalar_and_a_restart_keeps_the_run_id(tmp_pat
     writer = metrics_lib.MetricsWriter(workdir, 4, 3, wandb_project="apertus-test")
     writer.write(RECORDS[3])
     writer.close()
-    runs = offline_runs(workdir)
+    runs = offline_runs(workdir, capfd)
     assert [r["run_id"] for r in runs] == [first_id, first_id]
     assert sorted(runs[0]["history"]) == [1, 2, 3] and sorted(runs[1]["history"]) == [4]
     for run in runs:
@@ -108,7 +103,7 @@ class Crash(Exception):
     """Stands in for kill -9 after a step's metrics line, before that step's checkpoint."""
 
 
-def test_demo_run_history_equals_metrics_jsonl_across_a_crash(tmp_path, monkeypatch):
+def test_demo_run_history_equals_metrics_jsonl_across_a_crash(tmp_path, monkeypatch, capfd):
     """The tiny demo run logs to W&B offline, dies after step 3 (checkpoint at 2) and is resumed: both
     processes log to one run id, and every W&B history value equals metrics.jsonl at that step (the
     resume recomputes step 3 bit for bit, so W&B's copy from the first attempt is the same)."""
@@ -132,7 +127,7 @@ def test_demo_run_history_equals_metrics_jsonl_across_a_crash(tmp_path, monkeypa
 
     metrics = read_metrics(workdir)
     assert sorted(metrics) == list(range(1, 5))
-    runs = offline_runs(workdir)
+    runs = offline_runs(workdir, capfd)
     assert len(runs) == 2 and runs[0]["run_id"] == runs[1]["run_id"]
     assert sorted(runs[0]["history"]) == [1, 2, 3] and sorted(runs[1]["history"]) == [3, 4]
     for run in runs:

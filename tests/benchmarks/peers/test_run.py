@@ -65,13 +65,30 @@ def test_maxtext_args_set_the_llama2_block_and_step_count():
     assert int(args["per_device_batch_size"]) * int(args["max_target_length"]) == 1024
 
 
-def test_python_version_of_this_interpreter_and_of_a_missing_one():
-    assert run.python_version(sys.executable) == tuple(sys.version_info[:2])
-    assert run.python_version("/nonexistent/python3") is None
+def _interpreter(path, answer: str) -> str:
+    """A stand-in interpreter at `path` that answers `answer` to any command (no Python is started)."""
+    path.write_text(f"#!/bin/sh\n{answer}\n")
+    path.chmod(0o755)
+    return str(path)
 
 
-def test_find_python_honours_the_minimum():
-    found = run.find_python(tuple(sys.version_info[:2]))
-    assert run.python_version(found) >= tuple(sys.version_info[:2])
+def test_python_version_of_an_interpreter_and_of_one_that_does_not_run(tmp_path):
+    assert run.python_version(_interpreter(tmp_path / "python3", "echo 3 12")) == (3, 12)
+    assert run.python_version(_interpreter(tmp_path / "broken", "exit 1")) is None
+    assert run.python_version(str(tmp_path / "nonexistent")) is None
+
+
+def test_find_python_honours_the_minimum(tmp_path, monkeypatch):
+    """This interpreter first, then python3.X on PATH, then pyenv's; none new enough names the flag."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "pyenv" / "versions" / "3.14.0" / "bin").mkdir(parents=True)
+    monkeypatch.setattr(sys, "executable", _interpreter(tmp_path / "this", "echo 3 11"))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    on_path = _interpreter(tmp_path / "bin" / "python3.12", "echo 3 12")
+    pyenv = _interpreter(tmp_path / "pyenv" / "versions" / "3.14.0" / "bin" / "python3", "echo 3 14")
+    assert run.find_python((3, 11)) == sys.executable
+    assert run.find_python((3, 12)) == on_path
+    assert run.find_python((3, 13)) == pyenv
     with pytest.raises(RuntimeError, match="--maxtext_python"):
         run.find_python((3, 99))

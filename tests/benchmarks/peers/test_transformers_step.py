@@ -1,20 +1,16 @@
 """The transformers peer script: one real AdamW step loop on tiny shapes, its one-line output, bad input."""
 
 import importlib.util
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-# The script runs in a subprocess; checking for the packages without importing them keeps collection fast.
+from benchmarks.peers import transformers_step
+
+# Checking for the packages without importing them keeps collection fast (the script imports torch in main).
 if not (importlib.util.find_spec("torch") and importlib.util.find_spec("transformers")):
     pytest.skip("needs the hf extra (torch, transformers)", allow_module_level=True)
 
-SCRIPT = os.path.join(
-    os.path.dirname(__file__), "..", "..", "..", "benchmarks", "peers", "transformers_step.py"
-)
 TINY = [
     "--vocab=300",
     "--d_model=32",
@@ -27,18 +23,23 @@ TINY = [
 ]
 
 
-def test_prints_one_throughput_line():
-    proc = subprocess.run(
-        [sys.executable, SCRIPT, *TINY, "--steps=3", "--warmup=1", "--threads=1"],
-        capture_output=True,
-        text=True,
+def test_prints_one_throughput_line(capsys):
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        transformers_step.main([*TINY, "--steps=3", "--warmup=1", "--threads=1"])
+    finally:
+        torch.set_num_threads(threads)
+    match = re.fullmatch(
+        r"transformers tokens_per_s=(\d+) \(median of 3 steps\)", capsys.readouterr().out.strip()
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    match = re.fullmatch(r"transformers tokens_per_s=(\d+) \(median of 3 steps\)", proc.stdout.strip())
     assert match and int(match.group(1)) > 0
 
 
-def test_zero_steps_is_a_usage_error():
-    proc = subprocess.run([sys.executable, SCRIPT, *TINY, "--steps=0"], capture_output=True, text=True)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == "error: --steps=0 and --warmup=2 must both be >= 1"
+def test_zero_steps_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as stop:
+        transformers_step.main([*TINY, "--steps=0"])
+    out, err = capsys.readouterr()
+    assert stop.value.code == 2 and out == ""
+    assert err.strip() == "error: --steps=0 and --warmup=2 must both be >= 1"
