@@ -1,4 +1,4 @@
-"""Muon by logical axes: one step against the reference Newton-Schulz, the Muon/AdamW assignment of the presets,
+"""Muon by logical axes: one step against the reference Newton-Schulz, six against the documented momentum, the Muon/AdamW assignment of the presets,
 agreement with optax.contrib.muon, the decay mask, and 8 devices against one."""
 
 import jax
@@ -63,6 +63,46 @@ def test_one_step_from_zero_state_is_the_reference_newton_schulz(shape, rms):
     # The orthogonalized direction is not the gradient: its singular values are all near 1 (0.68 to 1.13).
     singular = np.linalg.svd(np.asarray(orthogonal), compute_uv=False)
     assert 0.6 < singular.min() and singular.max() < 1.2
+
+
+def documented_momentum(grads, beta, bias_corrected=True):
+    """The Muon input of each step by docs/optimizers.md ("The momentum"), written out in float64: the average
+    m_t = beta m_(t-1) + (1 - beta) g_t and its Nesterov look-ahead beta m_t + (1 - beta) g_t, each term divided
+    by its own bias correction (optax's form, t counted from 1), or by none (Keller Jordan's form)."""
+    m, out = np.zeros_like(grads[0], np.float64), []
+    for t, g in enumerate(grads, start=1):
+        m = beta * m + (1 - beta) * g
+        if bias_corrected:
+            out.append(beta * m / (1 - beta ** (t + 1)) + (1 - beta) * g / (1 - beta**t))
+        else:
+            out.append(beta * m + (1 - beta) * g)
+    return out
+
+
+def test_six_steps_follow_the_documented_bias_corrected_nesterov_momentum():
+    """Six steps on one [in, out] kernel with new gradients each step: every update is -lr (scale * NS(input) +
+    wd * w) of the documented momentum; Keller Jordan's uncorrected form gives the same first step (the
+    iteration normalizes its input) and measurably different later ones."""
+    rng = np.random.default_rng(1)
+    shape, lr, wd, beta, rms = (64, 96), 0.02, 0.1, 0.95, 0.2
+    grads = [rng.normal(size=shape) for _ in range(6)]
+    w = jnp.asarray(rng.normal(size=shape), jnp.float32)
+    tx = muon(lr, {"w": ("embed", "mlp")}, momentum=beta, rms=rms, weight_decay=wd)
+    state, scale = tx.init({"w": w}), rms * np.sqrt(max(shape))
+    ours, expected, uncorrected = [], [], []
+    for g, corrected, plain in zip(
+        grads, documented_momentum(grads, beta), documented_momentum(grads, beta, False)
+    ):
+        step, state = tx.update({"w": jnp.asarray(g, jnp.float32)}, state, {"w": w})
+        ours.append(np.asarray(step["w"]))
+        for inputs, updates in ((corrected, expected), (plain, uncorrected)):
+            orthogonal = reference_newton_schulz(jnp.asarray(inputs.T, jnp.float32)).T
+            updates.append(np.asarray(-lr * (scale * orthogonal + wd * w)))
+        w = w + step["w"]
+    for step_ours, step_expected in zip(ours, expected):
+        np.testing.assert_allclose(step_ours, step_expected, rtol=0, atol=1e-7)  # steps ~1e-2
+    gaps = [np.abs(a - b).max() for a, b in zip(ours, uncorrected)]
+    assert gaps[0] < 1e-7 and min(gaps[1:]) > 1e-4, gaps
 
 
 TINY_ASSIGNMENT = {
