@@ -1,8 +1,8 @@
 """Muon on the hidden matrices of a model whose parameter axes are named, AdamW on the rest (docs/optimizers.md).
 
 The orthogonalization is that of `optax.contrib.muon` of the pinned optax (`optax.contrib.scale_by_muon`:
-bias-corrected Nesterov momentum (docs/optimizers.md, "The momentum"), Frobenius pre-normalization, Newton-Schulz quintic with coefficients (3.4445, -4.7750,
-2.0315), 5 steps). What is ours is which parameter goes where and how its dimensions form a matrix, read from
+bias-corrected Nesterov momentum (docs/optimizers.md, "The momentum"), Frobenius pre-normalization,
+Newton-Schulz quintic with coefficients (3.4445, -4.7750, 2.0315), 5 steps). What is ours is which parameter goes where and how its dimensions form a matrix, read from
 each parameter's logical axes:
 
   - an axis named "layers" (scanned layers) is a batch axis: each layer's matrix is orthogonalized alone;
