@@ -1445,6 +1445,34 @@ RENDERERS = {
         results.read_result(root, "apertus_targets")["values"]
     ),
 }
+# The tables of the docs too wide to read with a marker after every figure: each rendered from its template
+# docs/results/tables/NAME.md, whose figures are bound as in any document (`results.render_table`).
+TABLES = (
+    "ablation_pod_sizes",
+    "accelerator_plans_8b",
+    "apertus_ablation_final",
+    "apertus_ablation_paired",
+    "boldt_ablation_exams",
+    "boldt_ablation_final",
+    "boldt_ablation_heldout",
+    "boldt_strategies_data",
+    "fairness_by_script",
+    "fairness_summary",
+    "fairness_tekken_head",
+    "fairness_widely_used",
+    "long_context_memory_plan",
+    "memorization_canaries",
+    "memorization_formats_greedy",
+    "memorization_greedy",
+    "memory_plan_64k",
+    "memory_plan_pretraining",
+    "optimizer_ablation_154k",
+    "optimizer_ablation_462k",
+    "optimizer_ablation_paired",
+    "optimizer_memory_update",
+    "posttrain_cpu",
+)
+RENDERERS.update({name: (lambda root, name=name: results.render_table(root, name)) for name in TABLES})
 
 
 # docs/accelerators.md: the 8B's train step compiled by the TPU and GPU compilers for compile-only devices
