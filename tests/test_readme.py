@@ -1,6 +1,6 @@
-"""The README's commands name what exists: every `python -m MODULE` is a module of the repository, every
-`--config=PATH` is a file, and every `--flag` given to a repository job is a flag that job defines. The
-own-data path of "Your own data" runs as the README shows it."""
+"""The documented commands name what exists: in README.md and every page of docs/, every `python -m MODULE` is
+a module of the repository, every `--config=PATH` is a file, and every `--flag` given to a repository job is a
+flag that job defines. The own-data path of "Your own data" (docs/usage.md) runs as the page shows it."""
 
 import json
 import os
@@ -13,9 +13,12 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
+DOCS = os.path.join(ROOT, "docs")
+# The page that holds "Your own data" (the README's "Using the pieces" links to it).
+USAGE = os.path.join(DOCS, "usage.md")
 # Modules of installed tools, not of this repository.
 EXTERNAL_MODULES = {"pytest", "pip"}
-# The config file the README tells the reader to write (section "Your own data").
+# The config file docs/usage.md tells the reader to write (section "Your own data").
 USER_CONFIGS = {"configs/my_run.py"}
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"`(python -m [^`]+)`")
@@ -26,12 +29,23 @@ CONFIG_PATH = re.compile(r"--config=(\S+\.py)")
 # or argparse (`parser.add_argument("--out", ...)`).
 DEFINED = re.compile(r"DEFINE_\w+\(\s*\"(\w+)\"|add_argument\(\s*\"--(\w+)\"")
 # A job that runs another job's main with its flags (`from experiments import pretrain`).
-JOB_IMPORT = re.compile(r"^\s*from (experiments|benchmarks) import ([\w, ]+)$", re.MULTILINE)
+JOB_IMPORT = re.compile(r"^\s*from (experiments|benchmarks) import ([\w, ]+?)\s*(?:#.*)?$", re.MULTILINE)
 
 
-def readme() -> str:
-    with open(README, encoding="utf-8") as f:
+def documents() -> list[str]:
+    """README.md and the Markdown pages of docs/, sorted."""
+    pages = sorted(os.path.join(DOCS, n) for n in os.listdir(DOCS) if n.endswith(".md"))
+    return [README, *pages]
+
+
+def read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """(document relative to the repository, command) for every command of `documents()`."""
+    return [(os.path.relpath(path, ROOT), c) for path in documents() for c in commands(read(path))]
 
 
 def commands(text: str) -> list[str]:
@@ -86,34 +100,35 @@ def test_commands_are_found_in_fenced_blocks_and_inline_spans():
     ]
 
 
-def test_the_readme_has_commands():
-    assert len(commands(readme())) >= 20
+def test_the_readme_and_the_usage_page_have_commands():
+    assert len(commands(read(README))) >= 3
+    assert len(commands(read(USAGE))) >= 20
 
 
-@pytest.mark.parametrize("command", commands(readme()))
-def test_every_readme_command_names_an_existing_module_config_and_flags(command):
+@pytest.mark.parametrize("document,command", documented_commands())
+def test_every_documented_command_names_an_existing_module_config_and_flags(document, command):
     module, arguments = COMMAND.match(command).groups()
     if module in EXTERNAL_MODULES:
         return
     path = module_file(module)
-    assert path, f"README: `python -m {module}` is not a module of the repository"
+    assert path, f"{document}: `python -m {module}` is not a module of the repository"
     for config in set(CONFIG_PATH.findall(arguments)) - USER_CONFIGS:
-        assert os.path.isfile(os.path.join(ROOT, config)), f"README: {config} does not exist ({command})"
+        assert os.path.isfile(os.path.join(ROOT, config)), f"{document}: {config} does not exist ({command})"
     if module.startswith(("experiments.", "benchmarks.")):
         unknown = set(FLAG.findall(arguments)) - defined_flags(path)
-        assert not unknown, f"README: `python -m {module}` has no flag {sorted(unknown)}"
+        assert not unknown, f"{document}: `python -m {module}` has no flag {sorted(unknown)}"
 
 
 def own_data_commands() -> list[str]:
-    """The commands of the first bash block of the README's "Your own data" section."""
-    section = readme().split("\n### Your own data\n", 1)[1]
+    """The commands of the first bash block of the "Your own data" section of docs/usage.md."""
+    section = read(USAGE).split("\n## Your own data\n", 1)[1]
     language, body = next(block for block in FENCE.findall(section) if block[0] == "bash")
     return commands(f"```{language}\n{body}```\n")
 
 
-def test_the_own_data_path_runs_as_the_readme_shows_it(tmp_path, compilation_cache):
+def test_the_own_data_path_runs_as_the_usage_page_shows_it(tmp_path, compilation_cache):
     """JSONL of real text (German prose of the demo corpus standing in for yours) -> `tokenize_data
-    --tokenizer=demo` -> 20 steps of the tiny model, each command as the README prints it (its /tmp/ paths
+    --tokenizer=demo` -> 20 steps of the tiny model, each command as docs/usage.md prints it (its /tmp/ paths
     moved into this test's directory, run from there): the shards hold the file's documents, the run trains
     on them with its schedule fitted to the 20 steps, and the loss falls."""
     from apertus_jax.data.demo_corpus import load_german_prose

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from apertus_jax.jobs import processor_kinds, results
-from apertus_jax.jobs.measurements import MEASUREMENTS, RENDERERS
+from apertus_jax.jobs.measurements import MEASUREMENTS, RENDERERS, TABLES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,6 +31,18 @@ def test_every_bound_figure_is_its_results_file_value():
         if results.regenerate(text, lambda block: RENDERERS[block](ROOT)) != text:
             bad.append(f"{os.path.relpath(path, ROOT)}: a generated block differs from its rendering")
     assert not bad, "\n".join(bad) + "\n(python -m experiments.measure --rewrite_only rewrites them)"
+
+
+def test_every_table_template_is_registered_and_shown_by_one_generated_block():
+    """docs/results/tables/NAME.md is in `TABLES` and is the generated block NAME of one page (docs/results.md,
+    "Generated blocks")."""
+    templates = {n[: -len(".md")] for n in os.listdir(os.path.join(ROOT, results.TABLES_DIR))}
+    assert templates == set(TABLES)
+    shown = []
+    for path in results.documents(ROOT):
+        with open(path, encoding="utf-8") as f:
+            shown += [m["name"] for m in results.GENERATED.finditer(f.read())]
+    assert sorted(n for n in shown if n in templates) == sorted(templates)
 
 
 def test_the_readme_demo_figures_are_bound():

@@ -15,7 +15,7 @@ Each run is assembled by the trainer's `apertus_jax.train.run.Run` (state, AdamW
 in tokens, THE jitted train step), its batches by the pipeline's `rows_to_batch` (EoD/padding and Goldfish
 masks), and scored with KV-cache generation. `run_study` writes `goldfish_study.json` and
 `goldfish_study.png` into its output folder. Default settings: 500 steps per run (both runs about 100 s on
-2 CPU cores). The measured result with the defaults is in the README (Evaluation) and
+2 CPU cores). The measured result with the defaults is in docs/usage.md (Evaluation) and
 docs/figures/goldfish_study.png. The command line is `python -m experiments.goldfish_study`.
 """
 

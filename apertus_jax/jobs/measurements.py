@@ -159,7 +159,7 @@ def measure_demo(root: str, scratch: str) -> dict:
     }
 
 
-# The README's post-training commands (section "Post-training"), after the demo run, and docs/posttrain.md's
+# The post-training commands of docs/usage.md ("Post-training"), after the demo run, and docs/posttrain.md's
 # DPO baseline started from the same SFT workdir.
 POSTTRAIN_RUNS = {
     "sft": "python -m experiments.sft --config=configs/posttrain/sft_tiny.py "
@@ -173,7 +173,7 @@ POSTTRAIN_RUNS = {
 
 
 def measure_posttrain(root: str, scratch: str) -> dict:
-    """The post-training figures of the README and docs/posttrain.md: the demo run, then SFT from it, then QRPO
+    """The post-training figures of docs/usage.md and posttrain.md: the demo run, then SFT from it, then QRPO
     and the DPO baseline from the SFT workdir (each in a fresh workdir; the usual XLA cache).
 
     Returns:
@@ -203,7 +203,7 @@ def measure_posttrain(root: str, scratch: str) -> dict:
     return values
 
 
-# The README's evaluation commands (section "Evaluation") on the demo workdir.
+# The evaluation commands of docs/usage.md ("Evaluation") on the demo workdir.
 EVALUATION_RUNS = {
     "exams": "python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=german_exams_qa",
     "perplexity": "python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=perplexity",
@@ -219,8 +219,8 @@ PERPLEXITY_VALUES = ("perplexity", "nll_per_token", "bits_per_byte", "num_docume
 
 
 def measure_evaluation(root: str, scratch: str) -> dict:
-    """The README's evaluation figures of the demo workdir: the demo run, then German EXAMS-QA and the held-out
-    perplexity, each from the JSON its command writes (WORKDIR/eval/TASK.json).
+    """The evaluation figures of the demo workdir (docs/usage.md): the demo run, then German EXAMS-QA and the
+    held-out perplexity, each from the JSON its command writes (WORKDIR/eval/TASK.json).
 
     Returns:
       exams_wall_seconds, perplexity_wall_seconds; exams_ACCURACY of each normalization (fraction of the
@@ -243,7 +243,7 @@ def measure_evaluation(root: str, scratch: str) -> dict:
     values.update({f"exams_{k}": exams[k] for k in (*EXAMS_VALUES, "num_questions")})
     values.update({k: perplexity[k] for k in PERPLEXITY_VALUES})
     values.update({f"unseen_languages_{k}": perplexity["unseen_languages"][k] for k in PERPLEXITY_VALUES})
-    # The README's count of the questions by their number of options (the snippet it shows).
+    # docs/usage.md's count of the questions by their number of options (the snippet it shows).
     options = collections.Counter(len(q.options) for q in load_exams_qa("german"))
     values.update({f"exams_{n}_options": options[n] for n in sorted(options)})
     return values
@@ -254,7 +254,7 @@ GOLDFISH_SCORES = ("rouge_l", "lccs", "exact_matches", "unseen_rouge_l")
 
 
 def measure_goldfish(root: str, scratch: str) -> dict:
-    """The README's Goldfish-study figures: `experiments.goldfish_study` with its defaults, from the
+    """The Goldfish-study figures of docs/usage.md: `experiments.goldfish_study` with its defaults, from the
     goldfish_study.json it writes.
 
     Returns:
@@ -283,7 +283,7 @@ def measure_goldfish(root: str, scratch: str) -> dict:
     return values
 
 
-# The README's memory-plan commands ("Scaling up"), by model and context.
+# The memory-plan commands of docs/scaling.md ("Memory plan"), by model and context.
 PLAN_RUNS = {
     "8b": "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --rows_per_device=1",
     "70b": "python -m experiments.memory_plan --config=configs/runs/apertus_70b.py "
@@ -328,7 +328,7 @@ def _memory_plans(runs: dict[str, str], root: str) -> dict:
 
 
 def measure_memory_plan(root: str, scratch: str) -> dict:
-    """The README's memory plans: each command's printed table.
+    """The memory plans of docs/scaling.md: each command's printed table.
 
     Returns:
       wall_seconds {model: seconds}; for each planned mesh, MODEL_MESH (e.g. `8b_1x64x1`, `8b_1x16x1x4`):
@@ -370,7 +370,7 @@ def measure_ablation_memory_plan(root: str, scratch: str) -> dict:
     return _memory_plans(ABLATION_PLAN_RUNS, root)
 
 
-# The README's count of the demo corpus ("Your own data"), as it prints it.
+# docs/usage.md's count of the demo corpus ("Your own data"), as it prints it.
 CORPUS_COUNT = (
     "from apertus_jax.data.demo_corpus import load_udhr, udhr_languages, load_german_prose as prose; "
     "print(len(load_udhr()), 'translations,', len({l['iso6393'] for l in udhr_languages()} - {'und'}), "
@@ -433,7 +433,7 @@ PIPELINE_RATES = re.compile(
 
 
 def measure_goldfish_rates(root: str, scratch: str) -> dict:
-    """The README's Goldfish drop rates on real text (k = h = 50, tekken, the demo corpus), from the lines
+    """docs/usage.md's Goldfish drop rates on real text (k = h = 50, tekken, the demo corpus), from the lines
     `benchmarks.data_pipeline` prints (its throughput is of the machine: BENCHMARKS.md).
 
     Returns:
@@ -634,7 +634,7 @@ def measure_optimizer_ablation(root: str, scratch: str) -> dict:
     }
 
 
-# The README's parameter counts and tekken's vocabulary size ("Configs", "Using the pieces"), as it prints them.
+# The parameter counts and tekken's vocabulary size of docs/configs.md and docs/usage.md, as it prints them.
 PARAM_COUNT = (
     "from apertus_jax.models import get_config, flops; from apertus_jax.tokenizers import load_tokenizer; "
     "print(flops.param_count(get_config('apertus-8b')), flops.param_count(get_config('apertus-1.5b')), "
@@ -868,7 +868,7 @@ def measure_lm_eval_exams(root: str, scratch: str) -> dict:
     return values
 
 
-# docs/optimizers.md's (and README "Scaling up"'s) AdEMAMix and Muon side by side on the 8B config, its default
+# docs/optimizers.md's (and docs/scaling.md's) AdEMAMix and Muon side by side on the 8B config, its default
 # meshes 1x64x1 and 1x16x4 (`apertus_jax.jobs.memory_plan.DEFAULT_MESHES`).
 OPTIMIZER_MEMORY_RUN = (
     "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --optimizers=ademamix,muon"
@@ -1445,6 +1445,34 @@ RENDERERS = {
         results.read_result(root, "apertus_targets")["values"]
     ),
 }
+# The tables of the docs too wide to read with a marker after every figure: each rendered from its template
+# docs/results/tables/NAME.md, whose figures are bound as in any document (`results.render_table`).
+TABLES = (
+    "ablation_pod_sizes",
+    "accelerator_plans_8b",
+    "apertus_ablation_final",
+    "apertus_ablation_paired",
+    "boldt_ablation_exams",
+    "boldt_ablation_final",
+    "boldt_ablation_heldout",
+    "boldt_strategies_data",
+    "fairness_by_script",
+    "fairness_summary",
+    "fairness_tekken_head",
+    "fairness_widely_used",
+    "long_context_memory_plan",
+    "memorization_canaries",
+    "memorization_formats_greedy",
+    "memorization_greedy",
+    "memory_plan_64k",
+    "memory_plan_pretraining",
+    "optimizer_ablation_154k",
+    "optimizer_ablation_462k",
+    "optimizer_ablation_paired",
+    "optimizer_memory_update",
+    "posttrain_cpu",
+)
+RENDERERS.update({name: (lambda root, name=name: results.render_table(root, name)) for name in TABLES})
 
 
 # docs/accelerators.md: the 8B's train step compiled by the TPU and GPU compilers for compile-only devices

@@ -64,6 +64,9 @@ GENERATED = re.compile(
     r"^<!-- begin generated: (?P<name>\w+) -->\n(?P<body>.*?)^<!-- end generated -->$",
     re.MULTILINE | re.DOTALL,
 )
+# The templates of the generated tables (`render_table`): TABLES_DIR/NAME.md, a Markdown table whose figures are
+# bound as in any document (the template is one of the `documents`, checked and rewritten with them).
+TABLES_DIR = os.path.join(RESULTS_DIR, "tables")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,6 +217,27 @@ def rewrite(text: str, record_of: Callable[[str], dict]) -> str:
         pieces += [text[last : binding.start], _expected(binding, record_of), marker]
         last = binding.end
     return "".join(pieces + [text[last:]])
+
+
+def render_table(root: str, name: str) -> str:
+    """The body of the generated block NAME rendered from its template ROOT/docs/results/tables/NAME.md: the
+    template's bound figures rewritten from their results files (`rewrite`), then its result markers dropped,
+    so that a table with many figures keeps rows a terminal can show.
+
+    Raises:
+      FileNotFoundError: no such template; as `rewrite` for its figures.
+    """
+    with open(os.path.join(root, TABLES_DIR, f"{name}.md"), encoding="utf-8") as f:
+        template = f.read()
+    records: dict[str, dict] = {}
+
+    def record_of(result: str) -> dict:
+        if result not in records:
+            records[result] = read_result(root, result)
+        return records[result]
+
+    text = rewrite(template, record_of)
+    return MARKER.sub(lambda m: m["figure"], text)
 
 
 def regenerate(text: str, render: Callable[[str], str]) -> str:

@@ -64,8 +64,8 @@ def test_reads_the_wheel_as_a_zip_and_names_available_languages(tmp_path):
         tasks.load_exams_qa("klingon", wheel_path=str(wheel))
 
 
-def test_readme_states_the_german_option_counts():
-    """README: "575 questions: 325 3-way, 212 4-way, 38 5-way", counted here from the pinned data."""
+def test_usage_page_states_the_german_option_counts():
+    """docs/usage.md: "575 questions: 325 3-way, 212 4-way, 38 5-way", counted here from the pinned data."""
     import collections
     import pathlib
 
@@ -75,9 +75,9 @@ def test_readme_states_the_german_option_counts():
         pytest.skip(str(error))
     counts = sorted(collections.Counter(len(q.options) for q in questions).items())
     stated = f"{len(questions)} questions: " + ", ".join(f"{n} {k}-way" for k, n in counts)
-    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    readme = re.sub(r"<!-- result [^>]*-->", "", readme)  # the figures' result markers (docs/results.md)
-    assert stated in " ".join(readme.split()), stated
+    usage = (pathlib.Path(__file__).parents[2] / "docs" / "usage.md").read_text(encoding="utf-8")
+    usage = re.sub(r"<!-- result [^>]*-->", "", usage)  # the figures' result markers (docs/results.md)
+    assert stated in " ".join(usage.split()), stated
 
 
 def test_extract_is_unchanged_real_data():

@@ -1,4 +1,4 @@
-"""experiments.plot_schedules as a CLI: an unknown preset is one line and exit 2; the README's command."""
+"""experiments.plot_schedules as a CLI: an unknown preset is one line and exit 2; the documented command."""
 
 import pathlib
 import re
@@ -14,13 +14,13 @@ def test_unknown_preset_is_one_line_and_nothing_is_written(tmp_path, run_job):
     assert not (tmp_path / "out").exists()
 
 
-def test_readme_command_writes_the_figure_it_names():
-    """The README's plot_schedules command writes the PNG that the README (and docs/figures) hold."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_documented_command_writes_the_figure_it_names():
+    """The plot_schedules command of docs/usage.md writes the PNG that the page names (in docs/figures)."""
+    usage = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     match = re.search(
-        r"python -m experiments\.plot_schedules --out=(\S+)` draws .*?`([^`]+\.png)`", readme, re.S
+        r"python -m experiments\.plot_schedules --out=(\S+)` draws .*?`([^`]+\.png)`", usage, re.S
     )
-    assert match, "README lost its plot_schedules command"
+    assert match, "docs/usage.md lost its plot_schedules command"
     out, figure = match.groups()
     assert f"{out.rstrip('/')}/apertus8b_schedules.png" == figure
     assert (ROOT / figure).is_file()

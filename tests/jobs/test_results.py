@@ -165,6 +165,21 @@ def test_rewrite_documents_writes_only_changed_documents(tmp_path):
         results.regenerate(table, {}.__getitem__)
 
 
+def test_render_table_rewrites_its_template_and_drops_the_markers(tmp_path):
+    """A generated table's body: its template's figures from their results file, without their markers."""
+    (tmp_path / "docs" / "results" / "tables").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "demo.json").write_text(json.dumps(RECORD))
+    (tmp_path / "docs" / "results" / "tables" / "losses.md").write_text(
+        "| run | loss | tokens/s |\n| --- | --- | --- |\n"
+        "| demo | **5.60<!-- result demo.final_loss:.2f -->** | 1,000<!-- result demo.tokens_per_s:,.0f --> |\n"
+    )
+    assert results.render_table(str(tmp_path), "losses") == (
+        "| run | loss | tokens/s |\n| --- | --- | --- |\n| demo | **5.68** | 14,769 |\n"
+    )
+    with pytest.raises(FileNotFoundError):
+        results.render_table(str(tmp_path), "other")
+
+
 def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_rest():
     text = (
         "loss 2.037<!-- reference Apertus report, section 2.4 --> vs 5.68<!-- result demo.final_loss:.2f -->,\n"

@@ -43,18 +43,20 @@ def test_a_folder_without_a_run_is_one_clear_error(tmp_path):
         load_workdir(str(tmp_path))
 
 
-def readme_block(heading: str) -> str:
-    """The first ```python block after `heading` in the README."""
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
-    section = readme[readme.index(heading) :]
+def usage_block(heading: str) -> str:
+    """The first ```python block after `heading` in docs/usage.md."""
+    usage = open(
+        os.path.join(os.path.dirname(__file__), "..", "..", "docs", "usage.md"), encoding="utf-8"
+    ).read()
+    section = usage[usage.index(heading) :]
     start = section.index("```python\n") + len("```python\n")
     return section[start : section.index("```", start)]
 
 
-def test_readme_workdir_snippet_runs(workdir, capsys):
-    """The README's "A trained workdir in Python" code, verbatim except the workdir path, on a tiny run."""
-    code = readme_block("### A trained workdir in Python")
+def test_usage_workdir_snippet_runs(workdir, capsys):
+    """docs/usage.md's "A trained workdir in Python" code, verbatim except the workdir path, on a tiny run."""
+    code = usage_block("## A trained workdir in Python")
     assert '"/tmp/apertus_demo"' in code
-    exec(compile(code.replace('"/tmp/apertus_demo"', repr(workdir[0])), "README.md", "exec"), {})
+    exec(compile(code.replace('"/tmp/apertus_demo"', repr(workdir[0])), "docs/usage.md", "exec"), {})
     printed = capsys.readouterr().out
     assert printed.startswith("step 7: ")

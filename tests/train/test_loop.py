@@ -129,13 +129,13 @@ def test_config_json_keeps_the_original_run_config(tmp_path):
     assert record_config(workdir, changed, None).endswith("config.json")  # no checkpoint: a new run
 
 
-def test_readme_outputs_table_lists_everything_a_run_writes(uninterrupted):
-    """Each top-level entry of a finished workdir has a row in the README's Outputs table."""
+def test_the_outputs_table_lists_everything_a_run_writes(uninterrupted):
+    """Each top-level entry of a finished workdir has a row in the Outputs table of docs/outputs.md."""
     import pathlib
     import re
 
-    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Outputs") : readme.index("## Troubleshooting")]
+    page = (pathlib.Path(__file__).parents[2] / "docs" / "outputs.md").read_text(encoding="utf-8")
+    section = page[page.index("## Outputs") : page.index("## Troubleshooting")]
     rows = {re.sub(r"/.*", "", cell) for cell in re.findall(r"^\| `([^`]+)` \|", section, re.M)}
     written = set(os.listdir(uninterrupted))
     assert written <= rows, written - rows
