@@ -1473,6 +1473,15 @@ TABLES = (
     "posttrain_cpu",
 )
 RENDERERS.update({name: (lambda root, name=name: results.render_table(root, name)) for name in TABLES})
+# The provenance line of a section: `provenance_NAME`, the date, commit and machine of docs/results/NAME.json.
+RENDERERS.update(
+    {
+        f"provenance_{name}": (
+            lambda root, name=name: results.render_provenance(name, results.read_result(root, name))
+        )
+        for name in MEASUREMENTS
+    }
+)
 
 
 # docs/accelerators.md: the 8B's train step compiled by the TPU and GPU compilers for compile-only devices

@@ -221,8 +221,8 @@ def rewrite(text: str, record_of: Callable[[str], dict]) -> str:
 
 def render_table(root: str, name: str) -> str:
     """The body of the generated block NAME rendered from its template ROOT/docs/results/tables/NAME.md: the
-    template's bound figures rewritten from their results files (`rewrite`), then its result markers dropped,
-    so that a table with many figures keeps rows a terminal can show.
+    template's bound figures rewritten from their results files (`rewrite`), then its result and reference
+    markers dropped, so that a table with many figures keeps rows a terminal can show.
 
     Raises:
       FileNotFoundError: no such template; as `rewrite` for its figures.
@@ -237,7 +237,20 @@ def render_table(root: str, name: str) -> str:
         return records[result]
 
     text = rewrite(template, record_of)
-    return MARKER.sub(lambda m: m["figure"], text)
+    return REFERENCE.sub(lambda m: m["figure"], MARKER.sub(lambda m: m["figure"], text))
+
+
+def render_provenance(name: str, record: dict) -> str:
+    """The body of the generated block `provenance_NAME`: one line that says when, at which commit and on
+    which machine the figures of the section it opens were measured, and where they are (the record of
+    docs/results/NAME.json), in place of a marker after each date, commit and machine figure."""
+    machine = record["machine"]
+    vendor = machine.get("vendor")
+    kind = f"{machine['cpus']}-core {vendor} machine" if vendor else f"{machine['cpus']}-core machine"
+    return (
+        f"Measured {record['date']} at commit {record['commit'][:7]} on a {kind} at load average "
+        f"{machine['load_average']:.1f}; figures from docs/results/{name}.json.\n"
+    )
 
 
 def regenerate(text: str, render: Callable[[str], str]) -> str:

@@ -172,12 +172,28 @@ def test_render_table_rewrites_its_template_and_drops_the_markers(tmp_path):
     (tmp_path / "docs" / "results" / "tables" / "losses.md").write_text(
         "| run | loss | tokens/s |\n| --- | --- | --- |\n"
         "| demo | **5.60<!-- result demo.final_loss:.2f -->** | 1,000<!-- result demo.tokens_per_s:,.0f --> |\n"
+        "| ln 4096 | 8.32<!-- reference ln 4096 --> | - |\n"
     )
     assert results.render_table(str(tmp_path), "losses") == (
-        "| run | loss | tokens/s |\n| --- | --- | --- |\n| demo | **5.68** | 14,769 |\n"
+        "| run | loss | tokens/s |\n| --- | --- | --- |\n| demo | **5.68** | 14,769 |\n| ln 4096 | 8.32 | - |\n"
     )
     with pytest.raises(FileNotFoundError):
         results.render_table(str(tmp_path), "other")
+
+
+def test_render_provenance_is_one_line_of_date_commit_machine_and_results_file():
+    record = {
+        "date": "2026-12-02",
+        "commit": "88146e1" + "0" * 33,
+        "machine": {"cpus": 2, "load_average": 4.83},
+    }
+    assert results.render_provenance(
+        "demo", {**record, "machine": {**record["machine"], "vendor": "Intel"}}
+    ) == (
+        "Measured 2026-12-02 at commit 88146e1 on a 2-core Intel machine at load average 4.8; "
+        "figures from docs/results/demo.json.\n"
+    )
+    assert "on a 2-core machine at" in results.render_provenance("demo", record)
 
 
 def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_rest():
