@@ -1460,6 +1460,7 @@ TABLES = (
     "fairness_summary",
     "fairness_tekken_head",
     "fairness_widely_used",
+    "goldfish_formats_hashes",
     "long_context_memory_plan",
     "memorization_canaries",
     "memorization_formats_greedy",
