@@ -1456,6 +1456,7 @@ TABLES = (
     "boldt_ablation_final",
     "boldt_ablation_heldout",
     "boldt_strategies_data",
+    "evaluation_demo",
     "fairness_by_script",
     "fairness_summary",
     "fairness_tekken_head",
@@ -1472,6 +1473,7 @@ TABLES = (
     "optimizer_ablation_paired",
     "optimizer_memory_update",
     "posttrain_cpu",
+    "usage_fairness",
 )
 RENDERERS.update({name: (lambda root, name=name: results.render_table(root, name)) for name in TABLES})
 # The provenance line of a section: `provenance_NAME`, the date, commit and machine of docs/results/NAME.json.
