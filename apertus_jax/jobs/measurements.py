@@ -1462,6 +1462,7 @@ TABLES = (
     "fairness_tekken_head",
     "fairness_widely_used",
     "goldfish_formats_hashes",
+    "lm_eval_exams_accuracy",
     "long_context_memory_plan",
     "memorization_canaries",
     "memorization_formats_greedy",
