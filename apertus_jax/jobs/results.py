@@ -248,8 +248,8 @@ def render_provenance(name: str, record: dict) -> str:
     vendor = machine.get("vendor")
     kind = f"{machine['cpus']}-core {vendor} machine" if vendor else f"{machine['cpus']}-core machine"
     return (
-        f"Measured {record['date']} at commit {record['commit'][:7]} on a {kind} at load average "
-        f"{machine['load_average']:.1f}; figures from docs/results/{name}.json.\n"
+        f"Measured {record['date']}, commit {record['commit'][:7]}, {kind} at load average "
+        f"{machine['load_average']:.1f}: docs/results/{name}.json.\n"
     )
 
 

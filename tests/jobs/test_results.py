@@ -190,10 +190,9 @@ def test_render_provenance_is_one_line_of_date_commit_machine_and_results_file()
     assert results.render_provenance(
         "demo", {**record, "machine": {**record["machine"], "vendor": "Intel"}}
     ) == (
-        "Measured 2026-12-02 at commit 88146e1 on a 2-core Intel machine at load average 4.8; "
-        "figures from docs/results/demo.json.\n"
+        "Measured 2026-12-02, commit 88146e1, 2-core Intel machine at load average 4.8: docs/results/demo.json.\n"
     )
-    assert "on a 2-core machine at" in results.render_provenance("demo", record)
+    assert ", 2-core machine at" in results.render_provenance("demo", record)
 
 
 def test_references_mark_figures_not_measured_here_and_unbound_figures_are_the_rest():
