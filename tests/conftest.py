@@ -107,6 +107,9 @@ def uninterrupted(tmp_path_factory):
 ROOT = pathlib.Path(__file__).parents[1]
 
 
+_RETIRED_CLI_MODULES = []
+
+
 def _run_job(module: str, *args, cwd=ROOT) -> subprocess.CompletedProcess:
     """`python -m MODULE ARGS...` run in this process: its exit status, stdout and stderr (the absl log
     included). absl keeps a process's flags and its one-time start in globals: the job's flags are removed
@@ -137,7 +140,10 @@ def _run_job(module: str, *args, cwd=ROOT) -> subprocess.CompletedProcess:
         flags.FLAGS.unparse_flags()
         app._run_init.done = app._register_and_parse_flags_with_usage.done = False
         # experiments.cli holds per-job globals (which --config the job defined): the next job imports it anew.
-        sys.modules.pop("experiments.cli", None)
+        # The old module stays alive: absl knows the modules that disclaim their flags by id(), and a freed id
+        # reused by a later job's __main__ would make that job's flags no flags of its own (missing in --help).
+        if "experiments.cli" in sys.modules:
+            _RETIRED_CLI_MODULES.append(sys.modules.pop("experiments.cli"))
         if "experiments" in sys.modules:
             vars(sys.modules["experiments"]).pop("cli", None)
     return subprocess.CompletedProcess([module, *map(str, args)], code, out.getvalue(), err.getvalue())

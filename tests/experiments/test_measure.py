@@ -23,9 +23,9 @@ ROOT = pathlib.Path(__file__).parents[2]
     ],
 )
 def test_bad_flags_are_one_line_and_nothing_is_measured(flags, message, run_job):
-    before = {p: p.read_bytes() for p in (ROOT / "docs" / "results").iterdir()}
+    before = {p: p.read_bytes() for p in (ROOT / "docs" / "results").rglob("*") if p.is_file()}
     result = run_job("experiments.measure", *flags)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert lines[0] == message
-    assert {p: p.read_bytes() for p in (ROOT / "docs" / "results").iterdir()} == before
+    assert {p: p.read_bytes() for p in (ROOT / "docs" / "results").rglob("*") if p.is_file()} == before
