@@ -23,7 +23,7 @@ import pytest  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
-    """The `slow` tests (minutes each) first, so that the two workers start on them and the short tests fill
+    """The `slow` tests (seconds to minutes each) first, so that the two workers start on them and the short tests fill
     the gaps, rather than one worker running them alone at the end (`pytest.ini`: `-n 2`)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 

@@ -74,6 +74,7 @@ def _losses(workdir):
         return [json.loads(line)["loss"] for line in f if '"loss"' in line]
 
 
+@pytest.mark.slow
 def test_a_new_component_kind_trains_through_the_pipeline(tmp_path):
     config = parse(
         tiny_config(components={"excerpts": {"kind": "excerpts", "chars": 120}}, goldfish={"k": 0})
@@ -111,6 +112,7 @@ def _first_step_loss(run):
     return float(metrics["loss"])
 
 
+@pytest.mark.slow
 def test_a_new_objective_replaces_the_loss_of_the_step(tmp_path):
     config = parse(tiny_config()).run
     pretraining = _first_step_loss(Run(config))
@@ -140,6 +142,7 @@ def seed_sweep(config: Config, root: str, seeds=(0, 1)) -> dict[int, float]:
     return finals
 
 
+@pytest.mark.slow
 def test_a_new_job_is_a_function_of_a_parsed_config(tmp_path):
     config = parse(tiny_config())
     finals = seed_sweep(config, str(tmp_path))

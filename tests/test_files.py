@@ -45,6 +45,7 @@ def test_atomic_path_keeps_the_extension_and_gives_umask_permissions(tmp_path):
     assert stat.S_IMODE(os.stat(tmp_path / "plot.png").st_mode) == 0o644
 
 
+@pytest.mark.slow
 def test_file_sha256_matches_hashlib_across_read_blocks(tmp_path):
     udhr = "\n".join(d["text"] for d in load_demo_documents(sources=["udhr"])[:40])
     data = (udhr * 400).encode("utf-8")  # > 1 MiB: several read blocks

@@ -15,6 +15,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 import apertus_jax
 
 REPO = pathlib.Path(apertus_jax.__file__).parent.parent
@@ -197,6 +199,7 @@ def test_imports_point_down_the_layers():
     assert not layer_violations(edges), "\n".join(layer_violations(edges))
 
 
+@pytest.mark.slow
 def test_no_module_cycle():
     known, edges, _ = _project_edges()
     graph = {name: set() for name in known}
@@ -206,11 +209,13 @@ def test_no_module_cycle():
     assert cycle is None, " -> ".join(cycle)
 
 
+@pytest.mark.slow
 def test_function_level_imports_are_optional_extras_only():
     _, _, function_level = _project_edges()
     assert not function_level, "\n".join(function_level)
 
 
+@pytest.mark.slow
 def test_extra_bound_modules_are_found_through_their_imports():
     known = modules()
     bound = extra_bound(known)
@@ -224,6 +229,7 @@ def test_extra_bound_modules_are_found_through_their_imports():
 TRAINER_IMPORT_BOUND = 51
 
 
+@pytest.mark.slow
 def test_importing_the_trainer_loads_no_kind_study_or_job():
     code = "import sys, apertus_jax.train.loop; print(' '.join(m for m in sys.modules if m.startswith('apertus_jax')))"
     loaded = subprocess.run(

@@ -28,6 +28,7 @@ def test_committed_without_outputs(path):
     assert code and all(not cell.outputs and cell.execution_count is None for cell in code)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_runs_headless(path, tmp_path, monkeypatch):
     # The kernel imports this checkout (not another install), sees one CPU device (the tests' 8 virtual

@@ -126,6 +126,7 @@ def own_data_commands() -> list[str]:
     return commands(f"```{language}\n{body}```\n")
 
 
+@pytest.mark.slow
 def test_the_own_data_path_runs_as_the_usage_page_shows_it(tmp_path, compilation_cache):
     """JSONL of real text (German prose of the demo corpus standing in for yours) -> `tokenize_data
     --tokenizer=demo` -> 20 steps of the tiny model, each command as docs/usage.md prints it (its /tmp/ paths

@@ -40,6 +40,7 @@ def test_peer_runners_are_peers_of_benchmarks_peers():
     assert {peer for _, peer in runners.RATIOS} == set(peers)
 
 
+@pytest.mark.slow
 def test_run_peer_reports_a_failing_peer(tmp_path):
     with pytest.raises(RuntimeError, match=r"benchmarks\.peers nosuchpeer .*failed \(rc 2\)"):
         runners.run_peer("nosuchpeer", steps=1, cache=str(tmp_path))
@@ -53,6 +54,7 @@ def test_parse_env_gives_every_runner_the_same_assignments():
             runners.parse_env([bad])
 
 
+@pytest.mark.slow
 def test_run_ours_passes_the_environment(tmp_path):
     # An unparseable XLA flag in the runner's environment must reach it and fail it.
     with pytest.raises(RuntimeError, match="benchmarks.train_step"):

@@ -11,6 +11,7 @@ from benchmarks import step
 ROOT = pathlib.Path(__file__).parents[2]
 
 
+@pytest.mark.slow
 def test_vocab_override_measures_the_same_body_at_that_vocabulary():
     result = step.measure(
         "bench-18m-apertus", steps=1, warmup=1, batch=8, seq=32, peak_gflops=1.0, vocab_size=512

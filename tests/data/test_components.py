@@ -12,6 +12,7 @@ def _spec(**component):
     return parse_pipeline({"components": {"c": component}}).components["c"]
 
 
+@pytest.mark.slow
 def test_jsonl_component_is_tokenized_once_and_cached(tekken, german_jsonl):
     spec = _spec(kind="jsonl", paths=[str(german_jsonl)], score_field="score")
     first = spec.load("german", tekken)

@@ -42,6 +42,7 @@ def test_udhr_texts_are_complete_translations():
         assert "\n\n" in text and "\n\n\n" not in text and text == text.strip(), code
 
 
+@pytest.mark.slow
 def test_no_empty_documents_and_clean_utf8():
     for name in demo_corpus.ASSET_FILES.values():
         raw = lzma.decompress(ASSETS.joinpath(name).read_bytes())
@@ -107,6 +108,7 @@ def test_udhr_splits_unseen_translations_whole_and_paragraphs_of_the_others():
     assert len({d["code"] for d in heldout[:50]}) > 40
 
 
+@pytest.mark.slow
 def test_no_heldout_text_also_occurs_in_training():
     """Over the whole corpus: no held-out or unseen-language document equals a training document or a paragraph
     of one after whitespace normalization, while the corpus really holds such duplicates (so the check is not
@@ -133,6 +135,7 @@ def test_sources_filter_and_bad_arguments():
         demo_corpus.load_demo_documents("train", sources=["wikipedia"])
 
 
+@pytest.mark.slow
 def test_returned_documents_do_not_alias_the_cache():
     demo_corpus.load_german_prose()[0]["text"] = "changed"
     demo_corpus.load_demo_documents("train")[0]["text"] = "changed"

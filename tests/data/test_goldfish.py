@@ -256,6 +256,7 @@ def test_mixed_mask_of_a_document_depends_on_its_tokens_only(data, seq_len, h):
     assert alone.sum() > 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hash_name", goldfish.HASHES)
 def test_the_spec_dispatches_to_each_hash(hash_name):
     from apertus_jax.data.goldfish_canonical import canonical_drop_mask

@@ -62,6 +62,7 @@ def test_word_skeleton_folds_early_modern_spelling_and_keeps_other_scripts():
     assert gc.word_skeleton("सभी") == "सभी" and gc.word_skeleton("人人生") == "人生"
 
 
+@pytest.mark.slow
 def test_token_texts_keep_leading_spaces_and_blank_specials(tekken):
     texts = gc.token_texts(tekken)
     assert len(texts) == tekken.vocab_size

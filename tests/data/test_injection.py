@@ -102,6 +102,7 @@ def test_schedule_counts_spread_and_host_shares():
     assert sorted(hosts[0].elements + hosts[1].elements) == sorted(single.elements)
 
 
+@pytest.mark.slow
 def test_pipeline_reaches_the_planned_counts_and_the_rows_hold_the_probes(tokenizer):
     it = train_iterator(pipeline_config(), tokenizer, seq_len=SEQ_LEN, batch_size=ROWS)
     rows = []

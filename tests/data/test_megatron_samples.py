@@ -193,6 +193,7 @@ def _take(batches, count):
     return [next(batches) for _ in range(count)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [True, False])
 def test_batches_follow_the_stream_over_shards_a_batch_change_and_a_resume(prefixes, tekken, extra):
     blend = " ".join(f"{w} {prefixes[n][0]}" for w, n in ((0.5, "a"), (0.3, "b"), (0.2, "c")))

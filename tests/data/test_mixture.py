@@ -115,6 +115,7 @@ def _bucket_token_shares(component, dataset, edges, draws):
     return tokens / tokens.sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shares", [[0.2, 0.2, 0.6], [0.1, 0.6, 0.3]])
 def test_length_buckets_give_their_configured_token_shares(demo_mixed_lengths, shares):
     edges = [100, 3000]
@@ -135,6 +136,7 @@ def test_length_buckets_give_their_configured_token_shares(demo_mixed_lengths, s
     assert mean_tokens == pytest.approx(np.mean(drawn), rel=0.05)
 
 
+@pytest.mark.slow
 def test_a_bucket_without_documents_is_refused(demo_mixed_lengths):
     component, spec = demo_mixed_lengths({"edges": [100, 10**6], "token_shares": [0.5, 0.3, 0.2]})
     with pytest.raises(ValueError, match="length bucket 2 .* has token share 0.2 but no document"):

@@ -56,6 +56,7 @@ def reference(tekken, german_jsonl):
     return batches, iterator.stats()
 
 
+@pytest.mark.slow
 def test_batch_contract(reference, tekken):
     batches, stats = reference
     assert stats["stage"] == "stage2" and stats["rows"] == 20 * 4 + 30 * 8
@@ -82,6 +83,7 @@ RANDOM_SAVE_STEPS = sorted(int(s) for s in np.random.default_rng(2026).choice(np
 
 # Five random save points, plus the batch holding the stage boundary (rows 44-47; the boundary is row 47),
 # the batch after it, and the first step of the doubled batch size.
+@pytest.mark.slow
 @pytest.mark.parametrize("save_step", RANDOM_SAVE_STEPS + [11, 12, 20])
 def test_resume_is_bitwise_identical(reference, tekken, german_jsonl, save_step):
     config = three_component_config(german_jsonl)
@@ -107,6 +109,7 @@ def test_resume_with_the_mixed_hash_is_bitwise_identical(tekken, german_jsonl):
     assert any((b["loss_mask"][:, :20] == 0).any() for b in expected)
 
 
+@pytest.mark.slow
 def test_row_stream_does_not_depend_on_the_batch_plan(reference, tekken, german_jsonl):
     iterator = train_iterator(three_component_config(german_jsonl), tekken, SEQ_LEN, 2)
     rows = np.concatenate([b["tokens"] for b in take(iterator, 160)])
@@ -137,6 +140,7 @@ def test_hosts_split_each_global_batch(tekken, german_jsonl):
         next(train_iterator(config, tekken, SEQ_LEN, 4, process_index=0, process_count=3))
 
 
+@pytest.mark.slow
 def test_taken_subset_keeps_held_out_documents_out(tekken, german_jsonl):
     """200 documents, take 150, many epochs: none of the 50 others ever shows up in training rows."""
     config = {
@@ -189,6 +193,7 @@ def test_state_from_another_pipeline_is_rejected(tekken, german_jsonl):
         train_iterator(config, tekken, SEQ_LEN, 4, seed=1).set_state(state)
 
 
+@pytest.mark.slow
 def test_phased_curriculum_switches_components_at_the_boundary(tekken, german_jsonl):
     """Phased (Boldt): component A until a token boundary, then component B only."""
     config = {
@@ -359,6 +364,7 @@ def _walk_targets(iterator, stage: int, rows: int) -> np.ndarray:
     return counts
 
 
+@pytest.mark.slow
 def test_tokens_consumed_match_the_stream_across_a_stage_change():
     iterator = train_iterator(_two_stage_config(), demo_tokenizer(1024), _SEQ_LEN, _ROWS)
     for _ in range(8):

@@ -7,6 +7,7 @@ from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.data.run_tokenizer import demo_tokenizer_path, run_tokenizer
 
 
+@pytest.mark.slow
 def test_run_tokenizer_is_the_cached_demo_bpe():
     data = DataConfig(tokenizer="demo", demo_tokenizer_vocab=1024)
     tokenizer = run_tokenizer(data.tokenizer, data.demo_tokenizer_vocab)

@@ -36,6 +36,7 @@ def shard_set(tmp_path_factory, german_jsonl):
     return tmp_path / "shards"
 
 
+@pytest.mark.slow
 def test_cli_round_trip_and_manifest(shard_set, german_jsonl, tekken):
     manifest = shards.load_manifest(shard_set, tekken)
     texts = [json.loads(line) for line in german_jsonl.read_text().splitlines()]

@@ -32,6 +32,7 @@ def _single_pass(report, component):
     assert [c for _, c, _ in report["order"]] == [component]
 
 
+@pytest.mark.slow
 def test_random_and_coherence_single_pass(reports):
     _single_pass(reports["random_single"], "pool")
     _single_pass(reports["coherence_single"], "coherence")

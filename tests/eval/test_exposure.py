@@ -29,6 +29,7 @@ def test_exposure_errors():
         ex.exposure(float("nan"), [-1.0])
 
 
+@pytest.mark.slow
 def test_text_logprobs_equal_the_summed_forward_log_softmax(tiny_model, forward, tokenizer):
     texts = [c.text for c in make_canaries(3, seed=0)]
     got = ex.text_logprobs(tiny_model, tokenizer, texts, seq_len=64, batch_size=2)
@@ -42,6 +43,7 @@ def test_text_logprobs_equal_the_summed_forward_log_softmax(tiny_model, forward,
         assert value == pytest.approx(expected, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_canary_exposures_of_an_untrained_model_are_small_and_bounded(tiny_model, tokenizer):
     canaries = make_canaries(4, seed=3)
     values = ex.canary_exposures(tiny_model, tokenizer, canaries, num_candidates=63, seq_len=64)

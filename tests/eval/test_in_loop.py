@@ -57,6 +57,7 @@ def with_eval(tmp_path_factory, exams_extract):
     return workdir
 
 
+@pytest.mark.slow
 def test_eval_does_not_change_the_training_losses(with_eval, uninterrupted, losses_of, read_records):
     train_losses = [(r["step"], r["loss"]) for r in read_records(with_eval) if "loss" in r]
     assert train_losses == losses_of(uninterrupted)  # float equality of every step: bitwise
@@ -74,6 +75,7 @@ def test_eval_does_not_change_the_training_losses(with_eval, uninterrupted, loss
         assert 0 <= accuracy <= 1 and (accuracy * questions).is_integer()
 
 
+@pytest.mark.slow
 def test_heldout_loss_matches_a_separate_evaluation_of_the_checkpoint(with_eval, read_records):
     from apertus_jax.data.config import parse_pipeline
     from apertus_jax.eval.perplexity import perplexity
@@ -105,6 +107,7 @@ def test_heldout_loss_matches_a_separate_evaluation_of_the_checkpoint(with_eval,
     assert last["eval/demo/loss"] < last["eval/unseen_languages/demo/loss"]
 
 
+@pytest.mark.slow
 def test_heldout_documents_are_never_trained_on():
     from apertus_jax.data.config import parse_pipeline
     from apertus_jax.data.demo_corpus import load_demo_documents
@@ -120,6 +123,7 @@ def test_heldout_documents_are_never_trained_on():
     assert prose.unseen_language_texts() is None
 
 
+@pytest.mark.slow
 def test_sigterm_mid_eval_resumes_and_redoes_the_eval(
     with_eval, tmp_path, monkeypatch, exams_extract, read_records
 ):

@@ -106,6 +106,7 @@ def test_probe_plan_covers_every_level_evenly_and_injects_exact_counts():
         mem.probe_injection_plan(3, levels)
 
 
+@pytest.mark.slow
 def test_greedy_continuations_of_the_model_score_as_memorized(tiny_model, tokenizer):
     """Documents whose suffix IS the model's greedy continuation are memorized by construction (ROUGE-L 1);
     the same prefixes with other suffixes are not."""

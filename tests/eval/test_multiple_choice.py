@@ -59,6 +59,7 @@ def test_per_byte_differs_from_per_char_on_non_ascii():
     assert scores == {"unnormalized": -4.0, "per_token": -2.0, "per_char": -4.0 / 6, "per_byte": -0.5}
 
 
+@pytest.mark.slow
 def test_real_model_scores_equal_direct_option_scoring(token_logprobs, tokenizer, questions):
     result = mc.evaluate_multiple_choice(token_logprobs, tokenizer, questions, seq_len=SEQ_LEN, batch_size=4)
     summary = result.summary()

@@ -43,6 +43,7 @@ def test_uniform_model_has_perplexity_equal_to_vocab_size(documents, tokenizer):
     )  # log2(1024) = 10
 
 
+@pytest.mark.slow
 def test_packed_perplexity_equals_per_document_forwards(forward, token_logprobs, documents, tokenizer):
     """With one row long enough for all documents (none is split), packing them into that row (EoD masking,
     positions restarting) gives exactly the per-document log-likelihoods."""
@@ -66,6 +67,7 @@ def test_packed_perplexity_equals_per_document_forwards(forward, token_logprobs,
     assert result.nll_per_token == pytest.approx(nll / result.num_tokens, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_short_rows_split_documents_but_score_each_token_once(token_logprobs, documents, tokenizer):
     _, docs = documents
     result = perplexity(

@@ -30,6 +30,7 @@ def _direct(forward, context, continuation):
     return np.asarray([logprobs[0, n - 1 + j, t] for j, t in enumerate(continuation)])
 
 
+@pytest.mark.slow
 def test_matches_direct_log_softmax(forward, token_logprobs, tokenizer, ids):
     context, continuation = [tokenizer.bod_id, *ids[:10]], ids[10:17]
     [got] = continuation_logprobs(
@@ -41,6 +42,7 @@ def test_matches_direct_log_softmax(forward, token_logprobs, tokenizer, ids):
     assert np.all(got < 0) and np.ptp(got) > 0.1  # real, varying log-probabilities
 
 
+@pytest.mark.slow
 def test_chain_rule_full_continuation_is_sum_of_parts(token_logprobs, tokenizer, ids):
     context, a, b = [tokenizer.bod_id, *ids[:5]], ids[5:9], ids[9:15]
     whole, first, second = continuation_logprobs(

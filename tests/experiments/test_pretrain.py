@@ -61,6 +61,7 @@ def _signal_after_step(process, workdir, step, signum):
     return process.wait(timeout=300)
 
 
+@pytest.mark.slow
 def test_kill9_sigterm_and_sigint_then_resume_match_uninterrupted(
     uninterrupted, losses_of, compilation_cache, tmp_path
 ):
@@ -139,6 +140,7 @@ SHORT = [  # tiny_resume for 4 steps, the LR schedule ending with them (no coold
 ]
 
 
+@pytest.mark.slow
 def test_first_run_on_an_empty_cache_says_what_it_does_before_step_1(compilation_cache, tmp_path):
     """Every start-up phase that can take more than a couple of seconds has its line, in order: building the
     data (training the tokenizer within it), initializing the state, fetching and loading the evaluation data,
@@ -171,6 +173,7 @@ def test_first_run_on_an_empty_cache_says_what_it_does_before_step_1(compilation
     assert positions == sorted(positions)
 
 
+@pytest.mark.slow
 def test_corrupt_newest_checkpoint_is_one_warning_then_resumed(tmp_path, run_job):
     """The newest checkpoint's array files cut short: one warning line on stderr (besides the INFO log), the
     run resumes from the previous checkpoint and ends."""
@@ -220,6 +223,7 @@ def _checkpoint_steps(workdir):
     return sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
 
 
+@pytest.mark.slow
 def test_kill9_and_sigterm_on_a_megatron_dataset_resume_exactly(
     uninterrupted, losses_of, compilation_cache, tmp_path
 ):

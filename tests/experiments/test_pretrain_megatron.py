@@ -3,6 +3,7 @@ prefixes stop with one line. Its resume after kill -9 and SIGTERM, as a process:
 blends resume bitwise too: tests/data/test_megatron.py."""
 
 import numpy as np
+import pytest
 
 from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.data.megatron import write_indexed_dataset
@@ -31,6 +32,7 @@ def write_megatron_run(tmp_path):
     return str(config)
 
 
+@pytest.mark.slow
 def test_a_truncated_bin_stops_pretrain_with_one_line_before_anything_is_written(tmp_path, run_job):
     config_path = write_megatron_run(tmp_path)
     with open(tmp_path / "udhr.bin", "r+b") as f:
@@ -47,6 +49,7 @@ def test_a_truncated_bin_stops_pretrain_with_one_line_before_anything_is_written
     assert not workdir.exists()
 
 
+@pytest.mark.slow
 def test_gpt_samples_of_a_missing_or_truncated_prefix_stop_with_the_error_alone(tmp_path, run_job):
     """experiments.pretrain_gpt_samples on a prefix without files, then on a truncated .bin, then with a split
     that leaves the train part empty: the one error line alone on stderr, exit 2, no workdir."""

@@ -4,9 +4,12 @@ directory left)."""
 import os
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).parents[2]
 
 
+@pytest.mark.slow
 def test_empty_input_is_one_line_and_nothing_is_written(tmp_path, run_job):
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"text": "   "}\n{"text": ""}\n')

@@ -26,6 +26,7 @@ def _ablate(*args):
     )
 
 
+@pytest.mark.slow
 def test_three_variants_end_to_end_then_skipped(tmp_path):
     workdir = tmp_path / "tiny"
     first = _ablate(f"--workdir={workdir}")
@@ -69,6 +70,7 @@ def test_three_variants_end_to_end_then_skipped(tmp_path):
     assert stamps == {label: os.path.getmtime(workdir / label / "metrics.jsonl") for label in labels}
 
 
+@pytest.mark.slow
 def test_bad_variant_is_one_line_and_writes_nothing(tmp_path):
     done = _ablate(f"--workdir={tmp_path / 'w'}", "--variants=baseline,nope")
     assert done.returncode == 2

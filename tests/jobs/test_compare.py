@@ -58,6 +58,7 @@ def test_summary_groups_seeds_and_reads_the_heldout_curve(ablation):
     assert better["final_loss"] == 2.0 and better["tokens_per_s"] == 500.0
 
 
+@pytest.mark.slow
 def test_compare_writes_png_and_table(ablation):
     png, md = compare.compare([str(ablation)], "better", str(ablation / "cmp"))
     assert (png, md) == (str(ablation / "cmp.png"), str(ablation / "cmp.md"))

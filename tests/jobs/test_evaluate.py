@@ -22,6 +22,7 @@ def workdir(tmp_path_factory):
     return workdir
 
 
+@pytest.mark.slow
 def test_perplexity_and_memorization_tasks_run(workdir):
     ppl = evaluate(workdir, "perplexity", limit=2, batch_size=4)
     assert ppl["step"] == 7 and ppl["num_documents"] == 2 and ppl["seq_len"] == 64
@@ -44,6 +45,7 @@ def test_bad_input_is_one_clear_error(workdir, tmp_path):
         evaluate(str(tmp_path), "perplexity")
 
 
+@pytest.mark.slow
 def test_evaluate_cli_prints_no_library_info_lines(workdir, tmp_path, run_job):
     """Orbax's restore chatter stays out of the log; the result is printed."""
     output = tmp_path / "result.json"

@@ -80,6 +80,7 @@ def udhr_lines():
     return lines, languages - {"und"}
 
 
+@pytest.mark.slow
 def test_hf_export_carries_the_record(demo_export):
     workdir, out, record = demo_export
     out = pathlib.Path(out)
@@ -115,6 +116,7 @@ def test_export_writes_every_file_readable_by_all(demo_export):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", EXPORTS)
 def test_auto_tokenizer_encodes_and_decodes_udhr_like_the_run(which, request):
     transformers = pytest.importorskip("transformers")
@@ -134,6 +136,7 @@ def test_auto_tokenizer_encodes_and_decodes_udhr_like_the_run(which, request):
     assert len(theirs) == ours.vocab_size == VOCAB_SIZES.get(which, 1024)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["demo_export", "tekken_export"])
 def test_text_generation_pipeline_continues_like_our_greedy_decoding(which, request):
     transformers = pytest.importorskip("transformers")
@@ -154,6 +157,7 @@ def conversations():
         return [json.loads(line)["messages"] for line in f]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["demo", "tekken"])
 def test_chat_template_renders_the_project_chat_format(spec, posttrained_export, tmp_path):
     """Every conversation of the tiny chat set (two-turn ones with a system message among them) renders to
@@ -191,6 +195,7 @@ def test_chat_template_renders_the_project_chat_format(spec, posttrained_export,
         hf.apply_chat_template([{"role": "tool", "content": "42"}], tokenize=False)
 
 
+@pytest.mark.slow
 def test_chat_pipeline_answers_like_our_greedy_reply(posttrained_export):
     """The chat pipeline renders the prompt with the template, answers with the text `chat.decode_reply` makes
     of our greedy reply, and stops at `<|assistant_end|>` or `</s>` (generation_config.json). The tiny
@@ -232,6 +237,7 @@ print(json.dumps(messages))
 """
 
 
+@pytest.mark.slow
 def test_loading_the_exports_warns_of_nothing(demo_export, posttrained_export, tekken_export):
     """A fresh interpreter loads config, tokenizer, generation config and model of each export: transformers
     logs no warning and Python raises none, except the notice (once per interpreter) that the optional CUDA
@@ -267,6 +273,7 @@ def export_cli(run_job):
     )
 
 
+@pytest.mark.slow
 def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_it_whole(tmp_path, export_cli):
     """A user's folder: exit 2 with one line, the folder unchanged; with --overwrite the export replaces it
     whole (the user's file is gone, nothing of the staging is left beside it), readable like any directory."""
@@ -296,6 +303,7 @@ def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_it_whole(tmp_
     assert f"wrote {out} (step 3;" in replaced.stdout
 
 
+@pytest.mark.slow
 def test_a_failed_export_leaves_nothing_behind(tmp_path, monkeypatch):
     """The weights fail to save after the staging directory was filled in part: no output directory and no
     staging directory remain; an earlier export at the same place stays whole."""

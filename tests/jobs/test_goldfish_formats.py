@@ -31,6 +31,7 @@ def test_word_decisions_mark_every_word_a_dropped_token_touches():
     assert not gf.word_decisions(touched, np.zeros(4, bool), 3).any()
 
 
+@pytest.mark.slow
 def test_play_pairs_hold_both_editions(pairs):
     assert len(pairs) == 28
     modern, folio = pairs["hamlet"]
@@ -38,6 +39,7 @@ def test_play_pairs_hold_both_editions(pairs):
     assert "To be, or not to be, that is the Question" in folio
 
 
+@pytest.mark.slow
 def test_canonical_hash_agrees_more_on_the_same_speech_in_two_editions(pairs):
     from apertus_jax.tokenizers import load_tokenizer
 
@@ -61,6 +63,7 @@ def test_canonical_hash_agrees_more_on_the_same_speech_in_two_editions(pairs):
     assert "| canonical | 4 | 4 |" in table
 
 
+@pytest.mark.slow
 def test_the_study_writes_its_report_and_table(tmp_path):
     out = tmp_path / "out"
     lines = []
@@ -77,6 +80,7 @@ def test_the_study_writes_its_report_and_table(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow
 def test_unknown_play_is_a_one_line_usage_error(tmp_path, run_job):
     done = run_job("experiments.goldfish_formats", "--plays=hamlett", f"--out={tmp_path}/out")
     assert done.returncode == 2

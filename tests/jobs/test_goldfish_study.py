@@ -22,6 +22,7 @@ def test_documents_are_the_sonnet_starts_with_bod():
         documents(tokenizer, 5000, 10)
 
 
+@pytest.mark.slow
 def test_a_tiny_study_writes_its_results_and_figure(tmp_path):
     lines = []
     results = run_study(TINY, str(tmp_path), log=lines.append)

@@ -6,6 +6,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from apertus_jax.data import megatron_samples
 from apertus_jax.data.demo_corpus import load_demo_documents
@@ -39,6 +40,7 @@ def _losses(workdir):
         return [(r["step"], r["loss"]) for r in map(json.loads, f) if "loss" in r]
 
 
+@pytest.mark.slow
 def test_batches_are_the_streams_rows_and_the_run_trains_on_them(tmp_path):
     config, blend = _config(), _blend(tmp_path)
     rows = run_rows(config)

@@ -61,6 +61,7 @@ def evaluate(model, task_manager):
     return result["results"][TASK], responses
 
 
+@pytest.mark.slow
 def test_loglikelihood_equals_lm_eval_hf_model(hf_dir, ours, task_manager):
     theirs_metrics, theirs = evaluate(hf_lm(hf_dir, add_bos_token=True), task_manager)
     our_metrics, mine = evaluate(ours, task_manager)
@@ -118,6 +119,7 @@ def test_packing_in_chunks_changes_no_score(ours, monkeypatch):
     np.testing.assert_allclose([s for s, _ in chunked], [s for s, _ in whole], rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_generate_until_equals_lm_eval_hf_model_greedy(hf_dir, ours):
     """Our KV-cached greedy decoding, cut at the stop strings, gives lm-eval's hf model's text."""
     contexts = ["Alle Menschen sind frei", "All human beings are born free and", "Jeder hat das Recht"]
@@ -163,6 +165,7 @@ def demo_workdir(tmp_path_factory):
     return workdir
 
 
+@pytest.mark.slow
 def test_german_exams_through_the_harness_equal_jobs_evaluate(demo_workdir, task_manager, monkeypatch):
     """Same questions, same 512-token rows: the harness's acc / acc_norm / acc_bytes are
     `apertus_jax.jobs.evaluate`'s unnormalized / per-char / per-byte accuracies, request by request."""
@@ -190,6 +193,7 @@ def test_german_exams_through_the_harness_equal_jobs_evaluate(demo_workdir, task
     assert len(set(reference.predictions["unnormalized"])) > 1  # the model does not always pick one slot
 
 
+@pytest.mark.slow
 def test_workdir_in_bfloat16_scores_close_to_float32(demo_workdir):
     requests = [
         Instance(
@@ -203,6 +207,7 @@ def test_workdir_in_bfloat16_scores_close_to_float32(demo_workdir):
     assert ll_half != ll_full and ll_half == pytest.approx(ll_full, rel=0.02)
 
 
+@pytest.mark.slow
 def test_export_under_lm_eval_hf_model_scores_like_the_workdir(demo_workdir, task_manager, tmp_path):
     """`experiments.export_hf`'s directory (`jobs.export`: weights, tokenizer.json, configs) under lm-eval's
     own `hf` model gives the German exams scores of our adapter on the workdir itself."""

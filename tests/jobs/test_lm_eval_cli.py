@@ -12,6 +12,7 @@ pytest.importorskip("lm_eval")
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_cli_runs_a_local_task_on_a_hf_directory(hf_dir, exams_task_dir, tmp_path, run_job):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     command = [

@@ -82,6 +82,7 @@ def _records(path):
         return [json.loads(line) for line in f]
 
 
+@pytest.mark.slow
 def test_stages_change_length_and_theta_at_the_boundary(reference, pretrained):
     records = _records(os.path.join(reference, "metrics.jsonl"))
     assert [r["step"] for r in records] == list(range(1, 13))
@@ -110,6 +111,7 @@ def _last_step(path):
     return json.loads(lines[-1])["step"] if lines else 0
 
 
+@pytest.mark.slow
 def test_kill9_across_the_stage_boundary_then_resume_is_bitwise(
     reference, pretrained, compilation_cache, tmp_path
 ):

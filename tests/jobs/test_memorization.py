@@ -50,6 +50,7 @@ def test_the_two_runs_differ_only_in_the_goldfish_settings(study):
     assert list(study_lib.run_configs(other)) == ["standard", "goldfish_k4_canonical"]
 
 
+@pytest.mark.slow
 def test_scores_of_a_memorized_and_an_unrelated_probe(tiny_model, tokenizer):
     # Probe 0 is the model's own greedy continuation of a sonnet's start: it is "memorized" by construction.
     from apertus_jax.data.sonnets import load_sonnets
@@ -92,6 +93,7 @@ def test_heatmap_is_written(tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -158,6 +160,7 @@ def test_a_bad_setting_is_one_line_and_writes_nothing(tmp_path, memorization):
     assert not (tmp_path / "study").exists()
 
 
+@pytest.mark.slow
 def test_the_command_trains_preempts_resumes_and_scores(tmp_path, memorization):
     # 24 steps with a checkpoint every 6: the resume-check run stops after its first save (at step 6).
     overrides = {

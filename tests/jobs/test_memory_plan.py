@@ -47,6 +47,7 @@ def test_state_bytes_per_device_match_the_analytical_count(config, mesh_shape):
     assert 0 <= opt_state - 3 * params < 1024
 
 
+@pytest.mark.slow
 def test_compiled_plan(config):
     one, two = (memory_plan.plan_one(config, (2, 2, 2), rows_per_device=r) for r in (1, 2))
     assert one["params"] == two["params"] == _analytical_param_bytes(config.model, 2, 2)
@@ -67,6 +68,7 @@ def test_mesh_argument_errors():
         memory_plan.state_spec(parse(tiny_demo.get_config()).run, (1, 16, 1))
 
 
+@pytest.mark.slow
 def test_context_axis_splits_activations_and_parameters():
     """1,024-token rows of the tiny demo model, where a row's activations outweigh the weights' gradients."""
     assert memory_plan.parse_mesh("1x16x1x4") == (1, 16, 1, 4)
@@ -96,6 +98,7 @@ def test_mesh_shapes_default_per_model_size(config):
         memory_plan.mesh_shapes(config, ["1x8"])
 
 
+@pytest.mark.slow
 def test_plan_lines_are_a_table_of_the_plan(config):
     lines = list(memory_plan.plan_lines(config, "tiny", [(2, 2, 2)], rows_per_device=1))
     assert (
@@ -127,6 +130,7 @@ def test_collective_bytes_reads_compiled_hlo():
     assert found["reduce-scatter"] == found["all-to-all"] == found["collective-permute"] == (0, 0)
 
 
+@pytest.mark.slow
 def test_optimizer_state_per_device_ademamix_three_moments_muon_one_per_matrix(config):
     """fsdp 2 x tensor 4: Muon keeps one moment per matrix, AdamW's two per embedding, lm_head and norm."""
     spec, _, _ = memory_plan.state_spec(config, (1, 2, 4))
@@ -145,6 +149,7 @@ def test_optimizer_state_per_device_ademamix_three_moments_muon_one_per_matrix(c
     assert muon["collectives"]["all-gather"][0] > 0
 
 
+@pytest.mark.slow
 def test_optimizer_lines_are_a_table(config):
     lines = list(memory_plan.optimizer_lines(config, "tiny", [(1, 8, 1)], ["ademamix", "muon"]))
     assert lines[0].startswith("tiny: optimizer state and the collectives") and len(lines) == 5

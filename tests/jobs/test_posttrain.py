@@ -79,6 +79,7 @@ def pretrained(tmp_path_factory):
     return workdir
 
 
+@pytest.mark.slow
 def test_pretrain_sft_qrpo_chain_resumes_bitwise_after_sigterm(pretrained, tmp_path, monkeypatch):
     sft = lambda: _small(sft_tiny.get_config(), 4, pretrained)
     straight, resumed = str(tmp_path / "sft"), str(tmp_path / "sft_resumed")
@@ -140,6 +141,7 @@ def _write_cache(path, config, tokenizer, reference):
     reference_lib.write_cache(str(path), [-1.0] * 36, fingerprint, reference, 60)
 
 
+@pytest.mark.slow
 def test_valid_cache_is_reused_and_another_references_is_not(tmp_path, tokenizer):
     reference = str(tmp_path / "sft")  # never created: loading it would fail
     workdir = tmp_path / "qrpo"

@@ -67,6 +67,7 @@ def run(tmp_path_factory, tokenizer):
     return config, workdir
 
 
+@pytest.mark.slow
 def test_workdir_records_sources_licences_and_consumed_tokens(run, tokenizer):
     config, workdir = run
     record = records.load_provenance(workdir)

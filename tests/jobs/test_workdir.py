@@ -20,6 +20,7 @@ def workdir(tmp_path_factory):
     return workdir, write_tiny_workdir(workdir, 7)
 
 
+@pytest.mark.slow
 def test_restores_the_saved_parameters(workdir):
     directory, params = workdir
     trained = load_workdir(directory)
@@ -53,6 +54,7 @@ def usage_block(heading: str) -> str:
     return section[start : section.index("```", start)]
 
 
+@pytest.mark.slow
 def test_usage_workdir_snippet_runs(workdir, capsys):
     """docs/usage.md's "A trained workdir in Python" code, verbatim except the workdir path, on a tiny run."""
     code = usage_block("## A trained workdir in Python")

@@ -35,6 +35,7 @@ def _sbatch_xla_flags() -> list[str]:
         return re.findall(r"--xla_\w+=\S+?(?=[\s\"\\])", f.read())
 
 
+@pytest.mark.slow
 def test_sbatch_xla_flags_are_known_to_the_pinned_jaxlib():
     flags = _sbatch_xla_flags()
     assert "--xla_gpu_enable_latency_hiding_scheduler=true" in flags

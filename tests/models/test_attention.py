@@ -53,6 +53,7 @@ def test_mask_is_causal_same_segment():
     np.testing.assert_array_equal(mask, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("impl", ["xla", "jax_nn"])
 def test_cpu_kernels_match_naive_reference(impl):
     q, k, v, seg = _inputs(12)
@@ -60,6 +61,7 @@ def test_cpu_kernels_match_naive_reference(impl):
     np.testing.assert_allclose(np.asarray(out), _naive_attention(q, k, v, seg), atol=2e-6)
 
 
+@pytest.mark.slow
 def test_splash_kernel_matches_xla_in_pallas_interpreter():
     q, k, v, seg = (jnp.asarray(a) for a in _inputs(128, h=64))
     reference = dot_product_attention(q, k, v, seg, impl="xla")
@@ -68,6 +70,7 @@ def test_splash_kernel_matches_xla_in_pallas_interpreter():
     np.testing.assert_allclose(np.asarray(out), np.asarray(reference), atol=2e-6)
 
 
+@pytest.mark.slow
 def test_splash_kernel_under_a_mesh_runs_per_shard():
     q, k, v, seg = (jnp.asarray(np.concatenate([a, a[::-1]])) for a in _inputs(128, h=64))  # batch 4
     reference = dot_product_attention(q, k, v, seg, impl="xla")
@@ -94,6 +97,7 @@ def test_cudnn_is_rejected_on_cpu_not_silently_replaced():
         dot_product_attention(q, k, v, seg, impl="cudnn")
 
 
+@pytest.mark.slow
 def test_fully_padded_row_has_finite_output_and_gradients():
     q, k, v, seg = (jnp.asarray(a) for a in _inputs(8))
     seg = seg.at[0].set(0)
@@ -106,6 +110,7 @@ def test_fully_padded_row_has_finite_output_and_gradients():
         assert all(np.isfinite(np.asarray(g)).all() for g in grads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("context", [1, 2, 4])
 def test_query_blocks_match_the_naive_reference_and_whole_attention(context):
     """Blocks of 4 queries per context shard: the loop reference's output, and the gradients of all-at-once

@@ -44,6 +44,7 @@ def test_replace_validates():
         cfg.replace(n_kv_heads=3)
 
 
+@pytest.mark.slow
 def test_float16_rejection_reason_holds():
     """The reason float16 is refused: xIELU's x^2 branch overflows float16 where bfloat16 stays finite."""
     import jax.numpy as jnp

@@ -7,12 +7,14 @@ from apertus_jax.models import flops
 from apertus_jax.models.presets import get_config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, expected", [("apertus-8b", 8.05e9), ("apertus-70b", 70.6e9)])
 def test_param_counts_by_eval_shape(name, expected):
     count = flops.param_count(get_config(name))
     assert abs(count - expected) / expected < 0.005, count
 
 
+@pytest.mark.slow
 def test_param_count_matches_closed_form():
     for name in ("tiny", "tiny-llama", "boldt-350m"):
         c = get_config(name)

@@ -18,6 +18,7 @@ TEXT = (
 ).encode()
 
 
+@pytest.mark.slow
 def test_quantize_dequantize_relative_error_and_exact_values():
     x = jnp.asarray(np.frombuffer(TEXT, np.uint8).astype(np.float32) - 100.0)
     for dtype, mantissa_bits in ((E4M3, 3), (E5M2, 2)):
@@ -31,6 +32,7 @@ def test_quantize_dequantize_relative_error_and_exact_values():
     np.testing.assert_array_equal(quantize_dequantize(jnp.zeros(4), E4M3), 0.0)
 
 
+@pytest.mark.slow
 def test_fp8_einsum_gradient_uses_rounded_operands():
     x = jnp.asarray(np.frombuffer(TEXT[:64], np.uint8).astype(np.float32).reshape(4, 16) / 50 - 1.5)
     w = jnp.asarray(np.frombuffer(TEXT[64:128], np.uint8).astype(np.float32).reshape(16, 4) / 50 - 1.5)
@@ -42,6 +44,7 @@ def test_fp8_einsum_gradient_uses_rounded_operands():
     np.testing.assert_allclose(dw, qx.T @ g, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_fp8_model_tracks_bf16_on_real_text():
     """Documented tolerances (tiny model, one forward/backward on UDHR text): the FP8 loss is within 1% of the
     bf16 loss, and every projection's gradient has cosine similarity > 0.98 with the bf16 one."""

@@ -88,6 +88,7 @@ def reference(model):
     return [greedy_by_full_forwards(model, prompt, MAX_NEW) for prompt in PROMPTS]
 
 
+@pytest.mark.slow
 def test_greedy_with_cache_equals_full_forwards(model, reference):
     out = generate(model, [list(p) for p in PROMPTS], max_new_tokens=MAX_NEW)
     assert out.shape == (len(PROMPTS), MAX_NEW) and out.dtype == np.int32
@@ -96,6 +97,7 @@ def test_greedy_with_cache_equals_full_forwards(model, reference):
     assert min(len(set(r)) for r in reference) >= MAX_NEW // 2  # and so does the growing context
 
 
+@pytest.mark.slow
 def test_scanned_layers_generate_the_same_tokens(model, reference):
     scanned = random_model(scan_layers=True)
     assert generate(scanned, [list(p) for p in PROMPTS], max_new_tokens=MAX_NEW).tolist() == reference
@@ -118,6 +120,7 @@ def test_eos_stops_a_row_and_pads_the_rest(model, reference):
         assert row == expected[:stop] + [255] * (MAX_NEW - stop)
 
 
+@pytest.mark.slow
 def test_top_p_towards_zero_is_greedy(model, reference):
     out = generate(
         model, [list(p) for p in PROMPTS], max_new_tokens=MAX_NEW, temperature=1.0, top_p=1e-6, seed=7
@@ -125,6 +128,7 @@ def test_top_p_towards_zero_is_greedy(model, reference):
     assert out.tolist() == reference
 
 
+@pytest.mark.slow
 def test_seeded_sampling_is_reproducible(model, reference):
     prompts = [list(p) for p in PROMPTS]
     kwargs = dict(max_new_tokens=MAX_NEW, temperature=2.0, top_p=0.9)

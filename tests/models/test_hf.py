@@ -168,6 +168,7 @@ def perturb(model: Apertus, seed: int) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, scan_layers",
     [("mqa_hd24_llama3", False), ("mqa_hd24_llama3", True), ("gqa_default_rope", True), ("tied_hd20", False)],
@@ -195,6 +196,7 @@ def test_parity_with_transformers_both_directions(name, scan_layers, tmp_path):
     print(f"{name} scan={scan_layers}: import {import_diff:.2e}, export {export_diff:.2e}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, scan_layers", [("llama_gqa_default_rope", False), ("llama_mqa_tied_llama3", True)]
 )
@@ -224,6 +226,7 @@ def test_llama_parity_with_transformers_both_directions(name, scan_layers, tmp_p
     print(f"{name} scan={scan_layers}: import {import_diff:.2e}, export {export_diff:.2e}")
 
 
+@pytest.mark.slow
 def test_tiny_llama_preset_exports_and_reloads(tmp_path):
     """The `tiny-llama` preset itself (SwiGLU, no QK-norm, untied) exports to a Llama checkpoint that
     transformers and `load_hf` both read back with our logits."""
@@ -261,6 +264,7 @@ def test_xielu_parameters_are_imported_per_layer():
     assert np.abs(our_logits(from_hf(state, config), tokens) - base).max() > 1e-3
 
 
+@pytest.mark.slow
 def test_greedy_generation_matches_transformers_generate():
     """Our KV-cached greedy decoding gives the tokens of `transformers` `generate(do_sample=False)`."""
     hf_model = random_hf_model(HF_CONFIGS["mqa_hd24_llama3"], seed=5)

@@ -17,6 +17,7 @@ def test_xielu_known_values_at_init():
     np.testing.assert_allclose(XIELU_BETA + jax.nn.softplus(act.a_n[...]), 0.8, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_xielu_gradients_reach_a_p_and_a_n():
     act = XIELU()
     x = jnp.array([2.0, -1.0], jnp.float32)
@@ -48,6 +49,7 @@ def test_rms_norm_formula_in_float32():
     assert norm(jnp.asarray(x, jnp.bfloat16)).dtype == jnp.bfloat16
 
 
+@pytest.mark.slow
 def test_swiglu_and_xielu_mlp_match_numpy():
     base = dict(vocab_size=8, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=8, mlp_hidden=24)
     x = np.random.default_rng(2).normal(size=(2, 3, 16)).astype(np.float32)

@@ -71,6 +71,7 @@ def test_constrain_is_noop_without_mesh():
     assert constrain(x, ("batch", "embed")) is x
 
 
+@pytest.mark.slow
 def test_sharded_forward_equals_unsharded(capfd):
     assert len(jax.devices()) == 8, "conftest provides 8 virtual CPU devices"
     mesh = make_mesh(data=2, fsdp=2, tensor=2)

@@ -61,6 +61,7 @@ def test_llama3_frequencies_match_transformers():
         np.testing.assert_array_equal(ours, reference.numpy())
 
 
+@pytest.mark.slow
 def test_half_split_layout_is_complex_rotation():
     cfg = _config(rope_scaling="none")
     x = np.random.default_rng(0).normal(size=(1, 3, 2, 128)).astype(np.float32)

@@ -36,6 +36,7 @@ def _rows(*rows):
     return tuple(jnp.asarray(np.array(r, np.int32)) for r in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("impl", ["xla", "jax_nn", "splash"])
 def test_packed_documents_equal_unpacked_runs(impl, sentence_ids, monkeypatch):
     if impl == "splash":  # the real Pallas kernel through its interpreter; T must be a multiple of 128
@@ -69,6 +70,7 @@ def test_packed_documents_equal_unpacked_runs(impl, sentence_ids, monkeypatch):
     np.testing.assert_allclose(logits[:6], reference[:6], atol=1e-5)  # every implementation agrees
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(lengths=st.lists(st.integers(1, 6), min_size=1, max_size=4), seed=st.integers(0, 2**16))
 def test_each_segment_equals_its_solo_run(lengths, seed):
@@ -99,6 +101,7 @@ def test_each_segment_equals_its_solo_run(lengths, seed):
         start += n
 
 
+@pytest.mark.slow
 def test_fully_padded_row_gives_finite_logits_and_gradients():
     model = _model(**SMALL)
     tokens, positions, segments = _rows(
@@ -116,6 +119,7 @@ def test_fully_padded_row_gives_finite_logits_and_gradients():
     assert leaves and all(np.isfinite(np.asarray(g)).all() for g in leaves)
 
 
+@pytest.mark.slow
 def test_scanned_and_unscanned_layers_agree():
     cfg = get_config("tiny", **SMALL)
     plain = Apertus(cfg, rngs=nnx.Rngs(3))
@@ -155,6 +159,7 @@ def test_scanned_and_unscanned_layers_agree():
     )
 
 
+@pytest.mark.slow
 def test_export_import_roundtrip_across_layouts():
     source = _model(**SMALL)
     weights = export_weights(source)
@@ -172,6 +177,7 @@ def test_export_import_roundtrip_across_layouts():
         import_weights(target, {**weights, "embed": np.zeros((3, 3))})
 
 
+@pytest.mark.slow
 def test_tied_embeddings_and_ablation_switches():
     tied = Apertus(get_config("tiny-llama", vocab_size=64, tie_embeddings=True), rngs=nnx.Rngs(0))
     assert tied.lm_head is None and "lm_head" not in export_weights(tied)
@@ -181,6 +187,7 @@ def test_tied_embeddings_and_ablation_switches():
     assert logits.shape == (1, 3, 64) and logits.dtype == jnp.float32
 
 
+@pytest.mark.slow
 def test_bfloat16_compute_keeps_float32_params_and_logits():
     model = _model(**SMALL, dtype="bfloat16")
     assert all(p.dtype == jnp.float32 for p in jax.tree.leaves(nnx.state(model, nnx.Param)))

@@ -3,12 +3,14 @@
 import jax
 import numpy as np
 import optax
+import pytest
 
 from apertus_jax.optim.adamw import adamw
 from apertus_jax.optim.ademamix import ademamix
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
 
 
+@pytest.mark.slow
 def test_adamw_equals_ademamix_without_slow_ema():
     rng = np.random.default_rng(0)
     with jax.enable_x64(True):

@@ -74,6 +74,7 @@ def max_relative_error(actual, expected):
     return max(jax.tree.leaves(errors))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mask", [MASK, default_weight_decay_mask], ids=["pytree", "callable"])
 def test_matches_numpy_spec_rule_with_warmups_decay_and_mask(mask):
     rng = np.random.default_rng(0)
@@ -122,6 +123,7 @@ def test_float32_matches_numpy_spec_rule():
 
 # In float32, optax's bias correction `1 - 0.999**t` loses ~1e-5 relative (0.999 is rounded first);
 # ours uses expm1 (see test_float32_matches_numpy_spec_rule), so the two are compared in float64.
+@pytest.mark.slow
 def test_matches_optax_contrib_without_warmups():
     rng = np.random.default_rng(2)
     kwargs = dict(b1=0.9, b2=0.999, b3=0.9999, alpha=5.0, eps=1e-8, weight_decay=0.1, mask=MASK)
@@ -168,6 +170,7 @@ def resume_setup():
     return build, lr, params, grads
 
 
+@pytest.mark.slow
 def test_resume_from_orbax_is_bitwise_equal(tmp_path):
     build, lr, params, grads = resume_setup()
     straight_params, straight_state = run_optax(build(), params, grads)

@@ -83,6 +83,7 @@ def test_step_and_tokens_are_inverse(plan, step):
         assert plan.step_at_tokens(tokens - 1) == step  # rounds up between edges
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(plan=plans, step=st.integers(0, 10**6))
 def test_jitted_tokens_match_host_ints(plan, step):
@@ -94,6 +95,7 @@ def lr_per_step(schedule, steps):
     return np.asarray(jax.jit(jax.vmap(schedule))(jnp.arange(steps, dtype=jnp.int32)))
 
 
+@pytest.mark.slow
 def test_doubling_the_batch_keeps_lr_a_function_of_tokens():
     token_lr = wsd_schedule(1e-3, warmup=480, decay=256, total=1024)
     constant = BatchSizePlan([(0, 8)])

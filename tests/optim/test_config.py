@@ -41,6 +41,7 @@ def test_lr_schedule_follows_tokens_through_the_batch_plan():
         assert float(lr(count)) == pytest.approx(float(by_tokens(plan.tokens_at_step(count))), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_tx_equals_the_factory_chain_with_the_same_settings():
     optim = OptimConfig(name="ademamix", clip_norm=1.0, alpha_warmup_steps=10, b3_warmup_steps=10)
     lr = make_lr_schedule(optim, BatchSizePlan(((0, 128),)))

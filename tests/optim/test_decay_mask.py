@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
@@ -84,6 +85,7 @@ class TinyModel(nnx.Module):
         return self.norm(self.embed(tokens)) * self.a_p[...]
 
 
+@pytest.mark.slow
 def test_nnx_optimizer_decays_embedding_but_not_norm_or_xielu_scalar():
     model = TinyModel(nnx.Rngs(0))
     before = jax.tree.map(np.asarray, nnx.state(model, nnx.Param))

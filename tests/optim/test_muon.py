@@ -44,6 +44,7 @@ def reference_newton_schulz(g_out_in, steps=5):
     return x.T if tall else x
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(96, 64), (64, 96)], ids=["in>out", "in<out"])
 @pytest.mark.parametrize("rms", [0.0, 0.2], ids=["reference-scaling", "rms-matching"])
 def test_one_step_from_zero_state_is_the_reference_newton_schulz(shape, rms):
@@ -79,6 +80,7 @@ def documented_momentum(grads, beta, bias_corrected=True):
     return out
 
 
+@pytest.mark.slow
 def test_six_steps_follow_the_documented_bias_corrected_nesterov_momentum():
     """Six steps on one [in, out] kernel with new gradients each step: every update is -lr (scale * NS(input) +
     wd * w) of the documented momentum; Keller Jordan's uncorrected form gives the same first step (the
@@ -193,6 +195,7 @@ def tiny():
     return logical_axes(TINY), params, grads
 
 
+@pytest.mark.slow
 def test_muon_parameters_move_as_optax_contrib_muon_and_the_rest_as_adamw(tiny):
     axes, params, grads = tiny
     numbers = muon_dimension_numbers(axes)
@@ -217,6 +220,7 @@ def test_muon_parameters_move_as_optax_contrib_muon_and_the_rest_as_adamw(tiny):
     assert not np.array_equal(u_ours["embed"], u_contrib["embed"])  # optax's own AdamW branch differs
 
 
+@pytest.mark.slow
 def test_weight_decay_follows_the_default_mask(tiny):
     """With zero gradients both branches' directions are 0: the step is -lr * wd * w exactly where decayed."""
     axes, params, _ = tiny
@@ -243,6 +247,7 @@ def test_orthogonalization_spec_keeps_matrices_whole_where_the_layers_allow():
     assert orthogonalization_spec((3, 5, 7), {"fsdp": 2}) == P(None, None, None)
 
 
+@pytest.mark.slow
 def test_8_devices_update_equals_one_device_within_float32_rounding(tiny):
     """fsdp=4 x tensor=2: every Muon matrix is split over both axes (Newton-Schulz on sharded matrices)."""
     axes, params, grads = tiny

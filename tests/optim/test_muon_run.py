@@ -7,6 +7,7 @@ import dataclasses
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+import pytest
 from jax.sharding import PartitionSpec as P
 
 from apertus_jax.jobs.config import parse
@@ -38,6 +39,7 @@ def _train(run, state, batches):
     return state, losses
 
 
+@pytest.mark.slow
 def test_muon_loop_run_resumes_bitwise(tmp_path, losses_of):
     """12 steps uninterrupted vs 6 steps, then the same workdir extended to 12 (resumed from its checkpoint)."""
     config = _muon(parse(tiny_resume.get_config()))
@@ -52,6 +54,7 @@ def test_muon_loop_run_resumes_bitwise(tmp_path, losses_of):
     assert whole[-1][1] < whole[0][1] - 0.5  # it learns
 
 
+@pytest.mark.slow
 def test_muon_state_restores_onto_another_mesh(tmp_path):
     config = _muon(parse(tiny_resume.get_config())).run
     run = Run(config)  # fsdp 2 x tensor 4 over the 8 virtual devices
@@ -75,6 +78,7 @@ def test_muon_state_restores_onto_another_mesh(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_init_from_switches_an_ademamix_run_to_muon(uninterrupted, tmp_path, losses_of):
     """`checkpoint.init_from` of the AdEMAMix reference run: Muon starts from its parameters (a fresh Muon
     state), so its first loss is the AdEMAMix run's loss on that batch's model, far below a fresh start's."""

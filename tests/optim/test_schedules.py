@@ -125,6 +125,7 @@ def test_cosine_rejects_warmup_longer_than_run():
         cosine_schedule(1.0, warmup=200, total=100)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     warmup=st.integers(1, 10**13),

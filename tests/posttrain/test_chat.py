@@ -28,6 +28,7 @@ def test_role_ids_of_the_demo_tokenizer_are_the_spare_utf8_byte_pieces(tokenizer
     assert len(used) > 1000 and used.isdisjoint(range(252, 260))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=40))
 def test_no_text_encodes_to_a_role_id(tokenizer, text):

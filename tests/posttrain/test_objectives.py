@@ -92,6 +92,7 @@ def qrpo_step(toy, small_model):
     return jax.device_get(metrics), new_params
 
 
+@pytest.mark.slow
 def test_qrpo_loss_at_initialization(toy, tokenizer, qrpo_step):
     metrics, _ = qrpo_step
     batch = toy["qrpo"]
@@ -143,6 +144,7 @@ def test_completion_length_counts_content_and_assistant_end(toy, tokenizer):
     assert lengths == sorted([len(tokenizer.encode(HIGH)) + 1.0, len(tokenizer.encode(LOW)) + 1.0])
 
 
+@pytest.mark.slow
 def test_dpo_loss_is_log2_at_initialization_and_one_step_widens_the_margin(toy, tokenizer, small_model):
     spec, params = small_model
     batch = toy["dpo"]

@@ -28,6 +28,7 @@ def _pipeline(path, tokenizer, mode, make_reference):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["qrpo", "dpo"])
 def test_cached_equals_on_the_fly(cached, preference_path, tokenizer, mode):
     model, logprobs = cached

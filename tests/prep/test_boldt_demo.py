@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from apertus_jax.prep import boldt_demo
 
 
@@ -15,6 +17,7 @@ def test_rule_based_scores():
     assert scores == {"coherence": 1.0, "information_value": 1.0, "educational_quality": 3 + 14 / 1000}
 
 
+@pytest.mark.slow
 def test_subsets_are_nested_tiers_of_the_train_split(tmp_path):
     paths = boldt_demo.write_demo_subsets(str(tmp_path))
     rows = {}

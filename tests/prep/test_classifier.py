@@ -39,6 +39,7 @@ def test_embedder_is_deterministic_normalized_and_text_sensitive():
     np.testing.assert_array_equal(emb(texts[:1]), HashedCharNgramEmbedder(dim=512)(texts[:1]))
 
 
+@pytest.mark.slow
 def test_toxicity_head_beats_constant_predictor(labels, tmp_path):
     """Real text, weak labels: de-corpus web sentences matching a profanity lexicon (1) vs not (0)."""
     path = tmp_path / "toxicity.jsonl"
@@ -57,6 +58,7 @@ def test_toxicity_head_beats_constant_predictor(labels, tmp_path):
     assert auc > 0.85
 
 
+@pytest.mark.slow
 def test_regression_head_beats_mean_predictor(labels):
     """Educational-quality proxy scores 0/2/3 (Debian Handbook 3, Debian Reference 2, quotes and web 0)."""
     (train_x, train_y), (test_x, test_y) = _split(labels["educational_quality"])
@@ -66,6 +68,7 @@ def test_regression_head_beats_mean_predictor(labels):
     assert mse < 0.5 * np.mean((train_y.mean() - test_y) ** 2)
 
 
+@pytest.mark.slow
 def test_save_load_round_trip_and_custom_embedder(tmp_path):
     texts = [s["text"] for s in load_de_corpus_extract()[:300]]
     y = np.array([1.0 if TOXIC_LEXICON.search(t.lower()) or i % 3 == 0 else 0.0 for i, t in enumerate(texts)])

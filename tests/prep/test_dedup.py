@@ -103,6 +103,7 @@ def _kept_ids(config) -> list[str]:
     return sorted(decode_metadata(source._record(i))["id"] for i in range(len(source)))
 
 
+@pytest.mark.slow
 def test_planted_similarities_straddle_the_threshold(planted):
     threshold = jaccard_threshold(14, 8)
     assert 0.71 < threshold < 0.73
@@ -114,6 +115,7 @@ def test_planted_similarities_straddle_the_threshold(planted):
     assert max(_jaccard(a["text"], b["text"]) for i, a in enumerate(unique) for b in unique[i + 1 :]) < 0.3
 
 
+@pytest.mark.slow
 def test_duplicates_removed_unique_kept(runs, planted):
     config, report = runs[1]
     kept = _kept_ids(config)

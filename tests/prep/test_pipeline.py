@@ -37,6 +37,7 @@ def runs(small_inputs, small_config, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_no_fork_of_the_jax_process(runs):
     """JAX runs in this process (the heads were trained with it); datatrove's manager and workers must not
     be forked from it (JAX warns "os.fork() ... deadlock")."""

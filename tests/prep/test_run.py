@@ -23,6 +23,7 @@ def read_jsonl(path):
         return [json.loads(line) for line in f]
 
 
+@pytest.mark.slow
 def test_demo_inputs_round_robin_robots_and_labels(tmp_path):
     config = config_in(tmp_path, demo_input_files=3)
     run.write_demo_inputs(config)
@@ -47,6 +48,7 @@ def test_missing_head_without_labels_names_the_setting(tmp_path):
         run.train_missing_heads(config)
 
 
+@pytest.mark.slow
 def test_only_missing_heads_are_trained(tmp_path):
     config = config_in(tmp_path)
     config.toxicity.enabled = False

@@ -53,6 +53,7 @@ def _assert_follows_the_rule(shards, lengths):
     assert start == len(lengths)
 
 
+@pytest.mark.slow
 def test_both_paths_write_the_same_shards_by_one_rule(documents, tmp_path):
     tekken = load_tokenizer("tekken")
     lengths = [len(tekken.encode(doc.text)) + 2 for doc in documents]

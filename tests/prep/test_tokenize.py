@@ -69,6 +69,7 @@ def _records(path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.slow
 def test_one_task_is_bit_identical(inputs, reference, tmp_path):
     ref_dir, stats = reference
     manifest = run_tokenize(_job(inputs, tmp_path / "one", 1))
@@ -91,6 +92,7 @@ def test_one_task_is_bit_identical(inputs, reference, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["one"]  # no staging directory left
 
 
+@pytest.mark.slow
 def test_four_tasks_same_token_multiset(inputs, reference, tmp_path):
     ref_dir, _ = reference
     manifest = run_tokenize(_job(inputs, tmp_path / "four", 4, workers=2))
@@ -130,6 +132,7 @@ def test_slurm_executors(inputs, tmp_path):
     assert pathlib.Path(job.staging).name == ".out.staging"
 
 
+@pytest.mark.slow
 def test_command_line_job_runs_tasks(inputs, reference, tmp_path):
     job = tokenize_job(
         [str(inputs)],

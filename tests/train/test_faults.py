@@ -21,6 +21,7 @@ def test_counter_rolls_back_after_n_in_a_row():
     assert not any(loop.NonFiniteCounter(0).record(False) for _ in range(10))  # 0 disables rollbacks
 
 
+@pytest.mark.slow
 def test_rollback_restores_last_checkpoint_and_skips_the_window(
     tmp_path, monkeypatch, losses_of, read_records
 ):

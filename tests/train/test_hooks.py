@@ -85,6 +85,7 @@ def straight(tmp_path_factory):
     return workdir, recorder
 
 
+@pytest.mark.slow
 def test_hooks_are_called_at_their_points_and_record_their_scalars(straight):
     workdir, recorder = straight
     params = sorted(["embed", "final_norm", "layers", "lm_head"])
@@ -105,6 +106,7 @@ def test_hooks_are_called_at_their_points_and_record_their_scalars(straight):
     assert all(0.1 < dropped < 0.4 for _, _, dropped in losses)  # Goldfish k = 4 of the pipeline
 
 
+@pytest.mark.slow
 def test_a_hook_can_stop_the_run_cleanly_and_the_resumed_run_is_bitwise(straight, tmp_path):
     workdir = str(tmp_path)
     stopper = Recorder(stop_after=2)
@@ -116,6 +118,7 @@ def test_a_hook_can_stop_the_run_cleanly_and_the_resumed_run_is_bitwise(straight
     assert _losses(workdir) == _losses(straight[0])  # float equality of every step
 
 
+@pytest.mark.slow
 def test_another_batch_source_replaces_the_pipeline(straight, tmp_path):
     config = typed_config()
     pipeline_run = Run(config)

@@ -48,6 +48,7 @@ def test_uninterrupted_run_writes_everything(uninterrupted, losses_of):
     }
 
 
+@pytest.mark.slow
 def test_resume_after_crashes_is_bitwise_identical(uninterrupted, tmp_path, monkeypatch, losses_of):
     workdir = str(tmp_path)
     write = metrics_lib.MetricsWriter.write
@@ -142,6 +143,7 @@ def test_the_outputs_table_lists_everything_a_run_writes(uninterrupted):
     assert {".lock-p0", "eval"} <= rows  # the lock and evaluate's results
 
 
+@pytest.mark.slow
 def test_init_from_starts_from_the_params_with_a_fresh_optimizer(uninterrupted, tmp_path, losses_of):
     import jax
 
@@ -183,6 +185,7 @@ def _spike_config():
     return config
 
 
+@pytest.mark.slow
 def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypatch, losses_of, read_records):
     """Batch 5 keeps the loss of a single token: its gradient norm is many times the running mean, so the
     guard drops that update. Crashes after step 6 (resume from step 4, before the spike) and after step 7

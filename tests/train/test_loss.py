@@ -60,6 +60,7 @@ def _objectives(hidden_fn, apply_fn, batch, chunk_tokens):
     return fused, unfused
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk_tokens", [40, 128, 4096])  # 40: 10 positions per chunk, T padded to 40
 def test_fused_equals_unfused_loss_and_gradients(tiny, chunk_tokens):
     dtype, hidden_fn, apply_fn, params, batch = tiny
@@ -110,6 +111,7 @@ def test_z_loss_and_gradient_hand_computed():
     np.testing.assert_allclose(grad, expected, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_fused_masked_non_finite_position_has_zero_gradient(tiny):
     _, hidden_fn, _, params, batch = tiny
     hidden, w = hidden_fn(params, batch)
@@ -127,6 +129,7 @@ def test_fused_masked_non_finite_position_has_zero_gradient(tiny):
     assert np.all(np.isfinite(np.asarray(grad, np.float32)))
 
 
+@pytest.mark.slow
 def test_chunked_token_logprobs_equal_log_softmax_with_gradients(tiny):
     dtype, hidden_fn, apply_fn, params, batch = tiny
     weights = jnp.asarray(np.linspace(-1.0, 2.0, ROWS * LENGTH).reshape(ROWS, LENGTH), jnp.float32)

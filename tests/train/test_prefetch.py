@@ -13,6 +13,7 @@ def _equal(a, b):
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [0, 1, 3])
 def test_same_batches_and_state_of_the_last_consumed_batch(demo_iterator, depth):
     reference = demo_iterator()

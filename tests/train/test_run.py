@@ -88,6 +88,7 @@ _COMPARE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_memory_plan_compiles_the_loops_step_for_apertus_8b_on_64_devices():
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     result = subprocess.run(

@@ -103,6 +103,7 @@ def packed_rows_and_model():
     return batch, model_config, params, _logits_and_grads(model_config, params, batch, mesh=None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("data", "fsdp", "tensor", "context"),
     [(1, 2, 2, 2), (1, 1, 2, 4), (1, 1, 1, 8)],

@@ -43,6 +43,7 @@ def _nll(spec, params, batch) -> np.ndarray:
     return log_z - np.take_along_axis(logits, batch["targets"][..., None], axis=-1)[..., 0]
 
 
+@pytest.mark.slow
 def test_accumulated_equals_unsplit(model, text_batch):
     spec, params, jitted = model
     batch = _batch_with_unequal_masks(text_batch)
@@ -59,6 +60,7 @@ def test_accumulated_equals_unsplit(model, text_batch):
     np.testing.assert_allclose(sums1["loss"], (nll * batch["loss_mask"]).sum(), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_zero_unmasked_batch_gives_zero_loss_and_grad(model, text_batch):
     _, params, jitted = model
     batch = text_batch(rows=ROWS, length=LENGTH)
@@ -68,6 +70,7 @@ def test_zero_unmasked_batch_gives_zero_loss_and_grad(model, text_batch):
     assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree.leaves(grads))
 
 
+@pytest.mark.slow
 def test_non_finite_step_leaves_params_and_optimizer_untouched(model, text_batch):
     spec, params, _ = model
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-2))
@@ -97,6 +100,7 @@ def _logits_cross_entropy(logits_BxTxV, mb, frozen):
     return jnp.where(mask, nll, 0.0).sum(), {"count": mask.sum(dtype=jnp.float32)}
 
 
+@pytest.mark.slow
 def test_an_objective_reading_logits_equals_the_fused_head(model, text_batch):
     spec, params, jitted = model
     batch = _batch_with_unequal_masks(text_batch)
@@ -109,6 +113,7 @@ def test_an_objective_reading_logits_equals_the_fused_head(model, text_batch):
         Objective(_logits_cross_entropy, reads="probs")
 
 
+@pytest.mark.slow
 def test_frozen_parameters_are_inputs_of_the_step_not_constants(tiny_model, text_batch):
     """A loss of the distance to a frozen model's logits: one compiled program takes any frozen values."""
     spec, params = tiny_model()

@@ -62,6 +62,7 @@ RECORDS = [
 ]
 
 
+@pytest.mark.slow
 def test_metrics_writer_logs_every_scalar_and_a_restart_keeps_the_run_id(tmp_path, capfd):
     workdir = str(tmp_path)
     writer = metrics_lib.MetricsWriter(workdir, 4, 0, wandb_project="apertus-test")
@@ -103,6 +104,7 @@ class Crash(Exception):
     """Stands in for kill -9 after a step's metrics line, before that step's checkpoint."""
 
 
+@pytest.mark.slow
 def test_demo_run_history_equals_metrics_jsonl_across_a_crash(tmp_path, monkeypatch, capfd):
     """The tiny demo run logs to W&B offline, dies after step 3 (checkpoint at 2) and is resumed: both
     processes log to one run id, and every W&B history value equals metrics.jsonl at that step (the

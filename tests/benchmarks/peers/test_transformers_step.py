@@ -23,6 +23,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow
 def test_prints_one_throughput_line(capsys):
     import torch
 
