@@ -1,5 +1,6 @@
-"""The three recipes of docs/architecture.md, as written there: a toy component kind, a toy objective and a toy
-job, each plugged in above the trainer's front door without editing `train/` or `data/`."""
+"""The four recipes of docs/architecture.md, as written there: a toy component kind, a toy objective, an objective
+that distills a frozen toy teacher, and a toy job, each plugged in above the trainer's front door without editing
+`train/` or `data/`."""
 
 import dataclasses
 import json
@@ -8,6 +9,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from apertus_jax.data.demo_corpus import load_german_prose
@@ -16,11 +18,12 @@ from apertus_jax.data.kinds import DocumentSpec, register_kind
 from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.jobs.config import Config, base_config, parse
 from apertus_jax.jobs.pretrain import assemble
+from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.presets import model_section
 from apertus_jax.train import loop
 from apertus_jax.train.run import Run
-from apertus_jax.train.step import Objective
-from apertus_jax.train.train_state import make_global_batch
+from apertus_jax.train.step import FrozenParams, Objective
+from apertus_jax.train.train_state import make_abstract_params, make_global_batch
 
 ROWS, SEQ_LEN, STEPS = 8, 32, 3
 
@@ -125,6 +128,63 @@ def test_a_new_objective_replaces_the_loss_of_the_step(tmp_path):
     assert smoothed != plain and abs(smoothed - plain) < 0.1 * plain
     assert loop.train(Run(config, objective=smoothed_cross_entropy(0.1)), str(tmp_path)) == "done"
     assert _losses(str(tmp_path))[0] == pytest.approx(smoothed, rel=1e-6)
+
+
+def distillation(teacher: ModelConfig, seed: int) -> Objective:
+    """KL(teacher || student) per unmasked token; the teacher's parameters are frozen inputs of the step."""
+    forward = {}  # the teacher's forward function, made with its parameters on the run's mesh
+
+    def frozen(run):
+        params = make_abstract_params(teacher, run.mesh, seed)
+        forward["apply"] = params.apply_fn
+        return FrozenParams(params.abstract, jax.jit(params.create, out_shardings=params.shardings))
+
+    def loss_fn(logits_BxTxV, mb, teacher_params):
+        teacher_BxTxV = forward["apply"](teacher_params, mb["tokens"], mb["positions"], mb["segment_ids"])
+        log_p = jax.nn.log_softmax(teacher_BxTxV.astype(jnp.float32))
+        log_q = jax.nn.log_softmax(logits_BxTxV.astype(jnp.float32))
+        kl_BxT = (jnp.exp(log_p) * (log_p - log_q)).sum(-1)
+        mask = mb["loss_mask"].astype(bool)
+        return jnp.where(mask, kl_BxT, 0.0).sum(), {"count": mask.sum(dtype=jnp.float32)}
+
+    return Objective(loss_fn, frozen=frozen)
+
+
+def _kl_float64(teacher_BxTxV, student_BxTxV, loss_mask_BxT) -> float:
+    """The mean over unmasked tokens of KL(teacher || student), in float64."""
+    log_p, log_q = (
+        x - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)) - x.max(-1, keepdims=True)
+        for x in (np.asarray(teacher_BxTxV, np.float64), np.asarray(student_BxTxV, np.float64))
+    )
+    kl_BxT = (np.exp(log_p) * (log_p - log_q)).sum(-1)
+    mask = np.asarray(loss_mask_BxT, bool)
+    return float(kl_BxT[mask].sum() / mask.sum())
+
+
+@pytest.mark.slow
+def test_a_frozen_teacher_is_an_input_of_the_step_and_its_kl_is_the_loss(tmp_path):
+    config = parse(tiny_config()).run
+    teacher = dataclasses.replace(config.model, n_layers=1)  # a smaller toy teacher, seeded apart
+    run = Run(config, objective=distillation(teacher, seed=7))
+    step = run.train_step(ROWS)
+    # The teacher's arrays are the step's last input, sharded like a model: not constants of its program.
+    assert step.in_shardings[3] == jax.tree.map(lambda x: x.sharding, run.frozen.abstract)
+    state, teacher_params = run.spec.init(), run.load_frozen()
+    batch = make_global_batch(next(run.batch_source()), run.mesh)
+    inputs = batch["tokens"], batch["positions"], batch["segment_ids"]
+    teacher_apply = make_abstract_params(teacher, run.mesh, 7).apply_fn
+    expected = _kl_float64(
+        teacher_apply(teacher_params, *inputs),
+        run.spec.apply_fn(state["params"], *inputs),
+        batch["loss_mask"],
+    )
+    with jax.set_mesh(run.mesh):
+        _, _, metrics = step.fn(state["params"], state["opt_state"], batch, teacher_params)
+    assert float(metrics["loss"]) == pytest.approx(expected, rel=1e-4) and expected > 0.01
+    # The loop loads the teacher once and passes it to every step: its first loss is the same.
+    assert loop.train(Run(config, objective=distillation(teacher, seed=7)), str(tmp_path)) == "done"
+    losses = _losses(str(tmp_path))
+    assert len(losses) == STEPS and losses[0] == pytest.approx(float(metrics["loss"]), rel=1e-6)
 
 
 def last_loss(workdir: str) -> float:
