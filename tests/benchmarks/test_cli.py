@@ -2,11 +2,8 @@
 exit status 2 (experiments/cli.py). The others are run by their own test file (attention_parity by
 benchmarks/accelerator_check.sh in test_accelerator.py)."""
 
-import pathlib
-
 import pytest
 
-ROOT = pathlib.Path(__file__).parents[2]
 SCRIPTS = ("checkpoint", "data_pipeline", "loop_overhead", "megatron_read", "profile", "tokenize")
 
 

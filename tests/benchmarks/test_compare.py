@@ -1,15 +1,11 @@
 """The comparison table: medians per runner, our MFU from the model's FLOPs, ratios against the right peer."""
 
-import pathlib
-
 import pytest
 
 from apertus_jax.models import flops
 from apertus_jax.models.presets import get_config
 from benchmarks import runners
 from benchmarks.peers import run as peers_run
-
-ROOT = pathlib.Path(__file__).parents[2]
 
 
 def test_table_ratios_pair_each_variant_with_its_peer():

@@ -1,12 +1,8 @@
 """The step decomposition into body and vocabulary part, and the body budget it leaves for a ratio."""
 
-import pathlib
-
 import pytest
 
 from benchmarks import runners
-
-ROOT = pathlib.Path(__file__).parents[2]
 
 
 def test_decompose_takes_medians_and_splits_each_step():

@@ -1,12 +1,8 @@
 """The matmul peak and the per-shape rate with its page faults; bad shapes exit 2."""
 
-import pathlib
-
 import pytest
 
 from benchmarks import matmul
-
-ROOT = pathlib.Path(__file__).parents[2]
 
 
 def test_rate_of_a_small_matmul_is_positive_and_faults_are_counted():

@@ -1,14 +1,10 @@
 """The train-step benchmark: a vocabulary override keeps the body, bad arguments exit 2."""
 
-import pathlib
-
 import pytest
 
 from apertus_jax.models import flops
 from apertus_jax.models.presets import get_config
 from benchmarks import step
-
-ROOT = pathlib.Path(__file__).parents[2]
 
 
 @pytest.mark.slow

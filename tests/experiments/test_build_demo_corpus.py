@@ -1,9 +1,5 @@
 """experiments.build_demo_corpus as a CLI: without npm/apt-get/dpkg-deb, one line, exit 2, nothing written."""
 
-import pathlib
-
-ROOT = pathlib.Path(__file__).parents[2]
-
 
 def test_missing_tools_are_one_line_and_nothing_is_written(tmp_path, run_job):
     (tmp_path / "bin").mkdir()  # a PATH without the registry tools

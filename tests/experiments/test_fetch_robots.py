@@ -1,9 +1,5 @@
 """experiments.fetch_robots as a CLI: a missing --domains file is one line, exit 2, nothing written."""
 
-import pathlib
-
-ROOT = pathlib.Path(__file__).parents[2]
-
 
 def test_missing_domains_file_is_one_line_and_nothing_is_written(tmp_path, run_job):
     result = run_job(

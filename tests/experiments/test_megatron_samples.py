@@ -1,16 +1,12 @@
 """experiments.megatron_samples: the summary and the first rows of a blend's GPT sample stream; a truncated .bin
 is one line naming the file, exit 2, nothing written."""
 
-import pathlib
-
 import numpy as np
 
 from apertus_jax.data import megatron_samples
 from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.megatron import write_indexed_dataset
 from apertus_jax.tokenizers import load_tokenizer
-
-ROOT = pathlib.Path(__file__).parents[2]
 
 
 def test_rows_and_summary_then_a_truncated_bin_is_one_line(tmp_path, run_job):

@@ -2,11 +2,8 @@
 directory left)."""
 
 import os
-import pathlib
 
 import pytest
-
-ROOT = pathlib.Path(__file__).parents[2]
 
 
 @pytest.mark.slow

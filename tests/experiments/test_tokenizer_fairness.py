@@ -1,9 +1,5 @@
 """experiments.tokenizer_fairness as a CLI: an unknown UDHR code is one line, exit 2, nothing written."""
 
-import pathlib
-
-ROOT = pathlib.Path(__file__).parents[2]
-
 
 def test_unknown_language_is_one_line_and_nothing_is_written(tmp_path, run_job):
     result = run_job("experiments.tokenizer_fairness", f"--out={tmp_path}/bad", "--languages=eng,xx")

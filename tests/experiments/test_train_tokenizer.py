@@ -1,10 +1,6 @@
 """experiments.train_tokenizer as a CLI: an input that matches no file is one line, exit 2, nothing
 written."""
 
-import pathlib
-
-ROOT = pathlib.Path(__file__).parents[2]
-
 
 def test_missing_input_is_one_line_and_nothing_is_written(tmp_path, run_job):
     result = run_job(

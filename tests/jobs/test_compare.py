@@ -3,14 +3,11 @@ table; `experiments.compare_runs` writes them and refuses bad input with one lin
 
 import json
 import os
-import pathlib
 
 import numpy as np
 import pytest
 
 from apertus_jax.jobs import compare
-
-ROOT = pathlib.Path(__file__).parents[2]
 
 
 def _write_run(path, losses, heldout):

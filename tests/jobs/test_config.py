@@ -2,7 +2,6 @@
 the typed Config round-trips through its dict."""
 
 import math
-import os
 import sys
 
 import ml_collections
@@ -12,7 +11,6 @@ from apertus_jax.jobs.config import Config, base_config, closest_keys, key_paths
 from apertus_jax.train.config import check_layout
 from configs.runs import tiny_demo
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Numeric fields inside data.pipeline (its own typed specs, apertus_jax.data.config), checked the same way.
 PIPELINE_FIELDS = [
     ("data", "pipeline", "goldfish", "k"),

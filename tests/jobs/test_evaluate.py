@@ -3,15 +3,12 @@
 
 import json
 import os
-import pathlib
 
 import pytest
 
 from apertus_jax.jobs.evaluate import evaluate
 
 from .conftest import write_tiny_workdir
-
-ROOT = pathlib.Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="module")

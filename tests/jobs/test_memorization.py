@@ -4,7 +4,6 @@ checkpoint and the resume, scoring, outputs) and its one-line refusal of a bad s
 
 import copy
 import json
-import os
 
 import ml_collections
 import numpy as np
@@ -135,9 +134,6 @@ def test_the_resume_check_hook_asks_for_the_clean_stop_after_a_checkpoint():
     assert reasons == []
     hook.on_save(6, context)
     assert reasons == ["resume check: stop after the checkpoint of step 6"]
-
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture

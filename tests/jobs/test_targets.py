@@ -10,7 +10,6 @@ of TPU compiles on 2 cores), run by hand with the extra installed:
 
 import dataclasses
 import json
-import os
 import re
 import subprocess
 import sys
@@ -21,8 +20,6 @@ import pytest
 from apertus_jax.jobs import target_plan, targets
 from apertus_jax.jobs.config import parse
 from configs.runs import tiny_demo
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _needs(platform: str, compiler: str):

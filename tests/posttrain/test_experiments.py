@@ -2,11 +2,9 @@
 nothing written."""
 
 import json
-import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = """
 from configs.posttrain import {base}
 

@@ -4,7 +4,6 @@ nothing written."""
 
 import json
 import os
-import pathlib
 
 import numpy as np
 import pytest
@@ -20,7 +19,6 @@ from apertus_jax.tokenizers import load_tokenizer
 
 from ..data import megatron_reference as reference
 
-ROOT = pathlib.Path(__file__).parents[2]
 LOCAL = {"kind": "local", "workers": 1, "skip_completed": False, "slurm": {}, "ray": {}}
 
 

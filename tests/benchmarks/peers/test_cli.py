@@ -1,12 +1,8 @@
 """`python -m benchmarks.peers`: usage errors exit 2 before anything is installed or run."""
 
-import pathlib
-
 import pytest
 
 from benchmarks.peers import run
-
-ROOT = pathlib.Path(__file__).parents[3]
 
 
 @pytest.mark.parametrize(
