@@ -172,6 +172,9 @@ def test_the_command_trains_preempts_resumes_and_scores(tmp_path, memorization):
         "suffix_len": 8,
         "num_candidates": 7,
         "run.mesh.data": -1,  # the 16 rows over the 8 CPU devices of the tests' process
+        "run.model.d_model": 64,  # a smaller model: the command's plumbing is under test, not what it learns
+        "run.model.n_layers": 2,
+        "run.model.mlp_hidden": 128,
     }
     out = tmp_path / "study"
     proc = memorization(out, *(f"--config.{key}={value}" for key, value in overrides.items()))
