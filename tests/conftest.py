@@ -39,11 +39,16 @@ def train(config, workdir: str) -> str:
 
 @pytest.fixture(scope="session", autouse=True)
 def compilation_cache(tmp_path_factory):
-    """A persistent XLA cache shared by this session's in-process runs and subprocesses: each train step
-    compiles once (a restarted run reuses it, as a resumed job does with the CLI's cache)."""
+    """A persistent XLA cache shared by this session's in-process runs, subprocesses and xdist workers: each
+    train step compiles once (a restarted run reuses it, as a resumed job does with the CLI's cache). A worker
+    that reads an entry the other is still writing gets a warning from jax and compiles it itself."""
     import jax
 
-    path = str(tmp_path_factory.mktemp("xla_cache"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' base folders share a parent
+        path = str(tmp_path_factory.getbasetemp().parent / "xla_cache")
+        os.makedirs(path, exist_ok=True)
+    else:
+        path = str(tmp_path_factory.mktemp("xla_cache"))
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     return path
