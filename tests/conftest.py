@@ -23,8 +23,19 @@ import pytest  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
-    """The `slow` tests (seconds to minutes each) first, so that the two workers start on them and the short tests fill
-    the gaps, rather than one worker running them alone at the end (`pytest.ini`: `-n 2`)."""
+    """The tests of a file that share a module-scoped fixture (a trained workdir, an export) go to one xdist
+    worker, so that the fixture is built once (`pytest.ini`: `--dist loadgroup`); the others are handed out one
+    by one. The `slow` tests (seconds to minutes each) first, so that the two workers start on them and the short
+    tests fill the gaps, rather than one worker running them alone at the end (`-n 2`). (xdist's default
+    `--dist load` would give each worker a quarter of its share in one first chunk: nearly every slow test to
+    the first worker.)"""
+    for item in items:
+        definitions = getattr(item, "_fixtureinfo", None)
+        scopes = {
+            d.scope for defs in (definitions.name2fixturedefs.values() if definitions else ()) for d in defs
+        }
+        if scopes & {"module", "class", "package"}:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
