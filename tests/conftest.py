@@ -26,9 +26,10 @@ def pytest_collection_modifyitems(items):
     """The tests of a file that share a module-scoped fixture (a trained workdir, an export) go to one xdist
     worker, so that the fixture is built once (`pytest.ini`: `--dist loadgroup`); the others are handed out one
     by one. The `slow` tests (seconds to minutes each) first, so that the two workers start on them and the short
-    tests fill the gaps, rather than one worker running them alone at the end (`-n 2`). (xdist's default
-    `--dist load` would give each worker a quarter of its share in one first chunk: nearly every slow test to
-    the first worker.)"""
+    tests fill the gaps, rather than one worker running them alone at the end (`-n 2`); the longest, marked
+    `slow(minutes=N)` with their rough CI minutes, before the other slow ones. (xdist's default `--dist load`
+    would give each worker a quarter of its share in one first chunk: nearly every slow test to the first
+    worker.)"""
     for item in items:
         definitions = getattr(item, "_fixtureinfo", None)
         scopes = {
@@ -36,7 +37,13 @@ def pytest_collection_modifyitems(items):
         }
         if scopes & {"module", "class", "package"}:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    items.sort(key=lambda item: -_slow_minutes(item))
+
+
+def _slow_minutes(item) -> float:
+    """The rough CI minutes of a test: its `slow(minutes=N)`, 0.1 for another slow test, 0 for a quick one."""
+    mark = item.get_closest_marker("slow")
+    return mark.kwargs.get("minutes", 0.1) if mark else 0
 
 
 def train(config, workdir: str) -> str:

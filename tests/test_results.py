@@ -76,6 +76,8 @@ def test_results_files_and_bindings_are_of_registered_measurements():
 # The demo workdir of the first serves the others' commands (their first is the same demo run, then a no-op).
 FRESH_GROUPS = [("demo", "evaluation", "posttrain")]
 FRESH_GROUPS += [(n,) for n, m in MEASUREMENTS.items() if m.rechecked and n not in FRESH_GROUPS[0]]
+# Their rough minutes in CI, by first measurement (tests/conftest.py starts the longest first); 1 for the others.
+FRESH_MINUTES = {"demo": 8, "memory_plan": 4, "goldfish_study": 3}
 
 
 def test_every_rechecked_record_quotes_the_values_of_one_of_its_processor_kinds():
@@ -94,8 +96,13 @@ def test_every_rechecked_record_quotes_the_values_of_one_of_its_processor_kinds(
         )
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("group", FRESH_GROUPS, ids="+".join)
+@pytest.mark.parametrize(
+    "group",
+    [
+        pytest.param(g, marks=pytest.mark.slow(minutes=FRESH_MINUTES.get(g[0], 1)), id="+".join(g))
+        for g in FRESH_GROUPS
+    ],
+)
 def test_a_fresh_run_gives_the_recorded_deterministic_values(group, tmp_path, monkeypatch):
     # The documented commands run on one device: not on the 8 virtual devices of the tests (tests/conftest.py),
     # whose data-parallel sums round differently. Exactly on a processor kind with a record, else within twice

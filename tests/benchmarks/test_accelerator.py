@@ -31,7 +31,7 @@ def test_unknown_config_is_a_one_line_error():
         step.measure_accelerator("3b", dry_run=True)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=2)
 def test_accelerator_check_script_dry_runs_every_stage():
     """benchmarks/accelerator_check.sh --dry_run: attention parity, 1b in bf16 and FP8, every stage ok."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -57,7 +57,7 @@ def with_eval(tmp_path_factory, exams_extract):
     return workdir
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=2)
 def test_eval_does_not_change_the_training_losses(with_eval, uninterrupted, losses_of, read_records):
     train_losses = [(r["step"], r["loss"]) for r in read_records(with_eval) if "loss" in r]
     assert train_losses == losses_of(uninterrupted)  # float equality of every step: bitwise

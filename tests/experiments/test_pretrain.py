@@ -61,7 +61,7 @@ def _signal_after_step(process, workdir, step, signum):
     return process.wait(timeout=300)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=2)
 def test_kill9_sigterm_and_sigint_then_resume_match_uninterrupted(
     uninterrupted, losses_of, compilation_cache, tmp_path
 ):

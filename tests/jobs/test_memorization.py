@@ -156,7 +156,7 @@ def test_a_bad_setting_is_one_line_and_writes_nothing(tmp_path, memorization):
     assert not (tmp_path / "study").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=2)
 def test_the_command_trains_preempts_resumes_and_scores(tmp_path, memorization):
     # 24 steps with a checkpoint every 6: the resume-check run stops after its first save (at step 6).
     overrides = {

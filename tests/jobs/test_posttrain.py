@@ -79,7 +79,7 @@ def pretrained(tmp_path_factory):
     return workdir
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=2)
 def test_pretrain_sft_qrpo_chain_resumes_bitwise_after_sigterm(pretrained, tmp_path, monkeypatch):
     sft = lambda: _small(sft_tiny.get_config(), 4, pretrained)
     straight, resumed = str(tmp_path / "sft"), str(tmp_path / "sft_resumed")

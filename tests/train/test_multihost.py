@@ -74,7 +74,7 @@ def test_each_process_reads_its_own_shard_and_together_the_global_batch(monkeypa
         np.testing.assert_array_equal(np.concatenate([b[key] for b in per_process]), single[key])
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=2)
 def test_two_processes_match_one_process_bitwise(compilation_cache, tmp_path):
     one_dir, two_dir = str(tmp_path / "one"), str(tmp_path / "two")
     port = _free_loopback_port()
