@@ -23,7 +23,9 @@ CORE = [
     "tensorboardX>=2.6",
     "matplotlib>=3.9",
 ]
-TEST = ["pytest>=8", "pytest-xdist==3.8.0"]
+# pytest 9.2 keeps a test's id where xdist 3.8 cannot append its group to it: `--dist loadgroup` (pytest.ini)
+# would then ignore every group and build a module's shared fixture once per test (tests/test_suite.py).
+TEST = ["pytest==9.1.1", "pytest-xdist==3.8.0"]
 # The data folders, each shipped as a package of its own (setuptools warns at every install about data in a
 # folder that is no listed package).
 DATA_PACKAGES = {

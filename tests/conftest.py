@@ -22,6 +22,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import pytest  # noqa: E402
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker appends the groups to the test ids
 def pytest_collection_modifyitems(items):
     """The tests of a file that share a module-scoped fixture (a trained workdir, an export) go to one xdist
     worker, so that the fixture is built once (`pytest.ini`: `--dist loadgroup`); the others are handed out one

@@ -5,6 +5,8 @@ errors and results are checked in this process (`run_job` in tests/conftest.py).
 import pathlib
 import re
 
+import pytest
+
 PROCESS_FILES_BOUND = 10
 TESTS = pathlib.Path(__file__).parent
 STARTS = re.compile(r"subprocess\.(run|Popen|check_output|check_call)\(")
@@ -19,3 +21,17 @@ def test_at_most_ten_test_files_start_a_python_process():
     )
     assert "test_layers.py" in starting  # the rule finds them (its fresh-process import count)
     assert len(starting) <= PROCESS_FILES_BOUND, starting
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """A module-scoped fixture: its users form one xdist group (tests/conftest.py)."""
+    return __name__
+
+
+def test_a_module_fixtures_users_run_as_one_group_on_one_worker(shared, request):
+    """`--dist loadgroup` (pytest.ini) groups by the id suffix `@GROUP`, which xdist appends in the worker; a
+    pytest that does not let it (9.2 with xdist 3.8) would silently build every module fixture once per test."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not an xdist worker of --dist loadgroup")
+    assert request.node.nodeid.endswith(f"@{shared}")
