@@ -35,3 +35,16 @@ def test_a_module_fixtures_users_run_as_one_group_on_one_worker(shared, request)
     if not getattr(request.config.option, "loadgroup", False):
         pytest.skip("not an xdist worker of --dist loadgroup")
     assert request.node.nodeid.endswith(f"@{shared}")
+
+
+# The session fixtures that train a run (tests/conftest.py): each worker builds them once, about 40 s on 2 cores.
+TRAINING_FIXTURES = {"uninterrupted"}
+
+
+def test_the_quick_loop_trains_nothing(request):
+    """A test that needs a trained run is `slow` (pytest.ini): otherwise `-m "not slow"` trains it once per worker
+    and the quick loop overruns its 3 minutes (as the module-scoped pipeline, export, dedup, checkpoint and QRPO
+    fixtures did when quick tests used them)."""
+    quick = [item for item in request.session.items if not item.get_closest_marker("slow")]
+    assert any(item.nodeid == request.node.nodeid for item in quick)  # the rule sees the quick tests
+    assert not [item.nodeid for item in quick if TRAINING_FIXTURES & set(item.fixturenames)]

@@ -33,6 +33,7 @@ def test_perplexity_and_memorization_tasks_run(workdir):
     assert 0 <= memo["train"]["rouge_l"] <= 1 and memo["train"]["exact_match"] == 0
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_clear_error(workdir, tmp_path):
     with pytest.raises(ValueError, match="unknown --task='hellaswag'"):
         evaluate(workdir, "hellaswag")

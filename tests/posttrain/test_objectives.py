@@ -111,6 +111,7 @@ def test_qrpo_loss_at_initialization(toy, tokenizer, qrpo_step):
     assert float(metrics["quantile_reward"]) == pytest.approx(0.625)
 
 
+@pytest.mark.slow
 def test_one_qrpo_step_raises_the_high_quantile_completion(toy, small_model, qrpo_step):
     _, params = small_model
     metrics, new_params = qrpo_step

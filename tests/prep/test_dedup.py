@@ -136,6 +136,7 @@ def test_duplicates_removed_unique_kept(runs, planted):
     assert steps[f"dedup: {NEAR_REASON}"]["docs_in"] == len(kept) + N_NEAR
 
 
+@pytest.mark.slow
 def test_one_and_two_workers_identical(runs):
     (c1, _), (c2, _) = runs[1], runs[2]
     files = lambda c: {

@@ -44,6 +44,7 @@ def test_no_fork_of_the_jax_process(runs):
     assert not [w for w in runs["warnings"] if "os.fork()" in w]
 
 
+@pytest.mark.slow
 def test_rerun_says_it_reuses_the_completed_tasks(runs, caplog):
     config, report = runs[1]
     config.executor.workers = 2  # a setting that does not change the output
@@ -61,6 +62,7 @@ def _files(directory: pathlib.Path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.slow
 def test_two_workers_give_identical_output(runs):
     (c1, _), (c2, _) = runs[1], runs[2]
     shards1, shards2 = _files(pathlib.Path(c1.output_dir)), _files(pathlib.Path(c2.output_dir))
@@ -80,6 +82,7 @@ def test_two_workers_give_identical_output(runs):
     assert scored(c1) == scored(c2)
 
 
+@pytest.mark.slow
 def test_report_counts(runs, small_inputs):
     config, report = runs[1]
     steps = {s["step"].split(": ")[-1]: s for stage in report["stages"].values() for s in stage}
@@ -117,6 +120,7 @@ def test_report_counts(runs, small_inputs):
     assert summary["robots_by_agent"] == report["robots_by_agent"]
 
 
+@pytest.mark.slow
 def test_shards_read_by_training_source_and_code_untouched(runs, small_inputs):
     config, report = runs[1]
     code_doc = small_inputs["code_doc"]

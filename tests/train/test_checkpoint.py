@@ -114,6 +114,7 @@ def test_corrupt_latest_is_set_aside_and_previous_used(saved, tmp_path, demo_ite
     assert os.path.isdir(os.path.join(directory + "_corrupt", "2"))
 
 
+@pytest.mark.slow
 def test_checkpoint_of_another_model_shape_is_refused_untouched(saved, demo_iterator):
     directory = saved[0]
     before = sorted(os.walk(directory))
@@ -124,6 +125,7 @@ def test_checkpoint_of_another_model_shape_is_refused_untouched(saved, demo_iter
     assert sorted(os.walk(directory)) == before
 
 
+@pytest.mark.slow
 def test_params_restore_alone_without_reading_the_optimizer_state(saved, tmp_path):
     directory = str(tmp_path / "checkpoints")
     shutil.copytree(saved[0], directory)
@@ -137,6 +139,7 @@ def test_params_restore_alone_without_reading_the_optimizer_state(saved, tmp_pat
     assert sorted(os.listdir(directory)) == ["1", "2"]  # nothing set aside
 
 
+@pytest.mark.slow
 def test_checkpoint_of_another_layout_is_refused_untouched(saved, tmp_path):
     directory = str(tmp_path / "checkpoints")
     shutil.copytree(saved[0], directory)
@@ -155,6 +158,7 @@ def test_checkpoint_of_another_layout_is_refused_untouched(saved, tmp_path):
     assert sorted(os.walk(directory)) == before
 
 
+@pytest.mark.slow
 def test_keep_n(saved, tmp_path, demo_iterator):
     host_state, data = saved[1], demo_iterator()
     checkpointer = Checkpointer(str(tmp_path / "c"), keep=2)

@@ -28,6 +28,7 @@ def _tree_snapshot(directory):
     )
 
 
+@pytest.mark.slow
 def test_uninterrupted_run_writes_everything(uninterrupted, losses_of):
     losses = losses_of(uninterrupted)
     assert [s for s, _ in losses] == list(range(1, 13))
@@ -84,6 +85,7 @@ def _bad(**changes):
     return config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "changes, message",
     [
@@ -130,6 +132,7 @@ def test_config_json_keeps_the_original_run_config(tmp_path):
     assert record_config(workdir, changed, None).endswith("config.json")  # no checkpoint: a new run
 
 
+@pytest.mark.slow
 def test_the_outputs_table_lists_everything_a_run_writes(uninterrupted):
     """Each top-level entry of a finished workdir has a row in the Outputs table of docs/outputs.md."""
     import pathlib
