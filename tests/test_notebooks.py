@@ -32,9 +32,9 @@ def test_committed_without_outputs(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_runs_headless(path, tmp_path, monkeypatch):
     # The kernel imports this checkout (not another install), sees one CPU device (the tests' 8 virtual
-    # devices are for mesh tests) and writes only into tmp_path.
+    # devices are for mesh tests), compiles as the tests do (tests/conftest.py) and writes only into tmp_path.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     notebook = nbformat.read(path, as_version=4)

@@ -19,9 +19,7 @@ COMMAND = [sys.executable, "-m", *JOB]
 
 
 def _env(compilation_cache, **extra):
-    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=compilation_cache, **extra)
-    env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-    return env
+    return dict(os.environ, JAX_COMPILATION_CACHE_DIR=compilation_cache, **extra)
 
 
 def _last_step(workdir):

@@ -19,7 +19,8 @@ def _ablate(*args):
     return subprocess.run(
         [sys.executable, "-m", "experiments.ablate", f"--config={TINY}", *args],
         cwd=ROOT,
-        env={**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, "JAX_PLATFORMS": "cpu"},  # 1 device
+        # one device, compiled as the other tests are (tests/conftest.py)
+        env={**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0", "JAX_PLATFORMS": "cpu"},
         capture_output=True,
         text=True,
         timeout=600,

@@ -117,7 +117,6 @@ def test_kill9_across_the_stage_boundary_then_resume_is_bitwise(
 ):
     root = str(tmp_path / "stages")
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=compilation_cache)
-    env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
     command = [sys.executable, "-m", "experiments.long_context", f"--config={CONFIG}"]
     command += [f"--init_from={pretrained}", f"--workdir={root}"]
     log = open(tmp_path / "stderr.log", "w")  # a file, not a pipe: a full pipe would block the driver

@@ -42,7 +42,7 @@ def _env(compilation_cache, devices, **extra):
         os.environ,
         JAX_PLATFORMS="cpu",
         JAX_COMPILATION_CACHE_DIR=compilation_cache,
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0",
         **extra,
     )
 
