@@ -76,30 +76,34 @@ def is_heldout(text: str) -> bool:
 
 
 def _udhr_split(split: str) -> list[dict]:
-    """The UDHR part of a split. A UDHR document is a whole translation, so a translation held out whole is
-    a language (often a script) that training never sees: those form "unseen_languages". Of every other
-    translation, the paragraphs (blank-line separated: heading, preamble, article headings and texts) with
-    `is_heldout(paragraph)` are taken out: "heldout" holds them, one document per paragraph, ordered by the
-    same hash so that any prefix of the set mixes languages; "train" holds each translation without them."""
-    documents = []
+    """The UDHR part of a split, as fresh dicts (`_udhr_splits`)."""
+    return [dict(d) for d in _udhr_splits()[split]]
+
+
+@functools.cache
+def _udhr_splits() -> dict[str, tuple[dict, ...]]:
+    """The UDHR part of each split, cut in one pass (each text hashed once per process). A UDHR document is a
+    whole translation, so a translation held out whole is a language (often a script) that training never
+    sees: those form "unseen_languages". Of every other translation, the paragraphs (blank-line separated:
+    heading, preamble, article headings and texts) with `is_heldout(paragraph)` are taken out: "heldout" holds
+    them, one document per paragraph, ordered by the same hash so that any prefix of the set mixes languages;
+    "train" holds each translation without them."""
+    splits = {"train": [], "heldout": [], "unseen_languages": []}
     for record in _records("udhr"):
         if is_heldout(record["text"]):
-            if split == "unseen_languages":
-                documents.append(dict(record))
+            splits["unseen_languages"].append(dict(record))
             continue
         paragraphs = record["text"].split("\n\n")
-        if split == "train":
-            kept = [p for p in paragraphs if not is_heldout(p)]
-            documents.append({**record, "text": "\n\n".join(kept)})
-        elif split == "heldout":
-            documents += [
-                {**record, "text": p, "doc_id": f"{record['doc_id']}#p{i}"}
-                for i, p in enumerate(paragraphs)
-                if is_heldout(p)
-            ]
-    if split == "heldout":
-        documents.sort(key=lambda d: (_key(d["text"]), d["doc_id"]))
-    return documents
+        keys = [_key(p) for p in paragraphs]
+        kept = [p for p, key in zip(paragraphs, keys) if key % HELDOUT_MODULUS]
+        splits["train"].append({**record, "text": "\n\n".join(kept)})
+        splits["heldout"] += [
+            (key, {**record, "text": p, "doc_id": f"{record['doc_id']}#p{i}"})
+            for i, (p, key) in enumerate(zip(paragraphs, keys))
+            if key % HELDOUT_MODULUS == 0
+        ]
+    splits["heldout"] = [d for _, d in sorted(splits["heldout"], key=lambda kd: (kd[0], kd[1]["doc_id"]))]
+    return {name: tuple(documents) for name, documents in splits.items()}
 
 
 def load_udhr() -> dict[str, str]:

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import string
+import sys
 import time
 
 import jax
@@ -61,6 +62,23 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
+def _summary_writer(logdir: str):
+    """tensorboardX's `SummaryWriter` for LOGDIR, imported without torch: where torch is installed, tensorboardX
+    imports it (about 3 s of a run's start-up on 2 cores) only to accept torch tensors, and it is given floats.
+    torch stays importable afterwards."""
+    hidden = "torch" not in sys.modules
+    if hidden:
+        sys.modules["torch"] = (
+            None  # `import torch` raises ImportError, as tensorboardX expects without torch
+        )
+    try:
+        from tensorboardX import SummaryWriter
+    finally:
+        if hidden:
+            del sys.modules["torch"]
+    return SummaryWriter(logdir)
+
+
 class MetricsWriter:
     """Writes one JSON line per step to WORKDIR/metrics.jsonl and TensorBoard scalars to WORKDIR/tensorboard,
     and, with `wandb_project`, the same scalars to a Weights & Biases run (`WandbWriter` below).
@@ -87,9 +105,7 @@ class MetricsWriter:
             return
         self._truncate_after(resume_step)
 
-        from tensorboardX import SummaryWriter  # it imports torch when torch is installed: process 0 only
-
-        self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+        self._tb = _summary_writer(os.path.join(workdir, "tensorboard"))
         self._file = open(self.path, "a")
         if wandb_project:
             self._wandb = WandbWriter(workdir, wandb_project, run_config)
