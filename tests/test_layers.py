@@ -8,9 +8,13 @@ Three rules over the repository's packages (`apertus_jax`, `configs`, `experimen
 3. an import inside a function is of an optional extra only (the packages of `setup.py`'s extras, or a
    project module that needs one to import): no function-level import of the project's own modules or of a
    core dependency otherwise.
+What a fresh process loads: importing the trainer loads no data kind, study or job; a run's metrics writer
+imports no torch.
 """
 
 import ast
+import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -242,3 +246,18 @@ def test_importing_the_trainer_loads_no_kind_study_or_job():
     for absent in absent_modules:
         assert f"apertus_jax.{absent}" not in modules
     assert not any(m.split(".")[1] in ("jobs", "eval", "posttrain", "prep") for m in modules if "." in m)
+
+
+def test_the_tensorboard_writer_leaves_torch_unimported_and_importable(tmp_path):
+    """tensorboardX imports torch where it is installed; a run's writer does without it (start-up time)."""
+    program = (
+        "import importlib.util, json, sys; from apertus_jax.train import metrics; "
+        f"w = metrics.MetricsWriter({str(tmp_path)!r}, 2, 0); w.write_scalars(dict(step=1, loss=2.5)); w.close(); "
+        "imported = 'torch' in sys.modules; "
+        "importable = importlib.util.find_spec('torch') is None or bool(__import__('torch').tensor([1.0]).sum()); "
+        "print(json.dumps([imported, importable]))"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.splitlines()[-1]) == [False, True]
+    assert os.listdir(tmp_path / "tensorboard")
