@@ -3,9 +3,11 @@
 8 virtual CPU devices so mesh tests run on one machine, and XLA's LLVM optimizations off: the tests compile
 hundreds of tiny programs whose run time is negligible, and at `--xla_backend_optimization_level=0` XLA:CPU
 compiles them about twice as fast (the tiny resume run's train step: 7.0 s -> 3.4 s on 2 cores). XLA reads the
-flags when jax initializes its backend, so they are set before any test imports jax. `train(config, workdir)` runs a config file's ConfigDict as
-`experiments.pretrain` does; `uninterrupted` is the reference run of every resume test. `run_job` runs a command of experiments/ in this
-process, as its subprocess would run.
+flags when jax initializes its backend, so they are set before any test imports jax.
+
+`train(config, workdir)` runs a config file's ConfigDict as `experiments.pretrain` does; `uninterrupted` is the
+reference run of every resume test. `run_job` runs a command of experiments/ in this process, as its subprocess
+would run.
 """
 
 import contextlib

@@ -67,10 +67,8 @@ def _summary_writer(logdir: str):
     imports it (about 3 s of a run's start-up on 2 cores) only to accept torch tensors, and it is given floats.
     torch stays importable afterwards."""
     hidden = "torch" not in sys.modules
-    if hidden:
-        sys.modules["torch"] = (
-            None  # `import torch` raises ImportError, as tensorboardX expects without torch
-        )
+    if hidden:  # `import torch` then raises ImportError, as tensorboardX expects without torch
+        sys.modules["torch"] = None
     try:
         from tensorboardX import SummaryWriter
     finally:
