@@ -29,9 +29,9 @@ import numpy as np
 from absl import flags
 
 from apertus_jax.data import goldfish, megatron, megatron_samples, shards
-from apertus_jax.data.config import parse_pipeline
+from apertus_jax.data.config import BATCH_KEYS, parse_pipeline
 from apertus_jax.data.demo_corpus import load_demo_documents
-from apertus_jax.data.pipeline import BATCH_KEYS, TrainIterator
+from apertus_jax.data.pipeline import TrainIterator
 from apertus_jax.tokenizers import load_tokenizer
 from experiments import cli
 

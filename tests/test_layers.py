@@ -26,7 +26,14 @@ import apertus_jax
 REPO = pathlib.Path(apertus_jax.__file__).parent.parent
 PACKAGES = ("apertus_jax", "configs", "experiments", "benchmarks")
 LAYERS = (
-    ("apertus_jax", "apertus_jax.checks", "apertus_jax.cache", "apertus_jax.extras", "apertus_jax.files"),
+    (
+        "apertus_jax",
+        "apertus_jax.checks",
+        "apertus_jax.cache",
+        "apertus_jax.extras",
+        "apertus_jax.files",
+        "apertus_jax.named",
+    ),
     ("apertus_jax.plots", "apertus_jax.pypi", "apertus_jax.tokenizers"),
     ("apertus_jax.models", "apertus_jax.optim"),
     ("apertus_jax.data",),
@@ -227,10 +234,11 @@ def test_extra_bound_modules_are_found_through_their_imports():
     assert "apertus_jax.train.loop" not in bound and "apertus_jax.data.pipeline" not in bound
 
 
-# The trainer's import closure: the loop, the step and the default batch source, and no data kind it does not
-# read (kinds load on first use, `apertus_jax.data.kinds.BUILTIN_KINDS`), no optimizer or tokenizer it does not
-# build (`apertus_jax.optim.factory.OPTIMIZERS`, `apertus_jax.tokenizers.load.KINDS`), no study and no job.
-TRAINER_IMPORT_BOUND = 51
+# The trainer's import closure: the loop, the step, the model, the optimizer factory and the typed config
+# sections, and nothing loaded before a run uses it (`apertus_jax.named`): no data pipeline or tokenizer (the
+# default data side, `apertus_jax.train.run.PIPELINE_SOURCE`), no data kind (`apertus_jax.data.kinds.BUILTIN_KINDS`),
+# no optimizer (`apertus_jax.optim.factory.OPTIMIZERS`), no study (the canonical Goldfish hash) and no job.
+TRAINER_IMPORT_BOUND = 35
 
 
 @pytest.mark.slow
@@ -242,7 +250,8 @@ def test_importing_the_trainer_loads_no_kind_study_or_job():
     modules = set(loaded.stdout.split())
     assert "apertus_jax.train.loop" in modules and len(modules) <= TRAINER_IMPORT_BOUND, sorted(modules)
     absent_modules = ("data.megatron", "data.components", "data.probes", "data.sonnets", "data.canaries")
-    absent_modules += ("optim.muon", "optim.lion", "tokenizers.tekken", "tokenizers.hf")
+    absent_modules += ("data.pipeline", "data.run_tokenizer", "data.goldfish_canonical", "tokenizers")
+    absent_modules += ("optim.muon", "optim.lion")
     for absent in absent_modules:
         assert f"apertus_jax.{absent}" not in modules
     assert not any(m.split(".")[1] in ("jobs", "eval", "posttrain", "prep") for m in modules if "." in m)

@@ -2,7 +2,8 @@
 
 One concept per module, import from the module:
 - `pipeline.TrainIterator(pipeline, tokenizer, seq_len=, batch_size=, process_index=, process_count=,
-  seed=)`: the trainer's checkpointable batch iterator;
+  seed=)`: the checkpointable batch iterator; `pipeline.pipeline_source`: a run's default batch source, its
+  shards over processes (`process_shards`);
 - `config`: the `data` section and the typed pipeline (`parse_pipeline`: components, stages, goldfish);
 - `kinds`: the component-kind registry and the shared spec fields; `components`: the document kinds;
   `injection`: probes and canaries inserted at planned counts;

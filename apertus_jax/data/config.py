@@ -34,7 +34,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from apertus_jax.checks import check_number
-from apertus_jax.data import injection
 from apertus_jax.data.goldfish import GoldfishSpec
 from apertus_jax.data.kinds import ComponentSpec, DocumentSpec, parse_component
 
@@ -135,9 +134,10 @@ class PipelineSpec:
         """The document components (mixed by weight), in config order."""
         return {n: s for n, s in self.components.items() if isinstance(s, DocumentSpec)}
 
-    def injected(self) -> dict[str, injection.InjectedSpec]:
-        """The injected components (probes, canaries), in config order."""
-        return {n: s for n, s in self.components.items() if isinstance(s, injection.InjectedSpec)}
+    def injected(self) -> dict[str, ComponentSpec]:
+        """The injected components (probes, canaries: `apertus_jax.data.injection.InjectedSpec`s), in config
+        order."""
+        return {n: s for n, s in self.components.items() if s.injected}
 
     def to_dict(self) -> dict[str, Any]:
         """The normalized config dict: every default filled in (`parse_pipeline` of it gives an equal spec)."""
@@ -199,6 +199,10 @@ def default_pipeline() -> dict[str, Any]:
         "goldfish": dataclasses.asdict(GoldfishSpec()),
         "split_seed": 0,
     }
+
+
+# The arrays of every batch a run's data yields: int32 [rows, seq_len] each (`apertus_jax.data.pipeline`).
+BATCH_KEYS = ("tokens", "targets", "positions", "segment_ids", "loss_mask")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,12 +35,14 @@ import importlib.resources
 import numpy as np
 
 from apertus_jax.checks import check_choice, check_number
-from apertus_jax.data.goldfish_canonical import canonical_drop_mask
+from apertus_jax.named import load_named
 
 TABLE_SIZE = 1_000_003
 TABLE_SHA256 = "6bfbcc32675eb4159a8170345aca398f10c13f1e7db65b2fa83eabd075f94589"
 TOKEN_HASHES = ("apertus", "mixed")
 HASHES = (*TOKEN_HASHES, "canonical")
+# The word-keyed hash of the memorization-formats study, imported on first use (the trainer's import holds none).
+CANONICAL_DROP_MASK = "apertus_jax.data.goldfish_canonical:canonical_drop_mask"
 # The Apertus settings (docs/recipe.md section 3): drop 1 token in k = 50, hashing the h = 50 tokens up to it.
 APERTUS_K = 50
 APERTUS_H = 50
@@ -237,7 +239,7 @@ class GoldfishSpec:
           bool `[..., T]`, all False when k = 0.
         """
         if self.hash == "canonical":
-            return canonical_drop_mask(labels, tokenizer, self.k, self.h)
+            return load_named(CANONICAL_DROP_MASK)(labels, tokenizer, self.k, self.h)
         return goldfish_drop_mask(labels, self.k, self.h, self.hash, eod_id=tokenizer.eod_id, history=history)
 
 

@@ -35,7 +35,7 @@ import bisect
 import dataclasses
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -66,6 +66,8 @@ class InjectedSpec(ComponentSpec):
       spread_tokens: the span of the first stage (tokens of all hosts) the occurrences are spread over.
       seed: selects the documents and, with the pipeline seed, orders the occurrences.
     """
+
+    injected: ClassVar[bool] = True
 
     repetitions: tuple[int, ...] = ()
     per_bucket: int = 1

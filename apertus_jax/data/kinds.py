@@ -22,11 +22,11 @@ the component's place in the config (`data.pipeline.components.web: `).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from apertus_jax.checks import check_choice, check_number
+from apertus_jax.named import load_named
 
 ORDERS = ("shuffle", "sorted", "sequential")
 # The built-in kinds, "module:Class" by name: a kind's module is imported when a config first names it, so
@@ -69,8 +69,7 @@ def spec_class(kind: str) -> type[ComponentSpec]:
       ValueError: an unknown kind (one line listing the known ones).
     """
     if kind not in _KINDS and kind in BUILTIN_KINDS:
-        module, name = BUILTIN_KINDS[kind].split(":")
-        _KINDS[kind] = getattr(importlib.import_module(module), name)
+        _KINDS[kind] = load_named(BUILTIN_KINDS[kind])
     if kind not in _KINDS:
         raise ValueError(f"kind={kind!r} is not a component kind; use one of {kind_names()}")
     return _KINDS[kind]
@@ -89,9 +88,14 @@ def _as_plain(value: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class ComponentSpec:
-    """The fields every kind shares: none but the kind itself (a class attribute)."""
+    """The fields every kind shares: none but the kind itself (a class attribute).
+
+    `injected` (a class attribute) is True for the kinds inserted at planned counts instead of mixed by weight
+    (`apertus_jax.data.injection.InjectedSpec`).
+    """
 
     kind: ClassVar[str] = ""
+    injected: ClassVar[bool] = False
 
     @classmethod
     def from_dict(cls, fields: Mapping[str, Any]) -> ComponentSpec:

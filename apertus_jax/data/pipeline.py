@@ -48,12 +48,12 @@ import grain
 import numpy as np
 
 from apertus_jax.data import injection, mixture
-from apertus_jax.data.config import PipelineSpec
-from apertus_jax.data.goldfish import GoldfishSpec
+from apertus_jax.data.config import DataConfig, PipelineSpec
+from apertus_jax.data.goldfish import GoldfishSpec, dropped_fraction
 from apertus_jax.data.masks import document_masks
 from apertus_jax.data.packing import PackedRows
+from apertus_jax.data.process_shards import ShardedSource, sharded
 
-BATCH_KEYS = ("tokens", "targets", "positions", "segment_ids", "loss_mask")
 # The layout of `get_state()`: a state of another version is refused with one line.
 STATE_VERSION = 2
 
@@ -347,3 +347,30 @@ class TrainIterator(grain.DatasetIterator):
             "components": per_component,
             "length_buckets": self.length_buckets,
         }
+
+
+def pipeline_source(
+    data: DataConfig, tokenizer, batch_size, seed: int, process_index: int, process_count: int
+) -> ShardedSource:
+    """A run's default batch source: its `data.pipeline` read by `TrainIterator` shards, this process's block
+    of them (`apertus_jax.data.process_shards.sharded`); `batch_size` as `TrainIterator` takes it (the run's
+    `BatchSizePlan`). With Goldfish (k > 0) each batch's `goldfish_dropped_fraction` is a batch metric.
+
+    Raises:
+      ValueError / FileNotFoundError: bad data (a missing path, an empty source, a stage out of documents).
+    """
+
+    def build(shard: int, num_shards: int) -> TrainIterator:
+        return TrainIterator(
+            data.pipeline,
+            tokenizer,
+            seq_len=data.seq_len,
+            batch_size=batch_size,
+            process_index=shard,
+            process_count=num_shards,
+            seed=seed,
+        )
+
+    goldfish = lambda batch: {"goldfish_dropped_fraction": dropped_fraction(batch, tokenizer.eod_id)}
+    metrics = goldfish if data.pipeline.goldfish.k else None
+    return sharded(build, data, process_index, process_count, metrics)

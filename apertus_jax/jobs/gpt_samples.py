@@ -21,9 +21,10 @@ import numpy as np
 
 from apertus_jax.data.megatron import IndexedDataset, parse_blend
 from apertus_jax.data.megatron_samples import GPTBatches, gpt_samples, split_range
+from apertus_jax.data.process_shards import sharded
 from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.pretrain import run_training
-from apertus_jax.train.batches import BatchSource, sharded
+from apertus_jax.train.batches import BatchSource
 from apertus_jax.train.run import Run
 
 

@@ -49,10 +49,9 @@ from apertus_jax.models import partitioning
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.transformer import Apertus
 from apertus_jax.optim.config import make_lr_schedule, make_tx
-from apertus_jax.optim.state import opt_state_shardings
 from apertus_jax.train.config import RunConfig
 from apertus_jax.train.run import Run
-from apertus_jax.train.train_state import make_abstract_params
+from apertus_jax.train.train_state import make_abstract_params, opt_state_shardings
 
 GB = 1e9
 # A plan never runs what it compiles: XLA's LLVM optimizations of the CPU code are skipped. Buffer assignment and

@@ -20,6 +20,7 @@ import os
 import jax
 from absl import logging
 
+from apertus_jax.data.process_shards import sharded
 from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.pretrain import run_training
 from apertus_jax.posttrain import epochs
@@ -27,7 +28,6 @@ from apertus_jax.posttrain import reference as reference_lib
 from apertus_jax.posttrain.objectives import objective_for
 from apertus_jax.posttrain.preference_data import PreferencePipeline, completion_examples
 from apertus_jax.posttrain.sft_data import ChatPipeline
-from apertus_jax.train.batches import sharded
 from apertus_jax.train.checkpoint import restore_workdir_params
 from apertus_jax.train.run import Run
 

@@ -6,6 +6,7 @@ One concept per module, import from the module:
   the optimizers `ademamix`, `adamw`, `lion`, `muon` (each its module), `decay_mask.default_weight_decay_mask`;
 - `schedules`: WSD and cosine schedules, AdEMAMix's alpha and beta3 schedulers; `batch_plan.BatchSizePlan`:
   tokens per step and token-based schedules in steps;
-- `config`: the `optim` section of a run config; `presets`: the optimizer presets; `state`: the optimizer
-  state's shardings; `spikes`: the loss-spike guard; `schedule_plot`: the schedule as a PNG.
+- `config`: the `optim` section of a run config; `presets`: the optimizer presets; `spikes`: the loss-spike
+  guard; `schedule_plot`: the schedule as a PNG. The optimizer state's shardings are the train state's
+  (`apertus_jax.train.train_state.opt_state_shardings`).
 """

@@ -6,11 +6,11 @@ The optimizers are a table of names (`OPTIMIZERS`); an optimizer's module is imp
 importing the trainer loads none of them.
 """
 
-import importlib
 from typing import Any
 
 import optax
 
+from apertus_jax.named import load_named
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
 
 # "module:function" by name
@@ -55,10 +55,7 @@ def make_optimizer(
             "embeddings and norms"
         )
     kwargs.setdefault("mask", default_weight_decay_mask)
-    module, function = OPTIMIZERS[name].split(":")
-    tx = getattr(importlib.import_module(module), function)(
-        learning_rate, weight_decay=weight_decay, **kwargs
-    )
+    tx = load_named(OPTIMIZERS[name])(learning_rate, weight_decay=weight_decay, **kwargs)
     if not clip_norm:
         return tx
     return optax.chain(optax.clip_by_global_norm(clip_norm), tx)

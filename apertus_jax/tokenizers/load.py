@@ -4,8 +4,7 @@ Specs: "tekken" (the Apertus tokenizer, from mistral-common), "sentencepiece:/pa
 "hf:/path/tokenizer.json".
 """
 
-import importlib
-
+from apertus_jax.named import load_named
 from apertus_jax.tokenizers.base import Tokenizer
 
 SPEC_FORMS = '"tekken", "sentencepiece:/path/model.model" or "hf:/path/tokenizer.json"'
@@ -28,6 +27,5 @@ def load_tokenizer(spec: str) -> Tokenizer:
     kind, _, path = spec.partition(":")
     if kind not in KINDS or KINDS[kind][1] != bool(path):
         raise ValueError(f"unknown tokenizer spec {spec!r}; use {SPEC_FORMS}")
-    module, name = KINDS[kind][0].split(":")
-    cls = getattr(importlib.import_module(module), name)
+    cls = load_named(KINDS[kind][0])
     return cls(path) if path else cls()

@@ -1,4 +1,4 @@
-"""Where the loop's batches come from: the batch-source protocol, data shards over processes, the default source.
+"""Where the loop's batches come from: the batch-source protocol, and batches prefetched ahead of the step.
 
 A batch source is the trainer's plug-in for data. It yields this process's rows of every step and can save
 and restore its position exactly:
@@ -11,27 +11,19 @@ and restore its position exactly:
     source.batch_metrics(batch) -> {name: float}: optional; scalars of one batch the loop records with its
                             step (the pipeline with Goldfish: `goldfish_dropped_fraction`)
 
-The default source reads the run's `data.pipeline` (`apertus_jax.data.pipeline.TrainIterator`); post-training
-passes its own (chat rows, preference rows). Both are split into `data.num_shards` shards (0: one per
-process), process p reading the shards [p * S / P, (p + 1) * S / P): with S fixed, the global batch is the
-same whatever the number of hosts.
+The default source reads the run's `data.pipeline` (`apertus_jax.data.pipeline.pipeline_source`); post-training
+passes its own (chat rows, preference rows). Both are split into `data.num_shards` shards over the processes
+(`apertus_jax.data.process_shards`): the global batch is the same whatever the number of hosts.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import grain
-import jax
 import numpy as np
-
-from apertus_jax.data.config import DataConfig
-from apertus_jax.data.goldfish import dropped_fraction
-from apertus_jax.data.pipeline import TrainIterator
-from apertus_jax.train.config import RunConfig
 
 
 class BatchSource(Protocol):
@@ -44,101 +36,6 @@ class BatchSource(Protocol):
     def set_state(self, state: dict) -> None: ...
 
     def consumed(self) -> dict: ...
-
-
-# (shard index, shard count) -> that shard's source: what a job hands `sharded` to build its batch source.
-ShardBuilder = Callable[[int, int], BatchSource]
-
-
-def add_counts(a: Any, b: Any) -> Any:
-    """The sum of two `consumed()` records: numbers add, lists add elementwise, dicts add key by key."""
-    if isinstance(a, dict):
-        return {key: add_counts(a[key], b[key]) if key in a else b[key] for key in {**b, **a}}
-    if isinstance(a, list):
-        return [add_counts(x, y) for x, y in zip(a, b, strict=True)]
-    return a + b
-
-
-class ShardedSource:
-    """This process's rows: the batches of its consecutive data shards, concatenated in shard order."""
-
-    def __init__(self, shards: list[BatchSource], batch_metrics: Callable[[dict], dict] | None = None):
-        self.shards = shards
-        self._batch_metrics = batch_metrics
-
-    def __iter__(self) -> ShardedSource:
-        return self
-
-    def __next__(self) -> dict[str, np.ndarray]:
-        batches = [next(shard) for shard in self.shards]
-        return {key: np.concatenate([b[key] for b in batches]) for key in batches[0]}
-
-    def batch_metrics(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
-        return self._batch_metrics(batch) if self._batch_metrics else {}
-
-    def get_state(self) -> dict:
-        return {"shards": [shard.get_state() for shard in self.shards]}
-
-    def set_state(self, state: dict) -> None:
-        if len(state["shards"]) != len(self.shards):
-            raise ValueError(
-                f"data iterator state holds {len(state['shards'])} shards, this process reads "
-                f"{len(self.shards)}; resume with the same data.num_shards and process count"
-            )
-        for shard, shard_state in zip(self.shards, state["shards"]):
-            shard.set_state(shard_state)
-
-    def consumed(self) -> dict:
-        total = self.shards[0].consumed()
-        for shard in self.shards[1:]:
-            total = add_counts(total, shard.consumed())
-        return total
-
-
-def sharded(
-    build: ShardBuilder,
-    data: DataConfig,
-    process_index: int,
-    process_count: int,
-    batch_metrics: Callable[[dict], dict] | None = None,
-) -> ShardedSource:
-    """This process's shards of `build` (`data.num_shards`, 0: one per process), with `batch_metrics`.
-
-    Raises:
-      ValueError: `data.num_shards` is not a multiple of the process count.
-    """
-    num_shards = data.num_shards or process_count
-    if num_shards % process_count:
-        raise ValueError(f"data.num_shards={num_shards} must be a multiple of the {process_count} processes")
-    per_process = num_shards // process_count
-    first = process_index * per_process
-    return ShardedSource(
-        [build(shard, num_shards) for shard in range(first, first + per_process)], batch_metrics
-    )
-
-
-def pipeline_source(config: RunConfig, tokenizer) -> ShardedSource:
-    """The default batch source of a run: its `data.pipeline` read by `TrainIterator` shards, batch sizes
-    following `train.batch_plan`; with Goldfish (k > 0) each step records `goldfish_dropped_fraction`.
-
-    Raises:
-      ValueError / FileNotFoundError: bad data (a missing path, an empty source, a stage out of documents).
-    """
-
-    def build(shard: int, num_shards: int) -> TrainIterator:
-        return TrainIterator(
-            config.data.pipeline,
-            tokenizer,
-            seq_len=config.data.seq_len,
-            batch_size=config.train.plan,
-            process_index=shard,
-            process_count=num_shards,
-            seed=config.seed,
-        )
-
-    goldfish = lambda batch: {"goldfish_dropped_fraction": dropped_fraction(batch, tokenizer.eod_id)}
-    k = config.data.pipeline.goldfish.k
-    return sharded(build, config.data, jax.process_index(), jax.process_count(), goldfish if k else None)
 
 
 # Batches produced ahead of the train step by a background thread, with exact iterator-state checkpoints.
@@ -158,7 +55,7 @@ class Prefetcher(grain.DatasetIterator):
     """Wraps a batch source (`apertus_jax.train.batches.BatchSource`) as a Grain-checkpointable iterator.
 
     Args:
-      iterator: the batch source (e.g. `apertus_jax.train.batches.ShardedSource`).
+      iterator: the batch source (e.g. `apertus_jax.data.process_shards.ShardedSource`).
       depth: batches produced ahead (>= 1); 0 returns batches inline, with no thread.
 
     An exception raised by the wrapped iterator (StopIteration included) is re-raised by `__next__` at the

@@ -24,22 +24,25 @@ import jax
 import numpy as np
 from absl import logging
 
-from apertus_jax.data.config import DataConfig
-from apertus_jax.data.pipeline import BATCH_KEYS
-from apertus_jax.data.run_tokenizer import run_tokenizer
+from apertus_jax.data.config import BATCH_KEYS, DataConfig
 from apertus_jax.models import partitioning
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.transformer import param_logical_axes
+from apertus_jax.named import load_named
 from apertus_jax.optim.config import OptimConfig, make_lr_schedule, make_tx
 from apertus_jax.optim.spikes import skip_spikes
-from apertus_jax.tokenizers.base import Tokenizer
-from apertus_jax.train.batches import BatchSource, pipeline_source
+from apertus_jax.train.batches import BatchSource
 from apertus_jax.train.config import RunConfig, TrainConfig, check_layout
 from apertus_jax.train.hooks import Hook
 from apertus_jax.train.loss import cross_entropy
 from apertus_jax.train.step import FrozenParams, Objective, make_train_step
 from apertus_jax.train.train_state import AbstractTrainState, batch_sharding, make_abstract_train_state
+
+# The default data side of a run, imported on first use: a run that brings its own batch source (post-training,
+# studies, benchmarks) never loads the data pipeline, and importing the trainer loads neither.
+RUN_TOKENIZER = "apertus_jax.data.run_tokenizer:run_tokenizer"
+PIPELINE_SOURCE = "apertus_jax.data.pipeline:pipeline_source"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +69,7 @@ class Run:
       objective: the loss (`apertus_jax.train.step.Objective`); None is the pretraining cross-entropy
         (`apertus_jax.train.loss.cross_entropy` with `train.z_loss_weight` and `train.loss_chunk_tokens`).
       batch_source: `(run) -> BatchSource` (`apertus_jax.train.batches`), called once by the loop; None reads
-        `data.pipeline` (`batches.pipeline_source`).
+        `data.pipeline` (`apertus_jax.data.pipeline.pipeline_source`).
       hooks: the loop's plug-ins (`apertus_jax.train.hooks.Hook`), called in this order.
       devices: the devices of the mesh (default: all); the memory plan passes virtual CPU devices.
 
@@ -89,7 +92,7 @@ class Run:
             config.train.z_loss_weight, config.train.loss_chunk_tokens
         )
         self.hooks = tuple(hooks)
-        self._batch_source = batch_source or (lambda run: pipeline_source(run.config, run.tokenizer))
+        self._batch_source = batch_source or _pipeline_source
         self.mesh_shape = check_layout(config, len(devices), jax.process_count())
         self.plan = config.train.plan
         self.lr_schedule = make_lr_schedule(config.optim, self.plan)
@@ -104,14 +107,15 @@ class Run:
         self._steps: dict[int, TrainStep] = {}
 
     @functools.cached_property
-    def tokenizer(self) -> Tokenizer:
-        """The run's tokenizer (`data.tokenizer`), checked against the model's vocabulary.
+    def tokenizer(self):
+        """The run's tokenizer (`data.tokenizer`; an `apertus_jax.tokenizers.base.Tokenizer`), checked against
+        the model's vocabulary.
 
         Raises:
           ValueError / FileNotFoundError: an unknown spec, a missing file, more ids than `model.vocab_size`.
         """
         data = self.config.data
-        tokenizer = run_tokenizer(data.tokenizer, data.demo_tokenizer_vocab)
+        tokenizer = load_named(RUN_TOKENIZER)(data.tokenizer, data.demo_tokenizer_vocab)
         if tokenizer.vocab_size > self.config.model.vocab_size:
             raise ValueError(
                 f"tokenizer {tokenizer.name} has {tokenizer.vocab_size} ids but model.vocab_size is "
@@ -195,6 +199,15 @@ class Run:
                 end_tokens,
                 self.config.optim.total_tokens,
             )
+
+
+def _pipeline_source(run: Run) -> BatchSource:
+    """The default batch source: the run's `data.pipeline`, this process's shards of it."""
+    pipeline_source = load_named(PIPELINE_SOURCE)
+    config = run.config
+    return pipeline_source(
+        config.data, run.tokenizer, run.plan, config.seed, jax.process_index(), jax.process_count()
+    )
 
 
 def run_config_for(

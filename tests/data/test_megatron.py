@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from apertus_jax.data import megatron
-from apertus_jax.data.config import parse_pipeline
+from apertus_jax.data.config import BATCH_KEYS, parse_pipeline
 from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.megatron import (
     IndexedDataset,
@@ -18,7 +18,6 @@ from apertus_jax.data.megatron import (
     read_documents,
     write_indexed_dataset,
 )
-from apertus_jax.data.pipeline import BATCH_KEYS
 
 from . import megatron_reference as reference
 from .conftest import train_iterator

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from apertus_jax.data import megatron_samples as samples
+from apertus_jax.data.config import BATCH_KEYS
 from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.goldfish import GoldfishSpec, goldfish_drop_mask
 from apertus_jax.data.megatron import write_indexed_dataset
-from apertus_jax.data.pipeline import BATCH_KEYS
 from apertus_jax.optim.batch_plan import BatchSizePlan
 
 from . import megatron_reference as reference

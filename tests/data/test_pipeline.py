@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 
 from apertus_jax.data import mixture
-from apertus_jax.data.config import parse_pipeline
+from apertus_jax.data.config import BATCH_KEYS, parse_pipeline
 from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.masks import document_masks
-from apertus_jax.data.pipeline import BATCH_KEYS
 from apertus_jax.data.run_tokenizer import demo_tokenizer
 
 from .conftest import train_iterator

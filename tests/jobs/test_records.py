@@ -6,12 +6,12 @@ import os
 import pytest
 
 from apertus_jax.cache import cache_dir
+from apertus_jax.data.pipeline import pipeline_source
 from apertus_jax.data.provenance import PREP_STATS
 from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.jobs import records
 from apertus_jax.jobs.config import parse
 from apertus_jax.prep.tokenize import TokenizeJob, run_tokenize
-from apertus_jax.train.batches import pipeline_source
 from configs.runs import tiny_resume
 
 from ..conftest import train
@@ -72,7 +72,8 @@ def test_workdir_records_sources_licences_and_consumed_tokens(run, tokenizer):
     config, workdir = run
     record = records.load_provenance(workdir)
     # The batch source's own counts after the same 4 steps.
-    source = pipeline_source(parse(config).run, tokenizer)
+    run = parse(config).run
+    source = pipeline_source(run.data, tokenizer, run.train.plan, run.seed, process_index=0, process_count=1)
     for _ in range(4):
         next(source)
     assert record["step"] == 4

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apertus_jax.models.attention import apply_rope, rope_inv_freq
 from apertus_jax.models.config import ModelConfig
-from apertus_jax.models.rope import apply_rope, rope_inv_freq
 
 
 def _config(**overrides):

@@ -18,7 +18,7 @@ from apertus_jax.optim.config import OptimConfig, make_tx
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
 from apertus_jax.optim.factory import make_optimizer
 from apertus_jax.optim.muon import muon, muon_assignment, muon_dimension_numbers, orthogonalization_spec
-from apertus_jax.optim.state import opt_state_shardings
+from apertus_jax.train.train_state import opt_state_shardings
 
 TINY = get_config("tiny", vocab_size=512, scan_layers=True)
 

@@ -6,8 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from apertus_jax.data import process_shards
 from apertus_jax.jobs.config import parse
-from apertus_jax.train import batches, loop, loss
+from apertus_jax.train import loop, loss
 from apertus_jax.train.run import Run
 from apertus_jax.train.step import Objective
 from configs.runs import tiny_resume
@@ -29,7 +30,7 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
     with batch 5, so the new step 3 trains on batch 5 and the run still ends at step 8."""
     poisoned_batches = {3, 4}
     served = []
-    next_batch = batches.ShardedSource.__next__
+    next_batch = process_shards.ShardedSource.__next__
 
     def poisoning_next(self):
         batch = next_batch(self)
@@ -45,7 +46,7 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
         hidden_BxTxD = jnp.where(jnp.any(mb["positions"] < 0), jnp.nan, hidden_BxTxD)
         return cross_entropy.loss_fn((hidden_BxTxD, w_DxV), mb, frozen)
 
-    monkeypatch.setattr(batches.ShardedSource, "__next__", poisoning_next)
+    monkeypatch.setattr(process_shards.ShardedSource, "__next__", poisoning_next)
     config = tiny_resume.get_config()
     config.unlock()
     config.train.steps, config.train.batch_plan, config.faults.max_nonfinite_in_a_row = 8, ((0, 256),), 2

@@ -193,13 +193,13 @@ def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypa
     """Batch 5 keeps the loss of a single token: its gradient norm is many times the running mean, so the
     guard drops that update. Crashes after step 6 (resume from step 4, before the spike) and after step 7
     (resume from step 6, after it) reproduce the uninterrupted run bitwise."""
+    from apertus_jax.data import process_shards
     from apertus_jax.jobs.config import parse
-    from apertus_jax.train import batches
     from apertus_jax.train.run import Run
 
     reference = Run(parse(_spike_config()).run).batch_source()
     spike_tokens = [next(reference) for _ in range(5)][-1]["tokens"]
-    next_batch = batches.ShardedSource.__next__
+    next_batch = process_shards.ShardedSource.__next__
 
     def spiking_next(self):
         batch = next_batch(self)
@@ -208,7 +208,7 @@ def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypa
             batch["loss_mask"][0, 10] = 1
         return batch
 
-    monkeypatch.setattr(batches.ShardedSource, "__next__", spiking_next)
+    monkeypatch.setattr(process_shards.ShardedSource, "__next__", spiking_next)
     straight = str(tmp_path / "straight")
     assert train(_spike_config(), straight) == "done"
     records = read_records(straight)

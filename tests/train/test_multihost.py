@@ -15,10 +15,10 @@ import sys
 import numpy as np
 import pytest
 
+from apertus_jax.data.pipeline import pipeline_source
 from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.jobs.config import parse
 from apertus_jax.optim.batch_plan import BatchSizePlan
-from apertus_jax.train import batches
 from configs.runs import tiny_resume
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,15 +58,15 @@ def _free_loopback_port():
         return s.getsockname()[1]
 
 
-def test_each_process_reads_its_own_shard_and_together_the_global_batch(monkeypatch):
+def test_each_process_reads_its_own_shard_and_together_the_global_batch():
     config = parse(tiny_resume.get_config()).run
     tokenizer = run_tokenizer(config.data.tokenizer, config.data.demo_tokenizer_vocab)
-    single = next(batches.pipeline_source(config, tokenizer))
-    monkeypatch.setattr(batches.jax, "process_count", lambda: 2)
-    per_process = []
-    for index in range(2):
-        monkeypatch.setattr(batches.jax, "process_index", lambda index=index: index)
-        per_process.append(next(batches.pipeline_source(config, tokenizer)))
+    plan, seed = config.train.plan, config.seed
+    single = next(pipeline_source(config.data, tokenizer, plan, seed, process_index=0, process_count=1))
+    per_process = [
+        next(pipeline_source(config.data, tokenizer, plan, seed, process_index=index, process_count=2))
+        for index in range(2)
+    ]
     rows = [{tuple(row) for row in batch["tokens"]} for batch in per_process]
     assert all(len(batch["tokens"]) == len(single["tokens"]) // 2 for batch in per_process)
     assert not rows[0] & rows[1]  # disjoint documents give different rows

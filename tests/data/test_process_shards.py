@@ -1,11 +1,11 @@
-"""Batch sources: the data shards of a process in row order, their state, and the sum of what they consumed."""
+"""A process's data shards: their batches in row order, their state, and the sum of what they consumed."""
 
 import grain
 import numpy as np
 import pytest
 
+from apertus_jax.data import process_shards
 from apertus_jax.data.demo_corpus import load_demo_documents
-from apertus_jax.train import batches
 
 
 @pytest.fixture(name="shard_rows", scope="module")
@@ -24,7 +24,7 @@ def make_shards(shard_rows, rows_per_batch=2):
 
 
 def test_batches_concatenate_the_shards_in_order(shard_rows):
-    iterator = batches.ShardedSource(make_shards(shard_rows))
+    iterator = process_shards.ShardedSource(make_shards(shard_rows))
     first, second = next(iterator), next(iterator)
     np.testing.assert_array_equal(first["tokens"], np.stack([*shard_rows[0][:2], *shard_rows[1][:2]]))
     np.testing.assert_array_equal(second["tokens"], np.stack([*shard_rows[0][2:4], *shard_rows[1][2:4]]))
@@ -32,20 +32,20 @@ def test_batches_concatenate_the_shards_in_order(shard_rows):
 
 
 def test_state_round_trip_resumes_at_the_same_rows(shard_rows):
-    iterator = batches.ShardedSource(make_shards(shard_rows))
+    iterator = process_shards.ShardedSource(make_shards(shard_rows))
     next(iterator)
     state = iterator.get_state()
     assert len(state["shards"]) == 2
     expected = [next(iterator)["tokens"] for _ in range(2)]
-    resumed = batches.ShardedSource(make_shards(shard_rows))
+    resumed = process_shards.ShardedSource(make_shards(shard_rows))
     resumed.set_state(state)
     for tokens in expected:
         np.testing.assert_array_equal(next(resumed)["tokens"], tokens)
 
 
 def test_state_of_another_shard_count_is_refused(shard_rows):
-    state = batches.ShardedSource(make_shards(shard_rows)).get_state()
-    single = batches.ShardedSource(make_shards(shard_rows[:1]))
+    state = process_shards.ShardedSource(make_shards(shard_rows)).get_state()
+    single = process_shards.ShardedSource(make_shards(shard_rows[:1]))
     with pytest.raises(ValueError, match="holds 2 shards, this process reads 1"):
         single.set_state(state)
 
@@ -73,16 +73,16 @@ def test_sharded_takes_this_processes_shards_and_sums_what_they_consumed():
         built.append((shard, count))
         return _Counting(shard)
 
-    source = batches.sharded(build, DataConfig(num_shards=4), process_index=1, process_count=2)
+    source = process_shards.sharded(build, DataConfig(num_shards=4), process_index=1, process_count=2)
     assert built == [(2, 4), (3, 4)]
     np.testing.assert_array_equal(next(source)["tokens"][:, 0], [3, 4])
     assert source.consumed() == {"tokens": {"a": 8}, "exposures": {"p": [2, 5]}}
     with pytest.raises(ValueError, match="multiple of the 3 processes"):
-        batches.sharded(build, DataConfig(num_shards=4), process_index=0, process_count=3)
+        process_shards.sharded(build, DataConfig(num_shards=4), process_index=0, process_count=3)
 
 
 def test_add_counts_adds_numbers_lists_and_keys():
-    assert batches.add_counts({"a": 1, "l": [1, 2]}, {"a": 2, "b": 3, "l": [3, 4]}) == {
+    assert process_shards.add_counts({"a": 1, "l": [1, 2]}, {"a": 2, "b": 3, "l": [3, 4]}) == {
         "a": 3,
         "b": 3,
         "l": [4, 6],
