@@ -24,11 +24,12 @@ presets) maps onto `LlamaForCausalLM`. A HF checkpoint is a directory with `conf
 | `model.norm.weight` `[D]` | `final_norm.weight` `[D]` |
 | `lm_head.weight` `[V, D]` (absent or equal to the embedding when tied) | `lm_head` `[D, V]` |
 
-Both use the half-split ("rotate_half") RoPE layout of our `rope.apply_rope`, so q/k need no permutation.
+Both use the half-split ("rotate_half") RoPE layout of our `attention.apply_rope`, so q/k need no permutation.
 Other configurations (SwiGLU with QK-norm, xIELU without QK-norm) have no transformers class and raise a
 ValueError naming the field.
 """
 
+import contextlib
 import json
 import os
 
@@ -36,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from safetensors import safe_open
 from safetensors.flax import load_file
 from safetensors.numpy import save_file
 
@@ -43,6 +45,7 @@ from apertus_jax import files
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.layers import XIELU_BETA, XIELU_EPS
 from apertus_jax.models.transformer import Apertus, export_weights, import_weights
+from apertus_jax.tokenizers import load_tokenizer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -420,3 +423,158 @@ def _weight_files(directory: str | os.PathLike) -> list[str]:
         f"no {WEIGHTS_FILE} (or {WEIGHTS_FILE}.index.json) in {directory}; only safetensors "
         f"checkpoints are read"
     )
+
+
+# ---------------------------------------------------------------- continued pretraining (`init_from = "hf:DIR"`)
+
+# The fields that fix the parameters' names, shapes and meaning: a checkpoint initializes a run only if its
+# config gives the run's values. RoPE settings and the sequence length may differ (a context extension
+# changes them on purpose).
+PARAM_FIELDS = (
+    "vocab_size",
+    "d_model",
+    "n_layers",
+    "n_heads",
+    "n_kv_heads",
+    "head_dim",
+    "mlp_hidden",
+    "mlp_type",
+    "qk_norm",
+    "tie_embeddings",
+    "rms_norm_eps",
+)
+TOKENIZER_FILE = "tokenizer.json"
+# Article 1 of the Universal Declaration of Human Rights in five scripts: two tokenizers that encode it alike,
+# with the same vocabulary size and special ids, are taken to be the same.
+TOKENIZER_PROBE = (
+    "All human beings are born free and equal in dignity and rights.\n"
+    "Alle Menschen sind frei und gleich an Würde und Rechten geboren.\n"
+    "Tous les êtres humains naissent libres et égaux en dignité et en droits.\n"
+    "Все люди рождаются свободными и равными в своем достоинстве и правах.\n"
+    "人人生而自由，在尊严和权利上一律平等。 1948-12-10"
+)
+
+
+def check_init_dir(directory: str, config: ModelConfig, tokenizer) -> None:
+    """Checks that the HF checkpoint in `directory` can initialize a run of `config` that reads `tokenizer`.
+
+    The checkpoint's `config.json` must give the run's `PARAM_FIELDS`, and its `tokenizer.json` the run's
+    tokenizer (same vocabulary size, BoD/EoD/padding ids and ids of `TOKENIZER_PROBE`).
+
+    Raises:
+      FileNotFoundError: no `config.json`, safetensors weights or `tokenizer.json` in `directory`.
+      ValueError: one line naming the first field or tokenizer property that differs, and the fix.
+    """
+    where = f"checkpoint.init_from=hf:{directory}"
+    for name in (CONFIG_FILE, TOKENIZER_FILE):
+        if not os.path.isfile(os.path.join(directory, name)):
+            raise FileNotFoundError(f"{where}: no {name}; point it at a HF checkpoint directory")
+    _weight_files(directory)
+    with open(os.path.join(directory, CONFIG_FILE)) as f:
+        theirs = config_from_hf(json.load(f))
+    for field in PARAM_FIELDS:
+        if getattr(theirs, field) != getattr(config, field):
+            raise ValueError(
+                f"{where}: its config.json gives {field}={getattr(theirs, field)!r}, the run has "
+                f"model.{field}={getattr(config, field)!r}; set --config.model.{field}={getattr(theirs, field)!r}"
+            )
+    hf_tokenizer = load_tokenizer(f"hf:{os.path.join(directory, TOKENIZER_FILE)}")
+    for prop in ("vocab_size", "bod_id", "eod_id", "pad_id"):
+        if getattr(hf_tokenizer, prop) != getattr(tokenizer, prop):
+            raise ValueError(
+                f"{where}: its tokenizer.json has {prop}={getattr(hf_tokenizer, prop)}, the run's tokenizer "
+                f"{tokenizer.name} {getattr(tokenizer, prop)}; set --config.data.tokenizer to the checkpoint's"
+            )
+    if hf_tokenizer.encode(TOKENIZER_PROBE) != tokenizer.encode(TOKENIZER_PROBE):
+        raise ValueError(
+            f"{where}: its tokenizer.json encodes text otherwise than the run's tokenizer {tokenizer.name}; set "
+            f"--config.data.tokenizer to the checkpoint's"
+        )
+
+
+def read_params(directory: str, config: ModelConfig, abstract_params: dict) -> dict:
+    """The parameters of the HF checkpoint in `directory`, as arrays placed like `abstract_params`.
+
+    Every device's shard is read on its own from the safetensors files (`safe_open(...).get_slice`): a
+    process reads only the slices of its own devices, and no host holds the whole model. Values are cast to
+    each parameter's dtype (float32 from bfloat16 is exact). Call `check_init_dir` first.
+
+    Args:
+      config: the run's model (scanned layers get a leading layer axis).
+      abstract_params: the train state's parameters as `jax.ShapeDtypeStruct`s with shardings
+        (`apertus_jax.train.train_state.AbstractParams.abstract`).
+
+    Raises:
+      ValueError: the checkpoint lacks a tensor the model needs, or holds xIELU constants other than ours.
+    """
+    files_of = {}
+    for path in _weight_files(directory):
+        with safe_open(path, framework="flax") as f:
+            files_of.update(dict.fromkeys(f.keys(), path))
+    hf_names = {ours: theirs for ours, theirs in _layer_names(config)}
+    with contextlib.ExitStack() as stack:
+        opened = {
+            path: stack.enter_context(safe_open(path, framework="flax")) for path in set(files_of.values())
+        }
+
+        def tensor(name: str):
+            if name not in files_of:
+                raise ValueError(f"hf:{directory} has no tensor {name} (is it a checkpoint of this model?)")
+            return opened[files_of[name]].get_slice(name)
+
+        for i in range(config.n_layers if config.mlp_type == "xielu" else 0):
+            for name, value in _XIELU_CONSTANTS:
+                full = f"{_LAYER_PREFIX}{i}.{name}"
+                stored = (
+                    np.asarray(opened[files_of[full]].get_tensor(full), np.float32)
+                    if full in files_of
+                    else value
+                )
+                if not np.allclose(stored, value, rtol=0, atol=1e-7 + 1e-3 * abs(value)):
+                    raise ValueError(f"{full} = {stored}, but our xIELU fixes it at {value}")
+
+        def read(keys: list[str], index: tuple[slice, ...], shape: tuple[int, ...]) -> np.ndarray:
+            index = tuple(slice(*s.indices(n)) for s, n in zip(index, shape, strict=True))
+            if keys[0] != "layers":
+                hf_name = {"embed": "model.embed_tokens.weight", "lm_head": "lm_head.weight"}.get(
+                    keys[0], "model.norm.weight"
+                )
+                return _read_box(
+                    tensor(hf_name), "mlp.up" if keys[0] == "lm_head" else keys[0], index, config
+                )
+            if config.scan_layers:
+                layers, index, name = range(*index[0].indices(shape[0])), index[1:], ".".join(keys[1:])
+            else:
+                layers, name = [int(keys[1])], ".".join(keys[2:])
+            blocks = [
+                _read_box(tensor(f"{_LAYER_PREFIX}{i}.{hf_names[name]}"), name, index, config) for i in layers
+            ]
+            return np.stack(blocks) if config.scan_layers else blocks[0]
+
+        def load(path, leaf: jax.ShapeDtypeStruct) -> jax.Array:
+            keys = [str(getattr(entry, "key", getattr(entry, "idx", entry))) for entry in path]
+            return jax.make_array_from_callback(
+                leaf.shape, leaf.sharding, lambda index: read(keys, index, leaf.shape).astype(leaf.dtype)
+            )
+
+        return jax.tree_util.tree_map_with_path(load, abstract_params)
+
+
+def _read_box(hf_slice, name: str, index: tuple[slice, ...], config: ModelConfig) -> np.ndarray:
+    """Our `name` (layer-relative, or embed / final_norm / lm_head) at `index` (our layout, concrete slices),
+    read from the HF tensor `hf_slice` as the smallest box of whole heads in its `[out, in]` layout."""
+    h = config.head_dim
+    if name in ("attn.q_proj", "attn.k_proj", "attn.v_proj"):  # ours [D, heads, H] = HF [heads * H, D].T
+        d, heads, dims = index
+        box = hf_slice[heads.start * h : heads.stop * h, d]
+        ours = np.asarray(box, np.float32).T.reshape(d.stop - d.start, heads.stop - heads.start, h)
+        return ours[:, :, dims]
+    if name == "attn.o_proj":  # ours [N, H, D] = HF [D, N * H].T
+        heads, dims, d = index
+        box = hf_slice[d, heads.start * h : heads.stop * h]
+        return np.asarray(box, np.float32).T.reshape(heads.stop - heads.start, h, d.stop - d.start)[
+            :, dims, :
+        ]
+    if name in ("mlp.up", "mlp.gate", "mlp.down"):  # ours [in, out] = HF [out, in].T (lm_head alike)
+        return np.asarray(hf_slice[index[1], index[0]], np.float32).T
+    return np.asarray(hf_slice[index], np.float32)

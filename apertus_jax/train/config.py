@@ -91,8 +91,10 @@ class CheckpointConfig:
       keep: how many recent checkpoints to keep.
       async_save: write arrays in a background thread while training goes on.
       init_from: a workdir whose newest checkpoint's PARAMETERS initialize a fresh run (optimizer state and
-        data start fresh; e.g. fine-tuning or a context-extension stage). "" = random initialization. Ignored
-        once this run has a checkpoint of its own (then it resumes).
+        data start fresh; e.g. fine-tuning or a context-extension stage), or "hf:DIR", a HF checkpoint
+        directory (`config.json`, safetensors, `tokenizer.json`; continued pretraining from released weights:
+        `apertus_jax.models.hf.check_init_dir`, `read_params`). "" = random initialization. Ignored once this
+        run has a checkpoint of its own (then it resumes).
     """
 
     every_steps: int = 100

@@ -31,6 +31,7 @@ from absl import logging
 from jax.experimental import multihost_utils
 
 from apertus_jax.models import flops
+from apertus_jax.named import load_named
 from apertus_jax.train.batches import Prefetcher
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
 from apertus_jax.train.hooks import LoopContext, due
@@ -38,6 +39,11 @@ from apertus_jax.train.metrics import MetricsWriter, StepProfiler, mfu, peak_flo
 from apertus_jax.train.run import Run
 from apertus_jax.train.train_state import make_global_batch
 
+# `checkpoint.init_from = "hf:DIR"`: a HF checkpoint's parameters start the run (continued pretraining), checked
+# against the run's model and tokenizer first; the HF reader is imported only then.
+HF_PREFIX = "hf:"
+CHECK_HF_DIR = "apertus_jax.models.hf:check_init_dir"
+READ_HF_PARAMS = "apertus_jax.models.hf:read_params"
 STEP_METRICS = ("loss", "grad_norm", "clipped", "unmasked_tokens", "finite", "spike_skipped")
 
 
@@ -148,10 +154,12 @@ def train(run: Run, workdir: str) -> str:
     batches = Prefetcher(run.batch_source(), run.config.train.prefetch_batches)
     logging.info("data: ready in %.1f s", time.time() - start)
     init_from = run.config.checkpoint.init_from
-    if init_from and not os.path.isdir(os.path.join(init_from, "checkpoints")):
+    if init_from.startswith(HF_PREFIX):
+        load_named(CHECK_HF_DIR)(init_from[len(HF_PREFIX) :], run.config.model, run.tokenizer)
+    elif init_from and not os.path.isdir(os.path.join(init_from, "checkpoints")):
         raise FileNotFoundError(
             f"checkpoint.init_from={init_from} has no checkpoints/: it must be a workdir written by "
-            "`python -m experiments.pretrain` (or leave checkpoint.init_from empty)"
+            "`python -m experiments.pretrain`, or hf:DIR for a HF checkpoint (or leave it empty)"
         )
     logging.info(
         "mesh %s over %d devices (%d processes)",
@@ -184,13 +192,19 @@ def train(run: Run, workdir: str) -> str:
 
 
 def _initial_state(run: Run) -> dict:
-    """Random initialization, or the parameters of `checkpoint.init_from` with a fresh optimizer state."""
+    """Random initialization, or the parameters of `checkpoint.init_from` (a workdir, or hf:DIR) with a fresh
+    optimizer state."""
     source = run.config.checkpoint.init_from
     if not source:
         logging.info("state: initializing the parameters and optimizer state (seed %d)", run.config.seed)
         return run.spec.init()
-    params, meta = restore_workdir_params(source, run.spec.abstract["params"])
-    logging.info("initialized the parameters from %s (step %d)", source, meta["progress"]["step"])
+    if source.startswith(HF_PREFIX):
+        read_params = load_named(READ_HF_PARAMS)
+        params = read_params(source[len(HF_PREFIX) :], run.config.model, run.spec.abstract["params"])
+        logging.info("initialized the parameters from the HF checkpoint %s", source[len(HF_PREFIX) :])
+    else:
+        params, meta = restore_workdir_params(source, run.spec.abstract["params"])
+        logging.info("initialized the parameters from %s (step %d)", source, meta["progress"]["step"])
     return {"params": params, "opt_state": run.spec.init_opt_state(params)}
 
 
