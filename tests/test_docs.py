@@ -74,9 +74,9 @@ def test_section_numbers_parse_lists_and_ranges():
     ]
 
 
-def test_recipe_sections_are_numbered_one_to_twelve():
+def test_recipe_sections_are_numbered_one_to_thirteen():
     numbers = [int(n) for n in HEADING.findall(read(RECIPE))]
-    assert numbers == list(range(1, 13))
+    assert numbers == list(range(1, 14))
 
 
 def test_every_recipe_citation_names_an_existing_section():

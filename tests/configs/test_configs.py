@@ -15,6 +15,7 @@ CONFIGS = [
     ("runs.tiny_own_data", 1),
     ("runs.tiny_resume", 2),
     ("runs.apertus_8b", 256),
+    ("runs.apertus_8b_continued", 256),
     ("runs.apertus_70b", 1024),
     ("runs.ablation_1p5b", 64),
     ("runs.boldt_350m", 8),
