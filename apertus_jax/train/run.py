@@ -92,7 +92,7 @@ class Run:
             config.train.z_loss_weight, config.train.loss_chunk_tokens
         )
         self.hooks = tuple(hooks)
-        self._batch_source = batch_source or _pipeline_source
+        self._batch_source = batch_source or pipeline_batch_source
         self.mesh_shape = check_layout(config, len(devices), jax.process_count())
         self.plan = config.train.plan
         self.lr_schedule = make_lr_schedule(config.optim, self.plan)
@@ -201,8 +201,9 @@ class Run:
             )
 
 
-def _pipeline_source(run: Run) -> BatchSource:
-    """The default batch source: the run's `data.pipeline`, this process's shards of it."""
+def pipeline_batch_source(run: Run) -> BatchSource:
+    """The default batch source of `run`: its `data.pipeline`, this process's shards of it (a plug-in that adds
+    to the pipeline's batches wraps this one)."""
     pipeline_source = load_named(PIPELINE_SOURCE)
     config = run.config
     return pipeline_source(

@@ -1,0 +1,231 @@
+"""Pretraining distillation from stored teacher logits, as Apertus Mini did it (docs/recipe.md section 13).
+
+    write_teacher_logits(teacher_workdir, student_config, logits_dir, steps=300, k=32)   # the teacher's pass
+    distill(student_config, workdir, logits_dir, alpha=0.9, temperature=1.0)          # the student's run
+
+The teacher runs once over exactly the batches the student will train on (the student config's data pipeline,
+seed and batch plan) and writes, per step, its `k` most likely next tokens and their log-probabilities at
+every position, with the log of the remaining probability mass, to `logits_dir/step_NNNNNNNN.safetensors`
+(and `meta.json`). The student's batch source is its usual pipeline source with the stored arrays of the same
+step attached (`TeacherLogits`): packing, stages and exact resume are the pipeline's own, and each step's
+file carries a checksum of its tokens, so a misaligned store fails loudly instead of teaching the wrong rows.
+
+The objective (`distillation`), per unmasked position, with teacher top-k log-probabilities `l_i` (ids `j_i`),
+student logits `z` and temperature `tau`:
+
+    p_i = softmax_i(l_i / tau)                        # the teacher renormalized over its top k
+    KL  = sum_i p_i * (log p_i - log_softmax(z / tau)[j_i])
+    loss = alpha * tau^2 * KL + (1 - alpha) * CE(z, target)
+
+Renormalizing over the top k makes the teacher a distribution with support on its k ids (the mass outside,
+`exp(rest_logprob)`, is stored for inspection but not taught); the student's log-probabilities are over the
+whole vocabulary, so the KL is exact for that truncated teacher. `tau^2` keeps the gradient scale of the
+KL term independent of the temperature (Hinton et al. 2015). The step reports `kl` and `ce` per token beside
+the loss. One process: the store holds the rows of a single-process run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+from safetensors.numpy import load_file, save_file
+
+from apertus_jax import files
+from apertus_jax.jobs.config import Config
+from apertus_jax.jobs.pretrain import check_inputs, run_training
+from apertus_jax.jobs.workdir import load_workdir
+from apertus_jax.train.batches import BatchSource
+from apertus_jax.train.run import Run, pipeline_batch_source
+from apertus_jax.train.step import Objective
+
+META = "meta.json"
+ARRAYS = ("teacher_ids", "teacher_logprobs")
+
+
+def step_file(logits_dir: str, step: int) -> str:
+    """The store's file of step `step` (1-based)."""
+    return os.path.join(logits_dir, f"step_{step:08d}.safetensors")
+
+
+def _tokens_checksum(tokens: np.ndarray) -> np.ndarray:
+    return np.frombuffer(hashlib.sha256(np.ascontiguousarray(tokens, np.int32).tobytes()).digest(), np.uint8)
+
+
+def write_teacher_logits(
+    teacher_workdir: str, config: Config, logits_dir: str, *, steps: int, k: int
+) -> dict:
+    """Runs the teacher of `teacher_workdir` over the first `steps` batches of the student run `config` and
+    writes its top-`k` log-probabilities per position to `logits_dir` (module docstring); returns the meta.
+
+    Raises:
+      ValueError: k out of [1, vocab], steps < 1, more than one process, or a teacher whose vocabulary or
+        tokenizer differs from the student's (one line).
+      FileNotFoundError: as `apertus_jax.jobs.workdir.load_workdir`.
+    """
+    if jax.process_count() > 1:
+        raise ValueError("write_teacher_logits runs in one process; start it without a multi-host launcher")
+    teacher = load_workdir(teacher_workdir)
+    run = Run(config.run, devices=jax.devices()[:1])
+    vocab = config.run.model.vocab_size
+    if teacher.config.run.model.vocab_size != vocab:
+        raise ValueError(
+            f"the teacher's vocab_size {teacher.config.run.model.vocab_size} differs from the student's {vocab}"
+        )
+    if teacher.tokenizer.checksum != run.tokenizer.checksum:
+        raise ValueError(
+            f"the teacher's tokenizer {teacher.tokenizer.name} is not the student's {run.tokenizer.name}; set "
+            "the student's --config.data.tokenizer to the teacher's"
+        )
+    if not 1 <= k <= vocab or steps < 1:
+        raise ValueError(f"k={k} must be in [1, {vocab}] and steps={steps} >= 1")
+
+    @jax.jit
+    def top_k(tokens, positions, segment_ids):
+        logprobs = jax.nn.log_softmax(teacher.model(tokens, positions, segment_ids).astype(jnp.float32), -1)
+        top_logprobs, top_ids = jax.lax.top_k(logprobs, k)
+        rest = jnp.log1p(-jnp.minimum(jnp.sum(jnp.exp(top_logprobs), -1), 1.0 - 1e-7))
+        return top_ids.astype(jnp.int32), top_logprobs, rest
+
+    os.makedirs(logits_dir, exist_ok=True)
+    source = pipeline_batch_source(run)
+    for step in range(1, steps + 1):
+        batch = next(source)
+        ids, logprobs, rest = jax.device_get(top_k(batch["tokens"], batch["positions"], batch["segment_ids"]))
+        arrays = {"teacher_ids": ids, "teacher_logprobs": logprobs, "rest_logprob": rest}
+        arrays["tokens_sha256"] = _tokens_checksum(batch["tokens"])
+        with files.atomic_path(step_file(logits_dir, step)) as path:
+            save_file({name: np.ascontiguousarray(a) for name, a in arrays.items()}, path)
+        if step % 50 == 0 or step == steps:
+            logging.info("teacher logits: step %d of %d", step, steps)
+    meta = {"teacher": os.path.abspath(teacher_workdir), "teacher_step": teacher.step, "k": k, "steps": steps}
+    meta.update(seq_len=config.run.data.seq_len, vocab_size=vocab, tokenizer=run.tokenizer.name)
+    with files.atomic_path(os.path.join(logits_dir, META)) as path, open(path, "w") as f:
+        json.dump(meta, f, indent=1)
+    return meta
+
+
+def read_meta(logits_dir: str) -> dict:
+    """The store's `meta.json`.
+
+    Raises:
+      FileNotFoundError: `logits_dir` holds no finished store.
+    """
+    path = os.path.join(logits_dir, META)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"{logits_dir} holds no teacher logits (no {META}); write them first with "
+            "`python -m experiments.teacher_logits`"
+        )
+    with open(path) as f:
+        return json.load(f)
+
+
+class TeacherLogits:
+    """A batch source (`apertus_jax.train.batches.BatchSource`): `inner`'s batches with the stored teacher
+    arrays of the same step attached (`teacher_ids` int32 and `teacher_logprobs` float32, `[rows, T, k]`).
+
+    Raises (from `__next__`):
+      ValueError: the store ends before this step, or its rows are not this step's (token checksum).
+    """
+
+    def __init__(self, inner: BatchSource, logits_dir: str):
+        self.inner, self.logits_dir, self.step = inner, logits_dir, 0
+
+    def __iter__(self) -> TeacherLogits:
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        batch = next(self.inner)
+        self.step += 1
+        path = step_file(self.logits_dir, self.step)
+        if not os.path.isfile(path):
+            raise ValueError(
+                f"{self.logits_dir} has no teacher logits for step {self.step}; write at least train.steps steps"
+            )
+        stored = load_file(path)
+        if not np.array_equal(stored["tokens_sha256"], _tokens_checksum(batch["tokens"])):
+            raise ValueError(
+                f"the teacher logits of step {self.step} in {self.logits_dir} are of other rows; write them with "
+                "the student's config (same data, seed and batch plan)"
+            )
+        return {**batch, **{name: stored[name] for name in ARRAYS}}
+
+    def batch_metrics(self, batch: dict) -> dict[str, float]:
+        metrics = getattr(self.inner, "batch_metrics", None)
+        return metrics(batch) if metrics else {}
+
+    def get_state(self) -> dict:
+        return {"inner": self.inner.get_state(), "step": self.step}
+
+    def set_state(self, state: dict) -> None:
+        self.inner.set_state(state["inner"])
+        self.step = state["step"]
+
+    def consumed(self) -> dict:
+        return self.inner.consumed()
+
+
+def distillation(seq_len: int, k: int, alpha: float, temperature: float) -> Objective:
+    """The objective `alpha * tau^2 * KL(teacher top-k || student) + (1 - alpha) * CE` (module docstring) over
+    `[B, seq_len, k]` teacher arrays; it reads the logits.
+
+    Raises:
+      ValueError: alpha outside [0, 1] or temperature <= 0.
+    """
+    if not 0.0 <= alpha <= 1.0 or temperature <= 0:
+        raise ValueError(f"alpha={alpha} must be in [0, 1] and temperature={temperature} > 0")
+
+    def loss_fn(logits_BxTxV, batch, frozen):
+        del frozen
+        mask_BxT = batch["loss_mask"].astype(jnp.float32)
+        logq_BxTxV = jax.nn.log_softmax(logits_BxTxV / temperature, -1)
+        p_BxTxK = jax.nn.softmax(batch["teacher_logprobs"] / temperature, -1)
+        logq_BxTxK = jnp.take_along_axis(logq_BxTxV, batch["teacher_ids"], -1)
+        kl_BxT = jnp.sum(p_BxTxK * (jnp.log(jnp.maximum(p_BxTxK, 1e-30)) - logq_BxTxK), -1)
+        log_softmax_BxTxV = jax.nn.log_softmax(logits_BxTxV, -1)
+        ce_BxT = -jnp.take_along_axis(log_softmax_BxTxV, batch["targets"][..., None], -1)[..., 0]
+        loss_BxT = alpha * temperature**2 * kl_BxT + (1 - alpha) * ce_BxT
+        sums = {
+            "count": jnp.sum(mask_BxT),
+            "kl": jnp.sum(kl_BxT * mask_BxT),
+            "ce": jnp.sum(ce_BxT * mask_BxT),
+        }
+        return jnp.sum(loss_BxT * mask_BxT), sums
+
+    arrays = {"teacher_ids": ((seq_len, k), "int32"), "teacher_logprobs": ((seq_len, k), "float32")}
+    return Objective(loss_fn, reads="logits", batch_arrays=arrays)
+
+
+def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temperature: float) -> str:
+    """Trains (or resumes) the student `config` in `workdir` on the teacher logits of `logits_dir` with the
+    standard hooks; returns "done" or "preempted".
+
+    Raises:
+      FileNotFoundError: as `read_meta`.
+      ValueError: a store of another row length, or shorter than `train.steps`; as `distillation` and
+        `apertus_jax.train.loop.train`.
+    """
+    meta = read_meta(logits_dir)
+    run_config = config.run
+    if meta["seq_len"] != run_config.data.seq_len or meta["steps"] < run_config.train.steps:
+        raise ValueError(
+            f"{logits_dir} holds {meta['steps']} steps of {meta['seq_len']}-token rows; the student trains "
+            f"{run_config.train.steps} steps of {run_config.data.seq_len}: write the logits with the student's config"
+        )
+    pipeline = run_config.data.pipeline
+    check_inputs(pipeline)
+    data = {name: spec.describe() for name, spec in pipeline.components.items()}
+    data["teacher_logits"] = {"kind": "teacher_logits", "licence": None, **meta, "path": logits_dir}
+    return run_training(
+        config,
+        workdir,
+        objective=distillation(run_config.data.seq_len, meta["k"], alpha, temperature),
+        batch_source=lambda run: TeacherLogits(pipeline_batch_source(run), logits_dir),
+        data=data,
+    )
