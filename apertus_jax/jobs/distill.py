@@ -134,8 +134,9 @@ class TeacherLogits:
       ValueError: the store ends before this step, or its rows are not this step's (token checksum).
     """
 
-    def __init__(self, inner: BatchSource, logits_dir: str):
+    def __init__(self, inner: BatchSource, logits_dir: str, meta: dict):
         self.inner, self.logits_dir, self.step = inner, logits_dir, 0
+        self.k = meta["k"]
 
     def __iter__(self) -> TeacherLogits:
         return self
@@ -153,6 +154,12 @@ class TeacherLogits:
             raise ValueError(
                 f"the teacher logits of step {self.step} in {self.logits_dir} are of other rows; write them with "
                 "the student's config (same data, seed and batch plan)"
+            )
+        expected = (*batch["tokens"].shape, self.k)
+        if any(stored[name].shape != expected for name in ARRAYS):
+            raise ValueError(
+                f"the teacher logits of step {self.step} in {self.logits_dir} have shape "
+                f"{stored['teacher_ids'].shape}, the step needs {expected}; write them with the student's config"
             )
         return {**batch, **{name: stored[name] for name in ARRAYS}}
 
@@ -202,6 +209,20 @@ def distillation(seq_len: int, k: int, alpha: float, temperature: float) -> Obje
     return Objective(loss_fn, reads="logits", batch_arrays=arrays)
 
 
+def _same_tokenizer(run: Run, meta: dict) -> Run:
+    """`run`, if its tokenizer is the one the teacher logits were written with.
+
+    Raises:
+      ValueError: another tokenizer (one line).
+    """
+    if meta["tokenizer"] != run.tokenizer.name:
+        raise ValueError(
+            f"the teacher logits were written with tokenizer {meta['tokenizer']}, the student reads "
+            f"{run.tokenizer.name}; write them with the student's config"
+        )
+    return run
+
+
 def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temperature: float) -> str:
     """Trains (or resumes) the student `config` in `workdir` on the teacher logits of `logits_dir` with the
     standard hooks; returns "done" or "preempted".
@@ -213,6 +234,11 @@ def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temp
     """
     meta = read_meta(logits_dir)
     run_config = config.run
+    if meta["vocab_size"] != run_config.model.vocab_size:
+        raise ValueError(
+            f"{logits_dir} holds logits over {meta['vocab_size']} ids, the student's model.vocab_size is "
+            f"{run_config.model.vocab_size}; write the logits with the student's config"
+        )
     if meta["seq_len"] != run_config.data.seq_len or meta["steps"] < run_config.train.steps:
         raise ValueError(
             f"{logits_dir} holds {meta['steps']} steps of {meta['seq_len']}-token rows; the student trains "
@@ -226,6 +252,8 @@ def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temp
         config,
         workdir,
         objective=distillation(run_config.data.seq_len, meta["k"], alpha, temperature),
-        batch_source=lambda run: TeacherLogits(pipeline_batch_source(run), logits_dir),
+        batch_source=lambda run: TeacherLogits(
+            pipeline_batch_source(_same_tokenizer(run, meta)), logits_dir, meta
+        ),
         data=data,
     )
