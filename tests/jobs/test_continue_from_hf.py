@@ -21,6 +21,8 @@ from apertus_jax.train.run import Run
 from .conftest import write_tiny_workdir
 
 STEPS = 2
+# Nothing from a hub: every file is local.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="module")
