@@ -1,10 +1,10 @@
 """The registered measurements behind the figures the docs quote, and the job that re-measures them.
 
-    measure_all(REPO, ["demo"])  # = python -m experiments.measure --only demo
+    measure_all(REPO, ["demo"])  # = python -m tools.measure --only demo
 
 Each `Measurement` runs its documented command(s) in the repository, as a reader would, in a scratch
 directory of its own, and returns its values (a value may be a dict of values: `NAME.variant.metric`); `measure_all` writes each one's `docs/results/NAME.json`
-(`apertus_jax.jobs.results`) and then rewrites every bound figure of README.md and docs/ from the results
+(`tools.measure.results`) and then rewrites every bound figure of README.md and docs/ from the results
 files. Values named in `deterministic` are the same in every fresh run on one machine (tests compare them
 with a fresh run); the others (seconds, tokens/s) are of the machine and its load at the time.
 """
@@ -36,7 +36,8 @@ from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.data.strategy_report import strategy_report
 from apertus_jax.eval.in_loop import heldout_sets
 from apertus_jax.eval.tasks import load_exams_qa
-from apertus_jax.jobs import ablations, compare, processor_kinds, results
+from apertus_jax.jobs import ablations, compare
+from tools.measure import processor_kinds, results
 
 # The repository whose commands are run and whose docs are rewritten: the checkout this package is in.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,7 +52,7 @@ class Measurement:
     measure: Callable[[str, str], dict]
     deterministic: tuple[str, ...]
     # the slow tests compare `deterministic` with a fresh run (False: too long for CI), by the rules of
-    # `apertus_jax.jobs.processor_kinds.check`
+    # `tools.measure.processor_kinds.check`
     rechecked: bool = True
 
 
@@ -1418,13 +1419,13 @@ MEASUREMENTS = {
         rechecked=False,
     ),
     "processor_spread": Measurement(
-        command="python -m experiments.measure --only processor_spread",
+        command="python -m tools.measure --only processor_spread",
         measure=lambda root, scratch: processor_kinds.measure_spread(MEASUREMENTS, root, scratch),
         deterministic=processor_kinds.PERTURBED,
         rechecked=False,
     ),
     "check_regressions": Measurement(
-        command="python -m experiments.measure --only check_regressions",
+        command="python -m tools.measure --only check_regressions",
         measure=lambda root, scratch: processor_kinds.measure_regressions(MEASUREMENTS, root, scratch),
         deterministic=("none", *processor_kinds.REGRESSIONS),
         rechecked=False,

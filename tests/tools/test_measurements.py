@@ -7,9 +7,9 @@ import subprocess
 import pytest
 
 from apertus_jax.data.demo_corpus import load_demo_documents, load_udhr, udhr_languages
-from apertus_jax.jobs import measurements, results
-from apertus_jax.jobs.measurements import MEASUREMENTS, REPO, selected
 from apertus_jax.tokenizers.report import write_fairness_report
+from tools.measure import measurements, results
+from tools.measure.measurements import MEASUREMENTS, REPO, selected
 
 
 def test_only_selects_in_registry_order_and_rejects_unknown_names():
@@ -32,7 +32,8 @@ def test_measured_commands_name_existing_modules_and_configs(name):
         argv = shlex.split(line.split("  #")[0])
         assert argv[0] == "python" and argv[1] in ("-m", "-c"), line
         if argv[1] == "-m":
-            assert os.path.isfile(os.path.join(REPO, *argv[2].split(".")) + ".py"), line
+            module = os.path.join(REPO, *argv[2].split("."))
+            assert os.path.isfile(module + ".py") or os.path.isfile(module + "/__main__.py"), line
         for arg in argv[3:]:
             if arg.startswith("--config="):
                 assert os.path.isfile(os.path.join(REPO, arg.split("=", 1)[1].partition(":")[0])), line

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from apertus_jax.jobs import measurements, processor_kinds, results
-from apertus_jax.jobs.measurements import REPO
-from apertus_jax.jobs.processor_kinds import REGRESSIONS, check, kept_processors, leaves, spreads
+from tools.measure import measurements, processor_kinds, results
+from tools.measure.measurements import REPO
+from tools.measure.processor_kinds import REGRESSIONS, check, kept_processors, leaves, spreads
 
 INTEL, AMD = "Intel(R) Xeon(R) Processor (AVX-512)", "AMD EPYC (AVX2, family 25 model 1)"
 DETERMINISTIC = ("loss", "plan", "fits")
