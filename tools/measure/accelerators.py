@@ -4,8 +4,11 @@ runs on their targets.
 
     values = measure_apertus_targets(REPO, scratch)  # needs the `accelerators` extra
 
-`render_apertus_targets` reads a refused plan's size and memory space from the compiler's own
-out-of-memory message (`_REFUSED`), the one text of another program it parses.
+The target plans are read from the JSON the commands write. `render_apertus_targets` reads a refused plan's
+size and memory space from the compiler's own out-of-memory message (`_REFUSED`: XLA's text, kept whole in
+the report's `oom`). The document mask's cost is still read from the lines `experiments.document_mask` prints
+(`DOCUMENT_MASK_PRINTED`): its record was measured with that command, and measuring it again takes the
+`accelerators` extra and half an hour of compiling.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@
 
 A documented command line is run as a reader would type it, in the repository ROOT with this interpreter, its
 `/tmp/` paths moved into the measurement's scratch directory. Its values are read from the files it writes
-(`--json`, `--out`, a workdir's metrics.jsonl) or from the one JSON object it prints, never from its printed
-lines.
+(`--json`, `--out`, a workdir's metrics.jsonl) or from the one JSON object it prints (`printed_json`), not
+from lines it prints for a reader; `run(..., capture=True)` returns the printed text for the two records
+whose commands predate a JSON output (the demo BPE's time, the document mask's cost).
 """
 
 from __future__ import annotations

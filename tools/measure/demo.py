@@ -19,7 +19,8 @@ from apertus_jax.eval.tasks import load_exams_qa
 from tools.measure import commands
 
 DEMO_VOCAB = 4096
-# The documented time of training the demo BPE (README "Try it"), on its own in a fresh cache.
+# The documented time of training the demo BPE (README "Try it"), on its own in a fresh cache: the command of
+# the demo record as measured (a module printing JSON would take re-measuring the demo run, minutes on 2 cores).
 DEMO_BPE = (
     "import time; from apertus_jax.data.run_tokenizer import demo_tokenizer; "
     f"t = time.perf_counter(); demo_tokenizer({DEMO_VOCAB}); print(time.perf_counter() - t)"
