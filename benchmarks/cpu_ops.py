@@ -7,7 +7,7 @@
 Prints one JSON object {op: the first 12 hex digits of the sha256 of its float32 result}: the dots of the demo
 model's shapes (forward and weight-gradient contractions), the reductions of a loss and of a gradient norm, and
 the elementwise functions of the model and the optimizer. The same fingerprint on two processors means the op
-gives the same bits there; `apertus_jax.jobs.measurements` compares them across emulated processors
+gives the same bits there; `tools.measure.portability` compares them across emulated processors
 (docs/results.md, "Across processor kinds"). The inputs are fixed draws of a seeded generator, float32.
 """
 

@@ -2,7 +2,7 @@
 target, and print per-device bytes (`apertus_jax.jobs.memory_plan` and `apertus_jax.jobs.target_plan`, where
 the columns and caveats are described).
 
-    python -m experiments.memory_plan --config=configs/runs/apertus_8b.py
+    python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --json=/tmp/plan_8b.json
     python -m experiments.memory_plan --config=configs/runs/apertus_70b.py --meshes=1x256x1,1x64x4 --rows_per_device=1
     python -m experiments.memory_plan --config=configs/runs/apertus_8b_long_context.py:64k --meshes=1x16x1x4
     python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --optimizers=ademamix,muon
@@ -16,7 +16,7 @@ accelerators) is printed row by row as each mesh compiles. The microbatch is the
 `train.microbatch_size` (override it like any field), or, with `--rows_per_device=N`, N sequences per
 batch-sharded (data x fsdp) device of each mesh. With `--optimizers=ademamix,muon` it prints instead, per mesh
 and optimizer, the optimizer state per device and the collectives of one optimizer update (only the update is
-compiled).
+compiled). `--json=PATH` also writes the rows as JSON (bytes per device, `plan_lines`, `optimizer_lines`).
 
 With `--target=NAME` (a TPU slice `v5p-128`, `v5e-256`, ... with `--num_slices`, or a GPU cluster `h100:1x8`;
 `apertus_jax.jobs.targets`) the same step is compiled by that target's own compiler for compile-only devices,
@@ -69,7 +69,7 @@ _TARGET = flags.DEFINE_string(
 _NUM_SLICES = flags.DEFINE_integer(
     "num_slices", 1, "TPU slices of --target joined over the network (multislice)."
 )
-_JSON = flags.DEFINE_string("json", "", "With --target: also write the per-device reports to this JSON file.")
+_JSON = flags.DEFINE_string("json", "", "Also write the per-device plans to this JSON file.")
 _STEP_ESTIMATE = flags.DEFINE_boolean(
     "step_estimate",
     True,
@@ -81,12 +81,12 @@ _STEP_ESTIMATE = flags.DEFINE_boolean(
 def main(argv) -> None:
     del argv
     parsed = cli.parsed_config(_CONFIG)
+    folder = os.path.dirname(os.path.abspath(_JSON.value))
+    if _JSON.value and not os.path.isdir(folder):
+        raise ValueError(f"--json={_JSON.value}: the folder {folder} does not exist; create it first")
     if _TARGET.value:
         if _OPTIMIZERS.value:
             raise ValueError("--optimizers compares optimizers on the CPU plan; drop --target")
-        folder = os.path.dirname(os.path.abspath(_JSON.value))
-        if _JSON.value and not os.path.isdir(folder):
-            raise ValueError(f"--json={_JSON.value}: the folder {folder} does not exist; create it first")
         target = parse_target(_TARGET.value, _NUM_SLICES.value)
         shapes = target_meshes(parsed.run, target, _MESHES.value)
         devices = target_devices(target)
@@ -100,14 +100,14 @@ def main(argv) -> None:
             _JSON.value,
             _STEP_ESTIMATE.value,
         )
-    elif _JSON.value or _NUM_SLICES.value != 1:
-        raise ValueError("--json and --num_slices go with --target=NAME")
+    elif _NUM_SLICES.value != 1:
+        raise ValueError("--num_slices goes with --target=NAME")
     else:
         shapes = mesh_shapes(parsed.run, _MESHES.value)
         if _OPTIMIZERS.value:
-            lines = optimizer_lines(parsed.run, parsed.model_preset, shapes, _OPTIMIZERS.value)
+            lines = optimizer_lines(parsed.run, parsed.model_preset, shapes, _OPTIMIZERS.value, _JSON.value)
         else:
-            lines = plan_lines(parsed.run, parsed.model_preset, shapes, _ROWS.value)
+            lines = plan_lines(parsed.run, parsed.model_preset, shapes, _ROWS.value, _JSON.value)
     for line in lines:
         print(line, flush=True)
 

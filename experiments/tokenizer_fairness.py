@@ -6,6 +6,7 @@ HF tokenizer.json given, on the 521 UDHR translations vendored with the demo cor
   summary.csv / summary.md           one row per tokenizer (Gini, fertility, compression, utilization)
   by_script.csv / by_script.md       median cost per dominant script, one column per tokenizer
   tokenizer_fairness.png             per-language cost sorted, one line per tokenizer, Gini in the legend
+  report.json                        the counts, the Gini of the texts' lengths and each tokenizer's seconds
 
 The demo BPE is trained on the demo corpus's train split, which holds about 95% of the UDHR text of 95% of
 the translations (plus German prose): on those it is contaminated (it has seen the evaluation text), so its

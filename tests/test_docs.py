@@ -12,6 +12,7 @@ SCANNED = (
     "experiments",
     "configs",
     "benchmarks",
+    "tools",
     "tests",
     "docs",
     "README.md",

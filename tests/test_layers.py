@@ -1,6 +1,6 @@
 """The layers of docs/architecture.md hold: every import, those inside functions included, points down.
 
-Three rules over the repository's packages (`apertus_jax`, `configs`, `experiments`, `benchmarks`):
+Three rules over the repository's packages (`apertus_jax`, `configs`, `experiments`, `benchmarks`, `tools`):
 1. a unit (a top-level module of `apertus_jax`, a subpackage of it, or an outer package) imports only units of
    lower layers and itself: no upward import and no import between units of one layer, hence no package
    cycle;
@@ -24,7 +24,7 @@ import pytest
 import apertus_jax
 
 REPO = pathlib.Path(apertus_jax.__file__).parent.parent
-PACKAGES = ("apertus_jax", "configs", "experiments", "benchmarks")
+PACKAGES = ("apertus_jax", "configs", "experiments", "benchmarks", "tools")
 LAYERS = (
     (
         "apertus_jax",
@@ -44,6 +44,7 @@ LAYERS = (
     ("configs",),
     ("experiments",),
     ("benchmarks",),
+    ("tools",),
 )
 # Importable only with an extra of setup.py (hf, eval, wandb, prep, seqio, dev), or importing one when it is
 # installed: imported where they are used.

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from apertus_jax.jobs import processor_kinds, results
-from apertus_jax.jobs.measurements import MEASUREMENTS, RENDERERS, TABLES
+from tools.measure import processor_kinds, results
+from tools.measure.measurements import MEASUREMENTS, RENDERERS, TABLES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,7 +30,7 @@ def test_every_bound_figure_is_its_results_file_value():
         ]
         if results.regenerate(text, lambda block: RENDERERS[block](ROOT)) != text:
             bad.append(f"{os.path.relpath(path, ROOT)}: a generated block differs from its rendering")
-    assert not bad, "\n".join(bad) + "\n(python -m experiments.measure --rewrite_only rewrites them)"
+    assert not bad, "\n".join(bad) + "\n(python -m tools.measure --rewrite_only rewrites them)"
 
 
 def test_every_table_template_is_registered_and_shown_by_one_generated_block():

@@ -45,6 +45,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from apertus_jax import files
 from apertus_jax.models import partitioning
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.transformer import Apertus
@@ -183,11 +184,17 @@ def mesh_shapes(config: RunConfig, meshes: Sequence[str] = ()) -> list[tuple[int
 
 
 def plan_lines(
-    config: RunConfig, name: str, shapes: Sequence[tuple[int, ...]], rows_per_device: int = 0
+    config: RunConfig,
+    name: str,
+    shapes: Sequence[tuple[int, ...]],
+    rows_per_device: int = 0,
+    json_path: str = "",
 ) -> Iterator[str]:
     """The memory plan of `config` (model label `name`) on each of `shapes` as a markdown table: a title
     line, the header, one row per mesh (in GB = 1e9 bytes per device; yielded as each mesh has compiled, a
-    few seconds to minutes each) and a closing hint on `train.microbatch_size`.
+    few seconds to minutes each) and a closing hint on `train.microbatch_size`; with `json_path`, the plans
+    (`plan_one`, bytes per device, with `fits` {device of `DEVICE_MEMORY_GB`: bool}) as a JSON list written
+    there after the last.
 
     Raises:
       ValueError: a mesh with more devices than exist, or a config the mesh does not fit (`plan_run`).
@@ -210,9 +217,12 @@ def plan_lines(
     ]
     yield "| " + " | ".join(header) + " |"
     yield "|" + "---|" * len(header)
+    plans = []
     for shape in shapes:
         r = plan_one(config, shape, rows_per_device)
-        fits = ["yes" if r["total"] <= gb * GB else "no" for gb in DEVICE_MEMORY_GB.values()]
+        r["fits"] = {device: r["total"] <= gb * GB for device, gb in DEVICE_MEMORY_GB.items()}
+        plans.append(r)
+        fits = ["yes" if fit else "no" for fit in r["fits"].values()]
         yield (
             f"| {r['mesh']} ({r['devices']} dev; batch {r['batch_rows']} rows = {r['microbatches']} x "
             f"{r['rows']}) | {r['params'] / GB:.2f} | {r['opt_state'] / GB:.2f} | {r['activations'] / GB:.2f} | "
@@ -222,6 +232,9 @@ def plan_lines(
         "Train with the same microbatches: --config.train.microbatch_size=ROWS of a microbatch (the 'x ROWS' "
         f"above; this config has {config.train.microbatch_size}, 0 = the whole batch in one pass)."
     )
+    if json_path:
+        files.write_json(json_path, plans, indent=1)
+        yield f"wrote {json_path}"
 
 
 COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
@@ -286,10 +299,16 @@ def optimizer_plan(config: RunConfig, mesh_shape: tuple[int, ...], name: str) ->
 
 
 def optimizer_lines(
-    config: RunConfig, name: str, shapes: Sequence[tuple[int, ...]], optimizers: Sequence[str]
+    config: RunConfig,
+    name: str,
+    shapes: Sequence[tuple[int, ...]],
+    optimizers: Sequence[str],
+    json_path: str = "",
 ) -> Iterator[str]:
     """A markdown table of the optimizer state per device (GB = 1e9 bytes) and the collectives of one update
-    (ops and GB of their results per device) of each of `optimizers` on each of `shapes` (`optimizer_plan`).
+    (ops and GB of their results per device) of each of `optimizers` on each of `shapes` (`optimizer_plan`);
+    with `json_path`, the rows as a JSON list written there after the last: {mesh, devices, optimizer,
+    opt_state (bytes per device), collectives {kind: {ops, bytes}} (the kinds the update has)}.
 
     Raises:
       ValueError: as `optimizer_plan`.
@@ -300,13 +319,23 @@ def optimizer_lines(
     )
     yield "| mesh (data x fsdp x tensor [x context]) | optimizer | state | collectives of the update |"
     yield "|---|---|---|---|"
+    rows = []
     for shape in shapes:
         for optimizer in optimizers:
             r = optimizer_plan(config, shape, optimizer)
-            used = [
-                f"{ops} {kind} ({size / GB:.2f})" for kind, (ops, size) in r["collectives"].items() if ops
-            ]
-            yield (
-                f"| {'x'.join(map(str, shape))} ({int(np.prod(shape))} dev) | {optimizer} | "
-                f"{r['opt_state'] / GB:.2f} | {', '.join(used) or 'none'} |"
+            used = {
+                kind: {"ops": ops, "bytes": size} for kind, (ops, size) in r["collectives"].items() if ops
+            }
+            mesh, devices = "x".join(map(str, shape)), int(np.prod(shape))
+            rows.append(
+                {"mesh": mesh, "devices": devices, "optimizer": optimizer, "opt_state": r["opt_state"]}
+                | {"collectives": used}
             )
+            cells = [f"{c['ops']} {kind} ({c['bytes'] / GB:.2f})" for kind, c in used.items()]
+            yield (
+                f"| {mesh} ({devices} dev) | {optimizer} | {r['opt_state'] / GB:.2f} | "
+                f"{', '.join(cells) or 'none'} |"
+            )
+    if json_path:
+        files.write_json(json_path, rows, indent=1)
+        yield f"wrote {json_path}"

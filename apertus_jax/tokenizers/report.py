@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from apertus_jax.files import atomic_path, write_text
+from apertus_jax.files import atomic_path, write_json, write_text
 from apertus_jax.tokenizers import fairness
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.tokenizers.hf import HFTokenizer
@@ -272,7 +272,10 @@ def write_fairness_report(
 
     Writes `<tokenizer>.csv/.md` (per-language rows of LANGUAGE_COLUMNS), `summary.csv/.md` (one row per
     tokenizer, sorted by Gini; the .md adds the Gini of the texts' lengths in bytes, characters and words),
-    `by_script.csv/.md` (median parity per dominant script) and `tokenizer_fairness.png`; the BPE model is
+    `by_script.csv/.md` (median parity per dominant script), `tokenizer_fairness.png` and `report.json`
+    ({translations, languages (identified), scripts (dominant), unseen_translations (held out whole),
+    text_gini {bytes, chars, words} (the Gini of the texts' lengths), tokenizer_seconds {tokenizer name:
+    seconds of its evaluation}}: the figures the log and summary.md print); the BPE model is
     trained into `out/bpe<N>k_demo.model`. The subset columns: `gini_one_per_language` (first translation of
     each identified language), `gini_unseen_languages` (the demo corpus's UDHR translations held out whole: languages
     the demo BPE has not seen), `gini_latin` / `gini_non_latin` (dominant script).
@@ -317,13 +320,19 @@ def write_fairness_report(
         "latin": sorted(code for code, script in script_of.items() if script == "Latin"),
         "non_latin": sorted(code for code, script in script_of.items() if script != "Latin"),
     }
+    counts = {
+        "translations": len(texts),
+        "languages": len(subsets["one_per_language"]),
+        "scripts": len(set(script_of.values())),
+        "unseen_translations": len(subsets["unseen_languages"]),
+    }
     log(
-        f"UDHR: {len(texts)} translations of {len(subsets['one_per_language'])} identified "
-        f"languages in {len(set(script_of.values()))} scripts, {len(subsets['unseen_languages'])} of them "
-        "held out whole from the demo training split"
+        f"UDHR: {counts['translations']} translations of {counts['languages']} identified languages in "
+        f"{counts['scripts']} scripts, {counts['unseen_translations']} of them held out whole from the demo "
+        "training split"
     )
 
-    reports = []
+    reports, seconds_of = [], {}
     for tokenizer in _compared_tokenizers(out, bpe_vocab_size, hf_tokenizers, demo_documents, log):
         tick = time.time()
         report = evaluate(tokenizer, texts, reference)
@@ -331,21 +340,30 @@ def write_fairness_report(
         write_text(os.path.join(out, f"{slug}.csv"), csv_table(LANGUAGE_COLUMNS, report.rows))
         write_text(os.path.join(out, f"{slug}.md"), markdown_table(LANGUAGE_COLUMNS, report.rows))
         reports.append(report)
-        seconds = time.time() - tick
-        log(f"{report.name}: Gini {report.gini:.4f}, fertility {report.fertility:.3f}, {seconds:.1f} s")
+        seconds_of[report.name] = time.time() - tick
+        log(
+            f"{report.name}: Gini {report.gini:.4f}, fertility {report.fertility:.3f}, "
+            f"{seconds_of[report.name]:.1f} s"
+        )
 
     rows = sorted((summary_row(r, subsets) for r in reports), key=lambda row: row["gini"])
     write_text(os.path.join(out, "summary.csv"), csv_table(SUMMARY_COLUMNS, rows))
     # Reference points without a tokenizer: the spread of the translations' lengths themselves.
-    baselines = ", ".join(
-        f"{unit} {fairness.gini(row[unit] for row in reports[0].rows):.4f}"
+    text_gini = {
+        unit: float(fairness.gini(row[unit] for row in reports[0].rows))
         for unit in ("bytes", "chars", "words")
-    )
+    }
+    baselines = ", ".join(f"{unit} {gini:.4f}" for unit, gini in text_gini.items())
     summary = (
         markdown_table(SUMMARY_COLUMNS, rows)
         + f"\nGini of the texts' lengths in UTF-8 bytes, characters, words: {baselines}\n"
     )
     write_text(os.path.join(out, "summary.md"), summary)
+    write_json(
+        os.path.join(out, "report.json"),
+        {**counts, "text_gini": text_gini, "tokenizer_seconds": seconds_of},
+        indent=1,
+    )
     by_script = by_script_rows(reports, script_of)
     script_columns = ("script", "translations", *(r.name for r in reports))
     write_text(os.path.join(out, "by_script.csv"), csv_table(script_columns, by_script))

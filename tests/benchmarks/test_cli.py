@@ -4,7 +4,7 @@ benchmarks/accelerator_check.sh in test_accelerator.py)."""
 
 import pytest
 
-SCRIPTS = ("checkpoint", "data_pipeline", "loop_overhead", "megatron_read", "profile", "tokenize")
+SCRIPTS = ("checkpoint", "loop_overhead", "megatron_read", "profile", "tokenize")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

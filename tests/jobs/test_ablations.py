@@ -9,7 +9,8 @@ import sys
 import ml_collections
 import pytest
 
-from apertus_jax.jobs import ablations, measurements
+from apertus_jax.jobs import ablations
+from tools.measure import ablation_studies
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = os.path.join(ROOT, "configs", "ablations", "tiny.py")
@@ -50,8 +51,8 @@ def test_three_variants_end_to_end_then_skipped(tmp_path):
         assert [r["step"] for r in records if "loss" in r] == list(range(1, 9))
         assert [r["step"] for r in records if "eval/demo/loss" in r] == [4, 8]
     stamps = {label: os.path.getmtime(workdir / label / "metrics.jsonl") for label in labels}
-    # The values the docs bind (apertus_jax.jobs.measurements): the table's rows and each seed's paired difference.
-    values = measurements.ablation_values(str(workdir), "baseline")
+    # The values the docs bind (tools.measure.ablation_studies): the table's rows and each seed's paired difference.
+    values = ablation_studies.ablation_values(str(workdir), "baseline")
     assert list(values) == ["baseline", "lr3e_3", "no_qk_norm"] and values["baseline"]["seeds"] == 1
     assert rows[2].split(" | ")[2] == f"{values['no_qk_norm']['final_loss']:.4f} ± 0.0000"
     assert (

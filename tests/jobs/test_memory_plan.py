@@ -1,6 +1,8 @@
 """apertus_jax.jobs.memory_plan on the tiny demo config over the 8 virtual CPU devices of the test session, and
 the table `experiments.memory_plan` prints."""
 
+import json
+
 import jax
 import optax
 import pytest
@@ -99,10 +101,11 @@ def test_mesh_shapes_default_per_model_size(config):
 
 
 @pytest.mark.slow
-def test_plan_lines_are_a_table_of_the_plan(config):
-    lines = list(memory_plan.plan_lines(config, "tiny", [(2, 2, 2)], rows_per_device=1))
+def test_plan_lines_are_a_table_of_the_plan(config, tmp_path):
+    path = str(tmp_path / "plan.json")
+    lines = list(memory_plan.plan_lines(config, "tiny", [(2, 2, 2)], rows_per_device=1, json_path=path))
     assert (
-        len(lines) == 5
+        len(lines) == 6
         and lines[0].startswith("tiny: the training loop's own step (")
         and "seq_len" in lines[0]
     )
@@ -112,7 +115,13 @@ def test_plan_lines_are_a_table_of_the_plan(config):
     assert cells[1] == f"2x2x2 (8 dev; batch {plan['batch_rows']} rows = {plan['microbatches']} x 4)"
     assert cells[2:6] == [f"{plan[k] / 1e9:.2f}" for k in ("params", "opt_state", "activations", "total")]
     assert cells[6:9] == ["yes", "yes", "yes"]
-    assert lines[4].startswith("Train with the same microbatches:")
+    assert lines[4].startswith("Train with the same microbatches:") and lines[5] == f"wrote {path}"
+    with open(path) as f:
+        (written,) = json.load(f)
+    assert {k: v for k, v in written.items() if k not in ("compile_s", "fits")} == {
+        k: v for k, v in plan.items() if k != "compile_s"
+    }
+    assert written["fits"] == dict.fromkeys(memory_plan.DEVICE_MEMORY_GB, True)
 
 
 def test_collective_bytes_reads_compiled_hlo():
@@ -150,12 +159,25 @@ def test_optimizer_state_per_device_ademamix_three_moments_muon_one_per_matrix(c
 
 
 @pytest.mark.slow
-def test_optimizer_lines_are_a_table(config):
-    lines = list(memory_plan.optimizer_lines(config, "tiny", [(1, 8, 1)], ["ademamix", "muon"]))
-    assert lines[0].startswith("tiny: optimizer state and the collectives") and len(lines) == 5
+def test_optimizer_lines_are_a_table(config, tmp_path):
+    path = str(tmp_path / "optimizers.json")
+    lines = list(memory_plan.optimizer_lines(config, "tiny", [(1, 8, 1)], ["ademamix", "muon"], path))
+    assert lines[0].startswith("tiny: optimizer state and the collectives") and len(lines) == 6
     assert lines[1].count("|") == 5 and lines[2] == "|---|---|---|---|"
-    cells = [[c.strip() for c in line.split("|")[1:4]] for line in lines[3:]]
+    cells = [[c.strip() for c in line.split("|")[1:4]] for line in lines[3:5]]
     assert [c[:2] for c in cells] == [["1x8x1 (8 dev)", "ademamix"], ["1x8x1 (8 dev)", "muon"]]
-    assert "all-gather" in lines[4] and "all-gather" not in lines[3]
+    assert "all-gather" in lines[4] and "all-gather" not in lines[3] and lines[5] == f"wrote {path}"
+    with open(path) as f:
+        written = json.load(f)
+    assert [(r["mesh"], r["devices"], r["optimizer"]) for r in written] == [
+        ("1x8x1", 8, "ademamix"),
+        ("1x8x1", 8, "muon"),
+    ]
+    gathered = written[1]["collectives"]["all-gather"]
+    assert f"{gathered['ops']} all-gather ({gathered['bytes'] / 1e9:.2f})" in lines[4]
+    assert (
+        cells[1][2] == f"{written[1]['opt_state'] / 1e9:.2f}"
+        and "all-gather" not in written[0]["collectives"]
+    )
     with pytest.raises(ValueError, match="optim.name must be one of"):
         memory_plan.optimizer_plan(config, (1, 8, 1), "sgd")

@@ -133,7 +133,7 @@ def memory_plan(run_job):
             ["--target=h100:1x8", "--meshes=1x4x1"],
             "error: mesh 1x4x1 has 4 devices but --target=h100:1x8 has 8",
         ),
-        (["--json=/tmp/plan.json"], "error: --json and --num_slices go with --target=NAME"),
+        (["--num_slices=2"], "error: --num_slices goes with --target=NAME"),
         (
             ["--target=v5e-4", "--json=/nonexistent/plan.json"],
             "error: --json=/nonexistent/plan.json: the folder",

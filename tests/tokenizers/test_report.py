@@ -2,6 +2,7 @@
 
 import csv
 import io
+import json
 
 import pytest
 import tokenizers
@@ -122,6 +123,7 @@ def test_udhr_fairness_report(tmp_path, udhr_sample):
         "by_script.csv",
         "by_script.md",
         "tokenizer_fairness.png",
+        "report.json",
         "bpe4k_demo.model",
     }
     summary = list(csv.DictReader(open(out / "summary.csv", encoding="utf-8")))
@@ -144,6 +146,14 @@ def test_udhr_fairness_report(tmp_path, udhr_sample):
         f"lowest Gini: {rows[0]['tokenizer']} ({rows[0]['gini']:.4f}); tekken ranks "
     )
     assert "UTF-8 bytes, characters, words: bytes 0." in (out / "summary.md").read_text()
+    report = json.loads((out / "report.json").read_text())
+    assert logged[0].startswith(
+        f"UDHR: {report['translations']} translations of {report['languages']} identified languages in "
+        f"{report['scripts']} scripts, {report['unseen_translations']} of them held out whole"
+    )
+    text_gini = ", ".join(f"{unit} {gini:.4f}" for unit, gini in report["text_gini"].items())
+    assert f"UTF-8 bytes, characters, words: {text_gini}\n" in (out / "summary.md").read_text()
+    assert set(report["tokenizer_seconds"]) == {row["tokenizer"] for row in rows}
 
 
 def test_udhr_fairness_report_rejects_unknown_codes_before_writing(tmp_path):

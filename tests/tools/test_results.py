@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from apertus_jax.jobs import results
+from tools.measure import results
 
 RECORD = {
     "command": "python -m experiments.pretrain",

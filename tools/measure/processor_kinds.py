@@ -29,7 +29,7 @@ from collections.abc import Mapping
 
 from absl import logging
 
-from apertus_jax.jobs import results
+from tools.measure import results
 
 # XLA flags that move the last bits of the CPU runs on one machine the way another processor kind does: the
 # exactly rounded reciprocal square root instead of the processor's estimate; XLA's own reductions instead of
@@ -269,7 +269,7 @@ def measure_regressions(registry: Mapping, root: str, scratch: str) -> dict:
     a kind without a record of its own).
 
     Args:
-      registry: the measurements by name (`apertus_jax.jobs.measurements.MEASUREMENTS`).
+      registry: the measurements by name (`tools.measure.measurements.MEASUREMENTS`).
 
     Returns:
       {case: {measurement: {"exact": [disagreements], "tolerance": [disagreements]}}}: a regression is caught

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from apertus_jax.jobs import measurements, processor_kinds, results
-from apertus_jax.jobs.measurements import REPO
-from apertus_jax.jobs.processor_kinds import REGRESSIONS, check, kept_processors, leaves, spreads
+from tools.measure import measurements, processor_kinds, results
+from tools.measure.measurements import REPO
+from tools.measure.processor_kinds import REGRESSIONS, check, kept_processors, leaves, spreads
 
 INTEL, AMD = "Intel(R) Xeon(R) Processor (AVX-512)", "AMD EPYC (AVX2, family 25 model 1)"
 DETERMINISTIC = ("loss", "plan", "fits")
@@ -206,18 +206,4 @@ def test_the_regression_table_says_which_rule_failed_on_how_many_figures():
         "| loss_mask |  | posttrain | fails (1: sft_final_loss) | passes |",
         f"| goldfish_hash | {REGRESSIONS['goldfish_hash'].what} | goldfish_rates | fails (the command fails) |"
         " fails (the command fails) |",
-    ]
-
-
-def test_the_portability_table_names_the_differing_ops_and_the_run_times():
-    values = {
-        "ops": {"default": {"native": {}, "EPYC-v3": {}}, "portable": {"native": {}, "EPYC-v3": {}}},
-        "differing": {"default": ["rsqrt", "sum_1m"], "portable": []},
-        "demo_seconds": {"default": [90.0, 92.0, 100.0], "portable": [110.0, 108.0, 111.0]},
-    }
-    assert measurements.render_portability(values).splitlines() == [
-        "| XLA flags | ops with other bits on another processor (native, EPYC-v3) | demo run, median wall s |",
-        "| --- | --- | --- |",
-        "| XLA's defaults | rsqrt, sum_1m | 92.0 |",
-        "| PORTABLE_FLAGS | none | 110.0 |",
     ]

@@ -8,7 +8,7 @@ A measurement writes `docs/results/NAME.json` (`write_result`, atomically)::
      "processors": {processor kind: {"values": the deterministic values, "commit", "date"}}}
 
 `processors`, in the files of the measurements the tests re-check, holds the deterministic values of every
-processor kind measured on the same code (`apertus_jax.jobs.processor_kinds`); `values` are those of the latest
+processor kind measured on the same code (`tools.measure.processor_kinds`); `values` are those of the latest
 measurement, which the docs quote.
 
 A figure in README.md or docs/*.md is bound to a value by an HTML comment right after it, which rendered
@@ -57,7 +57,7 @@ NAMING = re.compile(
 )
 # Fenced blocks and inline code spans: a marker there is shown as written (an example), not a binding.
 CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.MULTILINE | re.DOTALL)
-# A block rendered whole from results files by the renderer NAME (`apertus_jax.jobs.measurements.RENDERERS`):
+# A block rendered whole from results files by the renderer NAME (`tools.measure.measurements.RENDERERS`):
 # a table too wide to bind figure by figure. `regenerate` rewrites its body; its figures are not checked one
 # by one (the test compares the whole block with its rendering).
 GENERATED = re.compile(
@@ -172,9 +172,7 @@ def read_result(root: str, name: str) -> dict:
     """
     path = results_path(root, name)
     if not os.path.exists(path):
-        raise FileNotFoundError(
-            f"{path} does not exist: python -m experiments.measure --only {name} writes it"
-        )
+        raise FileNotFoundError(f"{path} does not exist: python -m tools.measure --only {name} writes it")
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 

@@ -1,9 +1,9 @@
-"""Re-measure the figures the docs quote and rewrite them (`apertus_jax.jobs.measurements`).
+"""Re-measure the figures the docs quote and rewrite them (`tools.measure.measurements`).
 
-    python -m experiments.measure               # every registered measurement
-    python -m experiments.measure --only demo   # the README's "Try it" figures
-    python -m experiments.measure --rewrite_only  # after binding a figure: rewrite from the results files
-    python -m experiments.measure --only demo --processor_only  # add this processor kind's record
+    python -m tools.measure               # every registered measurement
+    python -m tools.measure --only demo   # the README's "Try it" figures
+    python -m tools.measure --rewrite_only  # after binding a figure: rewrite from the results files
+    python -m tools.measure --only demo --processor_only  # add this processor kind's record
 
 Each measurement runs its documented command(s) and writes `docs/results/NAME.json` (command, date, commit,
 machine, values); then every figure of README.md and docs/*.md bound to a results file is rewritten from it
@@ -15,8 +15,8 @@ the same way after its own output, the results files written before it kept.
 
 from absl import flags
 
-from apertus_jax.jobs.measurements import MEASUREMENTS, REPO, measure_all, selected
 from experiments import cli
+from tools.measure.measurements import MEASUREMENTS, REPO, measure_all, selected
 
 _ONLY = flags.DEFINE_list("only", None, f"Measure only these (default: all): {', '.join(MEASUREMENTS)}.")
 _REWRITE_ONLY = flags.DEFINE_bool(

@@ -1,0 +1,68 @@
+"""The measurement registry: names selected by --only, and documented commands that name what exists."""
+
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from tools.measure import measurements, results
+from tools.measure.measurements import MEASUREMENTS, REPO, selected
+
+
+def test_only_selects_in_registry_order_and_rejects_unknown_names():
+    assert selected(None) == selected([]) == list(MEASUREMENTS)
+    assert list(MEASUREMENTS)[:3] == ["demo", "posttrain", "evaluation"]
+    assert selected(["evaluation", "demo"]) == ["demo", "evaluation"]
+    with pytest.raises(ValueError, match=f"no measurement nope; known: {', '.join(MEASUREMENTS)}$"):
+        selected(["demo", "nope"])
+
+
+@pytest.mark.parametrize("name", list(MEASUREMENTS))
+def test_measured_commands_name_existing_modules_and_configs(name):
+    measurement = MEASUREMENTS[name]
+    assert set(measurement.deterministic) and len(set(measurement.deterministic)) == len(
+        measurement.deterministic
+    )
+    for line in measurement.command.splitlines():
+        if line.startswith("(cd /tmp && "):
+            continue  # a shell step that fetches into the scratch directory (tokenizer_fairness: npm pack)
+        argv = shlex.split(line.split("  #")[0])
+        assert argv[0] == "python" and argv[1] in ("-m", "-c"), line
+        if argv[1] == "-m":
+            module = os.path.join(REPO, *argv[2].split("."))
+            assert os.path.isfile(module + ".py") or os.path.isfile(module + "/__main__.py"), line
+        for arg in argv[3:]:
+            if arg.startswith("--config="):
+                assert os.path.isfile(os.path.join(REPO, arg.split("=", 1)[1].partition(":")[0])), line
+
+
+def test_measure_all_writes_the_results_file_and_rewrites_the_bound_figures(tmp_path, monkeypatch):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "README.md").write_text("x is 0<!-- result fake.x:.1f --> (y 0<!-- result fake.y -->)\n")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "README.md"], check=True)
+    git_user = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "-C", str(tmp_path), *git_user, "commit", "-qm", "a"], check=True)
+    scratches = []
+
+    def fake(root, scratch):
+        scratches.append(scratch)
+        assert root == str(tmp_path) and os.listdir(scratch) == []
+        return {"x": 1.5 * len(scratches), "y": "yes"}
+
+    monkeypatch.setitem(
+        measurements.MEASUREMENTS, "fake", measurements.Measurement("python -m fake", fake, ("x",))
+    )
+    assert measurements.measure_all(str(tmp_path), ["fake"]) == [str(tmp_path / "README.md")]
+    assert (
+        tmp_path / "README.md"
+    ).read_text() == "x is 1.5<!-- result fake.x:.1f --> (y yes<!-- result fake.y -->)\n"
+    first = results.read_result(str(tmp_path), "fake")
+    assert first["command"] == "python -m fake" and first["values"] == {"x": 1.5, "y": "yes"}
+    assert not os.path.exists(scratches[0])  # the scratch directory is removed
+    assert measurements.changed_deterministic("fake", first, {"x": 1.5, "y": "no"}) == []
+    assert measurements.changed_deterministic("fake", first, {"x": 3.0, "y": "yes"}) == ["x 1.5 -> 3.0"]
+    assert measurements.changed_deterministic("fake", None, {"x": 3.0}) == []
+    measurements.measure_all(str(tmp_path), ["fake"])
+    assert "x is 3.0<!--" in (tmp_path / "README.md").read_text()
+    assert measurements.measure_all(str(tmp_path), []) == []  # --rewrite_only: nothing changes
