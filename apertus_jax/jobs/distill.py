@@ -10,18 +10,22 @@ every position, with the log of the remaining probability mass, to `logits_dir/s
 step attached (`TeacherLogits`): packing, stages and exact resume are the pipeline's own, and each step's
 file carries a checksum of its tokens, so a misaligned store fails loudly instead of teaching the wrong rows.
 
-The objective (`distillation`), per unmasked position, with teacher top-k log-probabilities `l_i` (ids `j_i`),
-student logits `z` and temperature `tau`:
+The objective (`distillation`), per unmasked position, with teacher top-k log-probabilities `l_1..l_k` (ids
+`j_i`) and the log of the rest of its mass `r = log(1 - sum_i exp(l_i))`, student logits `z`, temperature `tau`:
 
-    p_i = softmax_i(l_i / tau)                        # the teacher renormalized over its top k
-    KL  = sum_i p_i * (log p_i - log_softmax(z / tau)[j_i])
+    p = softmax(l_1 / tau, ..., l_k / tau, r / tau)          # the teacher over its top k and "the rest"
+    q_i = softmax(z / tau)[j_i],  q_rest = 1 - sum_i q_i      # the student over the same k + 1 outcomes
+    KL  = sum_{i <= k + 1} p_i * (log p_i - log q_i)
     loss = alpha * tau^2 * KL + (1 - alpha) * CE(z, target)
 
-Renormalizing over the top k makes the teacher a distribution with support on its k ids (the mass outside,
-`exp(rest_logprob)`, is stored for inspection but not taught); the student's log-probabilities are over the
-whole vocabulary, so the KL is exact for that truncated teacher. `tau^2` keeps the gradient scale of the
-KL term independent of the temperature (Hinton et al. 2015). The step reports `kl` and `ce` per token beside
-the loss. One process: the store holds the rows of a single-process run.
+The KL is between both distributions coarsened to the teacher's top k plus one outcome for every other id:
+exact at tau = 1 (a lower bound of the full KL), it keeps the student's mass outside the top k where the
+teacher has it. (Renormalizing the teacher over its top k instead tells the student that the rest is
+impossible: with the demo teacher, whose true next token is often outside its top 32, the distilled student's
+held-out loss ended above the from-scratch student's.) At tau != 1 the rest is tempered as one outcome of
+log-probability r, an approximation: its ids' own logits are not stored. `tau^2` keeps the gradient scale of
+the KL term independent of the temperature (Hinton et al. 2015). The step reports `kl` and `ce` per token
+beside the loss. One process: the store holds the rows of a single-process run.
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ from apertus_jax.train.run import Run, pipeline_batch_source
 from apertus_jax.train.step import Objective
 
 META = "meta.json"
-ARRAYS = ("teacher_ids", "teacher_logprobs")
+ARRAYS = ("teacher_ids", "teacher_logprobs", "rest_logprob")
+LOG_FLOOR = -100.0
 
 
 def step_file(logits_dir: str, step: int) -> str:
@@ -156,7 +161,7 @@ class TeacherLogits:
                 "the student's config (same data, seed and batch plan)"
             )
         expected = (*batch["tokens"].shape, self.k)
-        if any(stored[name].shape != expected for name in ARRAYS):
+        if any(stored[name].shape != expected for name in ARRAYS[:2]):
             raise ValueError(
                 f"the teacher logits of step {self.step} in {self.logits_dir} have shape "
                 f"{stored['teacher_ids'].shape}, the step needs {expected}; write them with the student's config"
@@ -191,10 +196,21 @@ def distillation(seq_len: int, k: int, alpha: float, temperature: float) -> Obje
     def loss_fn(logits_BxTxV, batch, frozen):
         del frozen
         mask_BxT = batch["loss_mask"].astype(jnp.float32)
+        ids_BxTxK = batch["teacher_ids"]
+        # The teacher over its top k and the rest, tempered: [B, T, k + 1] probabilities.
+        teacher_BxTxK1 = jnp.concatenate([batch["teacher_logprobs"], batch["rest_logprob"][..., None]], -1)
+        p_BxTxK1 = jax.nn.softmax(teacher_BxTxK1 / temperature, -1)
+        # The student over the same k ids and the rest of the vocabulary, exactly.
         logq_BxTxV = jax.nn.log_softmax(logits_BxTxV / temperature, -1)
-        p_BxTxK = jax.nn.softmax(batch["teacher_logprobs"] / temperature, -1)
-        logq_BxTxK = jnp.take_along_axis(logq_BxTxV, batch["teacher_ids"], -1)
-        kl_BxT = jnp.sum(p_BxTxK * (jnp.log(jnp.maximum(p_BxTxK, 1e-30)) - logq_BxTxK), -1)
+        top_BxTxV = jnp.any(ids_BxTxK[..., None] == jnp.arange(logits_BxTxV.shape[-1]), axis=-2)
+        rest_BxT = jax.nn.logsumexp(jnp.where(top_BxTxV, -jnp.inf, logq_BxTxV), -1)
+        logq_BxTxK1 = jnp.concatenate(
+            [jnp.take_along_axis(logq_BxTxV, ids_BxTxK, -1), rest_BxT[..., None]], -1
+        )
+        # 0 log 0 = 0; a student probability that underflows counts as exp(-100)
+        logp_BxTxK1 = jnp.log(jnp.maximum(p_BxTxK1, 1e-30))
+        terms_BxTxK1 = p_BxTxK1 * (logp_BxTxK1 - jnp.maximum(logq_BxTxK1, LOG_FLOOR))
+        kl_BxT = jnp.sum(jnp.where(p_BxTxK1 > 0, terms_BxTxK1, 0.0), -1)
         log_softmax_BxTxV = jax.nn.log_softmax(logits_BxTxV, -1)
         ce_BxT = -jnp.take_along_axis(log_softmax_BxTxV, batch["targets"][..., None], -1)[..., 0]
         loss_BxT = alpha * temperature**2 * kl_BxT + (1 - alpha) * ce_BxT
@@ -206,6 +222,7 @@ def distillation(seq_len: int, k: int, alpha: float, temperature: float) -> Obje
         return jnp.sum(loss_BxT * mask_BxT), sums
 
     arrays = {"teacher_ids": ((seq_len, k), "int32"), "teacher_logprobs": ((seq_len, k), "float32")}
+    arrays["rest_logprob"] = ((seq_len,), "float32")
     return Objective(loss_fn, reads="logits", batch_arrays=arrays)
 
 

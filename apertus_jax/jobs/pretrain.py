@@ -43,8 +43,11 @@ def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[
         data if data is not None else {name: spec.describe() for name, spec in pipeline.components.items()}
     )
     hooks: list[Hook] = [RecordConfig(config.to_dict()), ProvenanceRecord(described), LossPlot()]
-    if config.eval.every_steps:  # the held-out sets of data.pipeline only when the run reads it
-        hooks.append(InLoopEvaluation(config.eval, pipeline if data is None else None))
+    # The held-out sets of data.pipeline only when the run reads it: no own description, or one that names
+    # every component of the pipeline (a source that adds to the pipeline's batches, e.g. teacher logits).
+    reads_pipeline = data is None or set(pipeline.components) <= set(data)
+    if config.eval.every_steps:
+        hooks.append(InLoopEvaluation(config.eval, pipeline if reads_pipeline else None))
     if data is None and pipeline.injected():
         hooks.append(ProbeManifest())
     return hooks

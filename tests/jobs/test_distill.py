@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from apertus_jax.jobs import distill
+from apertus_jax.jobs import distill, distill_study
 from apertus_jax.jobs.workdir import read_config
 from apertus_jax.train.run import Run, pipeline_batch_source
 
@@ -21,15 +21,17 @@ from .conftest import write_tiny_workdir
 K = 8
 
 
-def reference_loss(logits, teacher_ids, teacher_logprobs, targets, mask, alpha, tau):
-    """The documented loss written out in numpy, position by position."""
+def reference_loss(logits, teacher_ids, teacher_logprobs, rest_logprob, targets, mask, alpha, tau):
+    """The documented loss written out in numpy, position by position, in float64."""
     total = count = 0.0
     for b, t in zip(*np.nonzero(mask)):
         z = logits[b, t].astype(np.float64)
-        logq = z / tau - np.log(np.sum(np.exp(z / tau)))
-        p = np.exp(teacher_logprobs[b, t] / tau)
-        p /= p.sum()
-        kl = sum(p[i] * (np.log(p[i]) - logq[teacher_ids[b, t, i]]) for i in range(len(p)))
+        q = np.exp(z / tau) / np.sum(np.exp(z / tau))
+        teacher = np.append(teacher_logprobs[b, t], rest_logprob[b, t]).astype(np.float64)
+        p = np.exp(teacher / tau) / np.sum(np.exp(teacher / tau))
+        q_top = q[teacher_ids[b, t]]
+        q_all = np.append(q_top, 1.0 - q_top.sum())
+        kl = np.sum(p * (np.log(p) - np.log(q_all)))
         ce = np.log(np.sum(np.exp(z))) - z[targets[b, t]]
         total += alpha * tau**2 * kl + (1 - alpha) * ce
         count += 1
@@ -43,33 +45,29 @@ def test_the_objective_is_the_documented_kl_plus_cross_entropy(alpha, tau):
     logits = rng.normal(size=(rows, length, vocab)).astype(np.float32)
     teacher = jax.nn.log_softmax(rng.normal(size=(rows, length, vocab)), -1)
     teacher_logprobs, teacher_ids = jax.lax.top_k(teacher, K)
+    rest_logprob = np.log1p(-np.exp(np.asarray(teacher_logprobs, np.float64)).sum(-1))
     batch = {
         "targets": rng.integers(0, vocab, (rows, length)).astype(np.int32),
         "loss_mask": (rng.random((rows, length)) > 0.3).astype(np.int32),
         "teacher_ids": np.asarray(teacher_ids, np.int32),
         "teacher_logprobs": np.asarray(teacher_logprobs, np.float32),
+        "rest_logprob": rest_logprob.astype(np.float32),
     }
     objective = distill.distillation(length, K, alpha, tau)
     loss, sums = objective.loss_fn(jnp.asarray(logits), batch, None)
-    expected, count = reference_loss(
-        logits,
-        batch["teacher_ids"],
-        batch["teacher_logprobs"],
-        batch["targets"],
-        batch["loss_mask"],
-        alpha,
-        tau,
-    )
+    names = ("teacher_ids", "teacher_logprobs", "rest_logprob", "targets", "loss_mask")
+    expected, count = reference_loss(logits, *(batch[name] for name in names), alpha, tau)
     assert float(sums["count"]) == count
     np.testing.assert_allclose(float(loss), expected, rtol=1e-6)
     assert objective.batch_arrays["teacher_ids"] == ((length, K), "int32")
 
 
-def test_a_student_equal_to_its_teacher_has_zero_kl_over_the_whole_vocabulary():
+def test_a_student_equal_to_its_teacher_has_zero_kl():
     logits = jax.random.normal(jax.random.key(1), (1, 4, 8))
     logprobs, ids = jax.lax.top_k(jax.nn.log_softmax(logits, -1), 8)
     batch = {"targets": np.zeros((1, 4), np.int32), "loss_mask": np.ones((1, 4), np.int32)}
     batch.update(teacher_ids=np.asarray(ids), teacher_logprobs=np.asarray(logprobs))
+    batch["rest_logprob"] = np.full((1, 4), -np.inf, np.float32)  # all 8 ids stored: no mass left
     _, sums = distill.distillation(4, 8, 1.0, 1.0).loss_fn(logits, batch, None)
     assert abs(float(sums["kl"])) < 1e-5
 
@@ -152,3 +150,22 @@ def test_a_store_of_other_rows_or_too_few_steps_is_refused(store, tmp_path):
     with pytest.raises(FileNotFoundError, match="no meta.json"):
         distill.read_meta(str(tmp_path))
     assert sorted(os.listdir(logits_dir))[-1] == "step_00000003.safetensors"
+
+
+@pytest.mark.slow
+def test_the_study_trains_both_arms_from_the_same_start_for_every_seed(store, tmp_path):
+    teacher, student, _ = store
+    config = dataclasses.replace(student, eval=dataclasses.replace(student.eval, every_steps=3, tasks=()))
+    results = distill_study.run_study(teacher, config, str(tmp_path), seeds=(0, 1), k=K, alpha=0.9)
+    for arm in distill_study.ARMS:
+        assert [len(ce) for ce in results[arm]["ce"]] == [3, 3]
+        assert results[arm]["held_out_loss"] and all(
+            len(v) == 2 for v in results[arm]["held_out_loss"].values()
+        )
+    # The same parameters and batch: step 1's cross-entropy is the same in both arms; then the teacher differs.
+    for seed in range(2):
+        assert results["distilled"]["ce"][seed][0] == results["scratch"]["ce"][seed][0]
+        assert results["distilled"]["ce"][seed][-1] != results["scratch"]["ce"][seed][-1]
+    assert results["distilled"]["ce"][0][0] != results["distilled"]["ce"][1][0]  # the seeds differ
+    assert (tmp_path / distill_study.PLOT).stat().st_size > 0
+    assert json.loads((tmp_path / distill_study.RESULTS).read_text())["seeds"] == [0, 1]

@@ -29,6 +29,7 @@ from tools.measure import (
     accelerators,
     counts,
     demo,
+    distillation,
     fairness,
     goldfish,
     memorization,
@@ -88,6 +89,12 @@ MEASUREMENTS = {
         deterministic=tuple(
             f"{run}_{score}" for run in ("standard", "goldfish") for score in goldfish.GOLDFISH_SCORES
         ),
+    ),
+    "distill_study": Measurement(
+        command=f"{demo.DEMO_RUN}\n{distillation.DISTILL_STUDY_RUN}",
+        measure=distillation.measure_distill_study,
+        deterministic=("distilled", "scratch"),
+        rechecked=False,
     ),
     "memory_plan": Measurement(
         command="\n".join(memory_plans.PLAN_RUNS.values()),
