@@ -25,7 +25,9 @@ _CONFIG = flags.DEFINE_string(
     None,
     "A long-context config file (STAGES and get_config(stage)), from this directory or the repository.",
 )
-_INIT_FROM = flags.DEFINE_string("init_from", None, "The pretraining workdir the first stage starts from.")
+_INIT_FROM = flags.DEFINE_string(
+    "init_from", None, "The pretraining workdir (or hf:DIR, a HF checkpoint) the first stage starts from."
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Root of the stage workdirs.")
 
 

@@ -26,6 +26,7 @@ from apertus_jax.checks import check_number
 from apertus_jax.jobs import pretrain as pretrain_job
 from apertus_jax.jobs.config import Config, load_module, parse
 from apertus_jax.train.checkpoint import Checkpointer
+from apertus_jax.train.loop import HF_PREFIX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,7 +179,7 @@ def run_stages(
 ) -> str:
     """Runs the `(name, config)` stages in order in ROOT/<name>; returns "done" or "preempted".
 
-    Stage 1 initializes its parameters from the workdir `init_from` (the pretraining run), stage i from
+    Stage 1 initializes its parameters from `init_from` (the pretraining workdir, or hf:DIR), stage i from
     ROOT/<name of stage i-1>. A stage with a checkpoint at its last step is skipped; an interrupted one
     resumes from its own newest checkpoint (its `init_from` is then ignored, as in any run). A preempted
     stage (SIGTERM) stops the driver; rerunning it continues.
@@ -190,9 +191,10 @@ def run_stages(
     if len(set(names)) != len(names):
         raise ValueError(f"stage names {names} must be distinct")
     rope_thetas = {name: config.run.model.rope_theta for name, config in stages}
-    if not os.path.isdir(os.path.join(init_from, "checkpoints")):
+    if not init_from.startswith(HF_PREFIX) and not os.path.isdir(os.path.join(init_from, "checkpoints")):
         raise FileNotFoundError(
-            f"--init_from={init_from} has no checkpoints/: point it at a pretraining workdir"
+            f"--init_from={init_from} has no checkpoints/: point it at a pretraining workdir, or hf:DIR for a HF "
+            "checkpoint"
         )
     os.makedirs(root, exist_ok=True)
     source = init_from

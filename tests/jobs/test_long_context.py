@@ -61,6 +61,32 @@ def test_recipe_stages_match_the_report():
             check_layout(parse(config).run, num_devices=module.DEVICES)
 
 
+def test_the_262k_stages_double_length_and_theta_and_fit_64_devices():
+    from configs.runs import apertus_8b_262k as module
+
+    assert [s.seq_len for s in module.STAGES] == [131_072, 262_144]
+    assert [s.rope_theta for s in module.STAGES] == [24e6, 48e6]
+    for stage in module.STAGES:
+        config = module.get_config(stage.name)
+        assert config.train.batch_plan[0][1] == module.BATCH_TOKENS and config.mesh.context == stage.context
+        check_layout(parse(config).run, num_devices=module.DEVICES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["128k", "256k"])
+def test_the_262k_stages_compile_in_the_memory_plan(stage):
+    """The 8B's train step at 131,072 and 262,144 tokens, context parallel over the 8 test devices."""
+    from apertus_jax.jobs import memory_plan
+    from configs.runs import apertus_8b_262k
+
+    config = parse(apertus_8b_262k.get_config(stage)).run
+    row = memory_plan.plan_one(config, (1, 1, 1, 8), rows_per_device=1)
+    rows = (
+        apertus_8b_262k.BATCH_TOKENS // config.data.seq_len
+    )  # one row per microbatch on 1 batch-sharded device
+    assert (row["rows"], row["microbatches"]) == (1, rows) and row["total"] > row["activations"] > 0
+
+
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
     """The tiny short-row (32-token) pretraining run the stages start from."""
@@ -147,6 +173,7 @@ def test_cli_rejects_a_missing_init_from_in_one_line(tmp_path, run_job):
     )
     assert result.returncode == 2
     assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
-        f"error: --init_from={tmp_path}/none has no checkpoints/: point it at a pretraining workdir"
+        f"error: --init_from={tmp_path}/none has no checkpoints/: point it at a pretraining workdir, or hf:DIR "
+        "for a HF checkpoint"
     ]
     assert not os.path.exists(f"{tmp_path}/w")
