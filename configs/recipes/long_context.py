@@ -87,3 +87,19 @@ def long_context_stage(
     config.train.microbatch_size = devices // (tensor * stage.context)
     config.lock()
     return config
+
+
+def extension_262k_stages(theta_64k: float, contexts: tuple[int, int]) -> tuple[ContextStage, ...]:
+    """Apertus v1.5's extension after the 64k stage (docs/recipe.md section 13): 128k and 256k tokens (131,072
+    and 262,144), RoPE theta doubled with each doubling of the length from `theta_64k` (v1.5's settings are not
+    public), each of `STAGE_TOKENS`, with `contexts[i]`-way context parallelism."""
+    return tuple(
+        ContextStage(
+            f"{length // 1024}k",
+            seq_len=length,
+            rope_theta=theta_64k * factor,
+            tokens=STAGE_TOKENS,
+            context=c,
+        )
+        for length, factor, c in zip((131_072, 262_144), (2, 4), contexts)
+    )

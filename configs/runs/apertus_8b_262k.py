@@ -10,15 +10,11 @@ doubling of the length (24M, 48M; v1.0 went 1M, 2M, 4M for 8k, 16k, 32k), llama3
     python -m experiments.memory_plan --config=configs/runs/apertus_8b_262k.py:256k --meshes=1x4x1x16
 """
 
-from apertus_jax.jobs.long_context import ContextStage
-from configs.recipes.long_context import STAGE_TOKENS, long_context_stage
+from configs.recipes.long_context import extension_262k_stages, long_context_stage
 
 BATCH_TOKENS = 32 * 262_144  # 8,388,608: the v1.0 batch
 DEVICES = 64
-STAGES = (
-    ContextStage("128k", seq_len=131_072, rope_theta=24e6, tokens=STAGE_TOKENS, context=8),
-    ContextStage("256k", seq_len=262_144, rope_theta=48e6, tokens=STAGE_TOKENS, context=16),
-)
+STAGES = extension_262k_stages(theta_64k=12e6, contexts=(8, 16))
 
 
 def get_config(stage: str = "128k"):

@@ -22,6 +22,7 @@ CONFIGS = [
     ("runs.tiny_long_context", 1),
     ("runs.apertus_8b_long_context", 64),
     ("runs.apertus_8b_262k", 64),
+    ("runs.apertus_70b_262k", 256),
     ("runs.apertus_70b_long_context", 256),
     ("posttrain.sft_tiny", 1),
     ("posttrain.qrpo_tiny", 1),

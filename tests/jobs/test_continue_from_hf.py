@@ -133,3 +133,21 @@ def test_another_model_or_tokenizer_is_refused_in_one_line(exported, tmp_path):
         hf.check_init_dir(str(weights_only), config.model, tokenizer)
     with open(os.path.join(out, hf.CONFIG_FILE)) as f:
         assert json.load(f)["num_hidden_layers"] == 2
+
+
+def test_the_pretrain_command_refuses_another_model_in_one_line_and_writes_nothing(
+    exported, tmp_path, run_job
+):
+    _, _, out = exported
+    result = run_job(
+        "experiments.pretrain",
+        "--config=configs/runs/tiny_demo.py",
+        f"--config.checkpoint.init_from=hf:{out}",
+        f"--workdir={tmp_path}/w",
+    )
+    assert result.returncode == 2
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: checkpoint.init_from=hf:{out}: its config.json gives vocab_size=1024, the run has "
+        "model.vocab_size=4096; set --config.model.vocab_size=1024"
+    ]
+    assert not os.path.exists(f"{tmp_path}/w")

@@ -1,5 +1,6 @@
 """The long-context job: stage configs, the driver across a stage boundary, kill -9 and resume."""
 
+import importlib
 import json
 import os
 import signal
@@ -61,29 +62,31 @@ def test_recipe_stages_match_the_report():
             check_layout(parse(config).run, num_devices=module.DEVICES)
 
 
-def test_the_262k_stages_double_length_and_theta_and_fit_64_devices():
-    from configs.runs import apertus_8b_262k as module
+def test_the_262k_stages_double_length_and_theta_and_fit_their_devices():
+    from configs.runs import apertus_8b_262k, apertus_70b_262k
 
-    assert [s.seq_len for s in module.STAGES] == [131_072, 262_144]
-    assert [s.rope_theta for s in module.STAGES] == [24e6, 48e6]
-    for stage in module.STAGES:
-        config = module.get_config(stage.name)
-        assert config.train.batch_plan[0][1] == module.BATCH_TOKENS and config.mesh.context == stage.context
-        check_layout(parse(config).run, num_devices=module.DEVICES)
+    for module, thetas in ((apertus_8b_262k, [24e6, 48e6]), (apertus_70b_262k, [16e6, 32e6])):
+        assert [s.seq_len for s in module.STAGES] == [131_072, 262_144]
+        assert [s.rope_theta for s in module.STAGES] == thetas
+        for stage in module.STAGES:
+            config = module.get_config(stage.name)
+            assert (
+                config.train.batch_plan[0][1] == module.BATCH_TOKENS and config.mesh.context == stage.context
+            )
+            check_layout(parse(config).run, num_devices=module.DEVICES)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", ["128k", "256k"])
-def test_the_262k_stages_compile_in_the_memory_plan(stage):
-    """The 8B's train step at 131,072 and 262,144 tokens, context parallel over the 8 test devices."""
+@pytest.mark.parametrize("model", ["8b", "70b"])
+def test_the_262k_stage_compiles_in_the_memory_plan(model):
+    """The train step at 262,144 tokens (the 128k stage differs only in its length), context parallel over the
+    8 test devices, one row per microbatch on the one batch-sharded device."""
     from apertus_jax.jobs import memory_plan
-    from configs.runs import apertus_8b_262k
 
-    config = parse(apertus_8b_262k.get_config(stage)).run
+    module = importlib.import_module(f"configs.runs.apertus_{model}_262k")
+    config = parse(module.get_config("256k")).run
     row = memory_plan.plan_one(config, (1, 1, 1, 8), rows_per_device=1)
-    rows = (
-        apertus_8b_262k.BATCH_TOKENS // config.data.seq_len
-    )  # one row per microbatch on 1 batch-sharded device
+    rows = module.BATCH_TOKENS // config.data.seq_len
     assert (row["rows"], row["microbatches"]) == (1, rows) and row["total"] > row["activations"] > 0
 
 

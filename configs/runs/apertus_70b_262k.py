@@ -1,0 +1,27 @@
+"""Apertus-70B context extension to 262,144 tokens, as Apertus v1.5 raised the context of the released 70B from
+65,536 (docs/recipe.md section 13; docs/long_context.md): stages of 128k and 256k tokens after the 64k model,
+RoPE theta doubled with each doubling of the length from the 70B's 8M (16M, 32M; v1.5's settings are not public),
+tensor parallelism 4 as in pretraining, context parallelism 16 and 32 on 256 devices.
+
+    python -m experiments.long_context --config=configs/runs/apertus_70b_262k.py \\
+        --init_from=hf:/data/apertus/Apertus-70B-2509 --workdir=LONG_CONTEXT_ROOT
+"""
+
+from configs.recipes.long_context import extension_262k_stages, long_context_stage
+
+BATCH_TOKENS = 32 * 262_144  # 8,388,608: the batch of the 70B's v1.0 context extension
+DEVICES = 256
+STAGES = extension_262k_stages(theta_64k=8e6, contexts=(16, 32))
+
+
+def get_config(stage: str = "128k"):
+    return long_context_stage(
+        "apertus-70b",
+        STAGES,
+        stage,
+        batch_tokens=BATCH_TOKENS,
+        peak_lr=1e-6,
+        tensor=4,
+        devices=DEVICES,
+        every_steps=250,
+    )
