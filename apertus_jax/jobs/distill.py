@@ -76,7 +76,7 @@ def write_teacher_logits(
     if jax.process_count() > 1:
         raise ValueError("write_teacher_logits runs in one process; start it without a multi-host launcher")
     teacher = load_workdir(teacher_workdir)
-    run = Run(config.run, devices=jax.devices()[:1])
+    run = Run(config.run)  # the student run: its data side gives the batches
     vocab = config.run.model.vocab_size
     if teacher.config.run.model.vocab_size != vocab:
         raise ValueError(

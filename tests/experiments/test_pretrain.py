@@ -252,3 +252,39 @@ def test_kill9_and_sigterm_on_a_megatron_dataset_resume_exactly(
     np.testing.assert_allclose(
         [loss for _, loss in resumed], [loss for _, loss in reference], rtol=2e-7, atol=0
     )
+
+
+@pytest.mark.slow
+def test_kill9_of_a_distilled_student_resumes_exactly(uninterrupted, losses_of, compilation_cache, tmp_path):
+    """The student of the tiny resume run (one layer) distilled from that run: kill -9 after step 4, then a
+    restart, gives the losses of an uninterrupted distillation (the teacher logits' position is the batch
+    source's checkpointed state)."""
+    from apertus_jax.jobs import distill
+    from apertus_jax.jobs.config import parse
+    from configs.runs import tiny_resume
+
+    config = tiny_resume.get_config()
+    with config.unlocked():
+        config.model.n_layers = 1
+    student = parse(config)
+    logits = str(tmp_path / "logits")
+    distill.write_teacher_logits(uninterrupted, student, logits, steps=student.run.train.steps, k=16)
+    reference = str(tmp_path / "reference")
+    assert distill.distill(student, reference, logits, alpha=0.9, temperature=1.0) == "done"
+    command = [sys.executable, "-m", "experiments.distill", "--config=configs/runs/tiny_resume.py"]
+    command += ["--config.model.n_layers=1", f"--logits={logits}", f"--workdir={tmp_path / 'run'}"]
+    env, workdir = _env(compilation_cache), str(tmp_path / "run")
+
+    def start():
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    _signal_after_step(start(), workdir, 4, signal.SIGKILL)
+    assert _last_step(workdir) < 12
+    final = start()
+    assert final.wait(timeout=300) == 0, final.stderr.read()[-2000:]
+    resumed, expected = losses_of(workdir), losses_of(reference)
+    assert [s for s, _ in resumed] == [s for s, _ in expected] == list(range(1, 13))
+    # As above: bitwise in-process, one float32 ulp allowed across processes under load.
+    np.testing.assert_allclose(
+        [loss for _, loss in resumed], [loss for _, loss in expected], rtol=2e-7, atol=0
+    )
