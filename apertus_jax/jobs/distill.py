@@ -202,7 +202,7 @@ def distillation(seq_len: int, k: int, alpha: float, temperature: float) -> Obje
         p_BxTxK1 = jax.nn.softmax(teacher_BxTxK1 / temperature, -1)
         # The student over the same k ids and the rest of the vocabulary, exactly.
         logq_BxTxV = jax.nn.log_softmax(logits_BxTxV / temperature, -1)
-        top_BxTxV = jnp.any(ids_BxTxK[..., None] == jnp.arange(logits_BxTxV.shape[-1]), axis=-2)
+        top_BxTxV = jnp.put_along_axis(jnp.zeros(logq_BxTxV.shape, bool), ids_BxTxK, True, -1, inplace=False)
         rest_BxT = jax.nn.logsumexp(jnp.where(top_BxTxV, -jnp.inf, logq_BxTxV), -1)
         logq_BxTxK1 = jnp.concatenate(
             [jnp.take_along_axis(logq_BxTxV, ids_BxTxK, -1), rest_BxT[..., None]], -1

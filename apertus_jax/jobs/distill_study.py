@@ -17,7 +17,6 @@ over seeds, both arms), and each seed's logits and workdirs under `out/seed_S/`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import statistics
 import time
@@ -25,6 +24,7 @@ import time
 from absl import logging
 
 from apertus_jax import files, plots
+from apertus_jax.jobs.compare import load_run
 from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.distill import distill, write_teacher_logits
 
@@ -33,18 +33,11 @@ PLOT = "distill_study.png"
 ARMS = ("distilled", "scratch")
 
 
-def _records(workdir: str) -> list[dict]:
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
 def _arm_result(workdir: str) -> dict:
     """The arm's per-step training cross-entropy and its last held-out losses ({set: nats per token})."""
-    records = _records(workdir)
-    steps = [r for r in records if "ce" in r]
-    evals = [r for r in records if any(k.startswith("eval/") and k.endswith("/loss") for k in r)]
-    held_out = {k[len("eval/") : -len("/loss")]: v for k, v in evals[-1].items() if k.endswith("/loss")}
-    return {"ce": [r["ce"] for r in steps], "held_out_loss": held_out}
+    run = load_run(workdir)
+    held_out = {k[len("eval/") : -len("/loss")]: v for k, v in run.evals[-1].items() if k.endswith("/loss")}
+    return {"ce": [r["ce"] for r in run.train], "held_out_loss": held_out}
 
 
 def run_study(

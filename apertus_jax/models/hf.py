@@ -507,15 +507,12 @@ def read_params(directory: str, config: ModelConfig, abstract_params: dict) -> d
     Raises:
       ValueError: the checkpoint lacks a tensor the model needs, or holds xIELU constants other than ours.
     """
-    files_of = {}
-    for path in _weight_files(directory):
-        with safe_open(path, framework="flax") as f:
-            files_of.update(dict.fromkeys(f.keys(), path))
-    hf_names = {ours: theirs for ours, theirs in _layer_names(config)}
+    hf_names = dict(_layer_names(config))
     with contextlib.ExitStack() as stack:
         opened = {
-            path: stack.enter_context(safe_open(path, framework="flax")) for path in set(files_of.values())
+            path: stack.enter_context(safe_open(path, framework="flax")) for path in _weight_files(directory)
         }
+        files_of = {name: path for path, f in opened.items() for name in f.keys()}
 
         def tensor(name: str):
             if name not in files_of:

@@ -7,21 +7,13 @@ tensor parallelism 4 as in pretraining, context parallelism 16 and 32 on 256 dev
         --init_from=hf:/data/apertus/Apertus-70B-2509 --workdir=LONG_CONTEXT_ROOT
 """
 
-from configs.recipes.long_context import extension_262k_stages, long_context_stage
+from configs.recipes.long_context import extension_262k_stages
+from configs.runs import apertus_70b_long_context as v1_0
 
-BATCH_TOKENS = 32 * 262_144  # 8,388,608: the batch of the 70B's v1.0 context extension
-DEVICES = 256
-STAGES = extension_262k_stages(theta_64k=8e6, contexts=(16, 32))
+BATCH_TOKENS = v1_0.BATCH_TOKENS  # 8,388,608, as in the v1.0 extension
+DEVICES = v1_0.DEVICES
+STAGES = extension_262k_stages(theta_64k=v1_0.STAGES[-1].rope_theta, contexts=(16, 32))
 
 
 def get_config(stage: str = "128k"):
-    return long_context_stage(
-        "apertus-70b",
-        STAGES,
-        stage,
-        batch_tokens=BATCH_TOKENS,
-        peak_lr=1e-6,
-        tensor=4,
-        devices=DEVICES,
-        every_steps=250,
-    )
+    return v1_0.extension_stage(STAGES, stage)

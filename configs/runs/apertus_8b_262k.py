@@ -10,21 +10,13 @@ doubling of the length (24M, 48M; v1.0 went 1M, 2M, 4M for 8k, 16k, 32k), llama3
     python -m experiments.memory_plan --config=configs/runs/apertus_8b_262k.py:256k --meshes=1x4x1x16
 """
 
-from configs.recipes.long_context import extension_262k_stages, long_context_stage
+from configs.recipes.long_context import extension_262k_stages
+from configs.runs import apertus_8b_long_context as v1_0
 
-BATCH_TOKENS = 32 * 262_144  # 8,388,608: the v1.0 batch
-DEVICES = 64
-STAGES = extension_262k_stages(theta_64k=12e6, contexts=(8, 16))
+BATCH_TOKENS = v1_0.BATCH_TOKENS  # 8,388,608, as in the v1.0 extension
+DEVICES = v1_0.DEVICES
+STAGES = extension_262k_stages(theta_64k=v1_0.STAGES[-1].rope_theta, contexts=(8, 16))
 
 
 def get_config(stage: str = "128k"):
-    return long_context_stage(
-        "apertus-8b",
-        STAGES,
-        stage,
-        batch_tokens=BATCH_TOKENS,
-        peak_lr=1.1e-5,
-        tensor=1,
-        devices=DEVICES,
-        every_steps=250,
-    )
+    return v1_0.extension_stage(STAGES, stage)

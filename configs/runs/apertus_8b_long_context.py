@@ -17,10 +17,16 @@ STAGES = apertus_stages(final_rope_theta=12e6, contexts=(1, 2, 4, 4))
 
 
 def get_config(stage: str = "8k"):
+    return extension_stage(STAGES, stage)
+
+
+def extension_stage(stages, name: str):
+    """Stage `name` of `stages` with this model's batch, learning rate and layout (also the 262k stages of
+    `apertus_8b_262k.py`)."""
     return long_context_stage(
         "apertus-8b",
-        STAGES,
-        stage,
+        stages,
+        name,
         batch_tokens=BATCH_TOKENS,
         peak_lr=1.1e-5,
         tensor=1,
