@@ -12,8 +12,11 @@ kept for matmuls without batch dimensions (`dots_with_no_batch_dims_saveable`; `
 Targets: the Apertus report's ~31-35% MFU (8B on GH200, docs/recipe.md section 10); the aim is MaxText's 50%+.
 
 `--fp8` switches the attention and MLP projections to FP8 (`ModelConfig.fp8`, `apertus_jax.models.fp8`).
-`--dry_run` runs the same code path with tiny widths for 2 steps on any backend (CPU CI keeps it working).
+`--json=PATH` also writes the result (throughput, MFU, the compiled step's memory, the device's peak allocation,
+the program's kernels) as JSON. `--dry_run` runs the same code path with tiny widths for 2 steps on any backend (CPU CI keeps it working).
 """
+
+import json
 
 from absl import flags
 
@@ -35,6 +38,7 @@ _REMAT = flags.DEFINE_enum(
 )
 _OPTIMIZER = flags.DEFINE_enum("optimizer", "ademamix", ["ademamix", "adamw"], "optimizer")
 _FP8 = flags.DEFINE_bool("fp8", False, "FP8 projections (ModelConfig.fp8)")
+_JSON = flags.DEFINE_string("json", "", "also write the result as JSON to this path")
 
 
 def main(argv) -> None:
@@ -51,6 +55,9 @@ def main(argv) -> None:
         _FP8.value,
     )
     print(step.format_accelerator(_CONFIG.value, _DRY_RUN.value, result))
+    if _JSON.value:
+        with open(_JSON.value, "w") as f:
+            json.dump({**result, "accelerator_config": _CONFIG.value, "dry_run": _DRY_RUN.value}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
-# The accelerator check, one H100/H200 GPU, under 8 minutes (each stage has its own time limit):
+# The accelerator check, one H100/H200 GPU, under 10 minutes (each stage has its own time limit):
 #   1. packed-segment attention parity, cuDNN against the XLA reference (values, gradients, isolation);
-#   2. train-step throughput of the 1b and 8b-slice configs in bf16 (tokens/s/device, MFU);
-#   3. the same two configs with FP8 projections.
-# Usage: benchmarks/accelerator_check.sh [--dry_run]
-#   --dry_run: the parity check with jax_nn at seq 256 and the 1b stages with tiny widths, on any backend
-#   (CPU CI). The 8b-slice stages are skipped there: at tiny widths they are the same program as 1b.
+#   2. one layer's attention with the document mask through each kernel: time, temporaries, error;
+#   3. train-step throughput of the 1b and 8b-slice configs in bf16 (tokens/s/device, MFU, memory, kernels);
+#   4. the demo run (`experiments.pretrain`, configs/runs/tiny_demo.py): the whole loop on the accelerator;
+#   5. the configs of 3 with FP8 projections.
+# Usage: benchmarks/accelerator_check.sh [--dry_run] [--out DIR]
+#   --dry_run: the parity check with jax_nn at seq 256, the xla kernel at tiny sizes and the 1b stages with
+#   tiny widths, on any backend (CPU CI). The 8b-slice stages are skipped there (at tiny widths they are the
+#   same program as 1b), and so is the demo run (the trainer's tests run it on CPU).
+#   --out DIR: stages 2, 3 and 5 also write their results as JSON into DIR (attention_kernels.json,
+#   1b_bf16.json, ...), stage 4 its metrics.jsonl as demo_metrics.jsonl.
 # Prints one line per stage; exits non-zero if any stage fails (the others still run).
 set -u
 cd "$(dirname "$0")/.."
 DRY=""
-if [ "${1:-}" = "--dry_run" ]; then DRY="--dry_run"; fi
+OUTDIR=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry_run) DRY="--dry_run" ;;
+    --out) OUTDIR="$2"; shift ;;
+    *) echo "unknown argument $1; usage: benchmarks/accelerator_check.sh [--dry_run] [--out DIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
+json() {  # json NAME: the --json flag of a stage writing NAME.json into --out, nothing without --out
+  if [ -n "$OUTDIR" ]; then echo "--json=$OUTDIR/$1.json"; fi
+}
 PY="${PYTHON:-python}"
 status=0
 
@@ -28,11 +44,19 @@ stage() {  # stage SECONDS NAME COMMAND...
 }
 
 echo "accelerator check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $($PY -c 'import jax; print(jax.devices()[0].device_kind)')"
-stage 90 "attention parity (cudnn vs xla)" "$PY" -m benchmarks.attention_parity $DRY
+stage 60 "attention parity (cudnn vs xla)" "$PY" -m benchmarks.attention_parity $DRY
+stage 100 "attention kernels with the document mask" "$PY" -m benchmarks.attention_kernels $DRY $(json attention_kernels)
 CONFIGS="1b 8b-slice"
 if [ -n "$DRY" ]; then CONFIGS="1b"; fi
 for config in $CONFIGS; do
-  stage 100 "$config bf16" "$PY" -m benchmarks.accelerator --config=$config --steps 8 --warmup 2 $DRY
-  stage 100 "$config fp8" "$PY" -m benchmarks.accelerator --config=$config --steps 8 --warmup 2 --fp8 $DRY
+  stage 80 "$config bf16" "$PY" -m benchmarks.accelerator --config=$config --steps 8 --warmup 2 $DRY $(json ${config}_bf16)
+done
+if [ -z "$DRY" ]; then
+  demo=$(mktemp -d)
+  stage 120 "the demo run" "$PY" -m experiments.pretrain --config=configs/runs/tiny_demo.py --workdir="$demo/run"
+  if [ -n "$OUTDIR" ] && [ -f "$demo/run/metrics.jsonl" ]; then cp "$demo/run/metrics.jsonl" "$OUTDIR/demo_metrics.jsonl"; fi
+fi
+for config in $CONFIGS; do
+  stage 80 "$config fp8" "$PY" -m benchmarks.accelerator --config=$config --steps 8 --warmup 2 --fp8 $DRY $(json ${config}_fp8)
 done
 exit $status

@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.models.attention import dot_product_attention
+from benchmarks.packed_rows import packed_segment_ids
 from experiments import cli
 
 _IMPL = flags.DEFINE_enum(
@@ -29,21 +29,6 @@ _IMPL = flags.DEFINE_enum(
 )
 _SEQ = flags.DEFINE_integer("seq", 2048, "tokens per row")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "jax_nn at seq 256 (any backend)")
-
-
-def packed_segment_ids(rows: int, seq: int) -> np.ndarray:
-    """int32 `[rows, seq]`: documents of demo-corpus byte lengths (capped at seq / 3) packed in order, the
-    last ~5% of each row padding (segment 0)."""
-    lengths = [min(len(d["text"].encode()), seq // 3) for d in load_demo_documents()[: 64 * rows]]
-    segment_ids = np.zeros((rows, seq), np.int32)
-    it = iter(lengths)
-    for r in range(rows):
-        pos, seg = 0, 1
-        while pos < int(seq * 0.95):
-            n = max(1, min(next(it), int(seq * 0.95) - pos))
-            segment_ids[r, pos : pos + n] = seg
-            pos, seg = pos + n, seg + 1
-    return segment_ids
 
 
 def check(impl: str, seq: int, heads: int = 8, kv_heads: int = 2, head_dim: int = 128) -> str:

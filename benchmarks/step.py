@@ -16,6 +16,7 @@ import time
 import jax
 import numpy as np
 
+from apertus_jax.jobs.target_plan import kernels
 from apertus_jax.models import flops
 from apertus_jax.models.presets import PRESET_NAMES, get_config
 from apertus_jax.train.metrics import peak_flops_per_device
@@ -29,6 +30,12 @@ from benchmarks.configs import ACCELERATOR_CONFIGS, DRY_RUN
 OPTIMIZER_KWARGS = {"adamw": dict(b1=0.9, b2=0.95), "ademamix": dict(b1=0.9, b2=0.999, b3=0.9999, alpha=8.0)}
 # `measure_accelerator`'s fused attention per backend (XLA's einsums elsewhere).
 ATTENTION_BY_BACKEND = {"gpu": "cudnn", "tpu": "splash"}
+
+
+def peak_bytes_in_use() -> int:
+    """The first local device's peak allocation so far in bytes, 0 where the backend keeps no statistics."""
+    stats = jax.local_devices()[0].memory_stats() or {}
+    return int(stats.get("peak_bytes_in_use", 0))
 
 
 def synthetic_batch(batch: int, seq: int, vocab_size: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -92,8 +99,10 @@ def measure(
     Throughput is the median over `steps` timed steps after `warmup` untimed ones (the first compiles).
     `cpu_ms` is the process CPU time per step (all threads): on a shared, oversubscribed machine it tracks the
     work done by the step far more stably than the wall time does. `sys_ms` is its kernel part and
-    `minor_faults` the page faults per step, `temp_mib` the compiled step's temporaries
-    (`memory_analysis().temp_size_in_bytes`). MFU = tokens/s x training FLOPs per token
+    `minor_faults` the page faults per step, `temp_mib`, `argument_gb` and `output_gb` the compiled step's
+    temporaries, arguments and outputs (`memory_analysis()`), `peak_gb` the first device's peak allocation
+    of the process (`Device.memory_stats()`; 0 where the backend keeps none, as on CPU) and `kernels` the
+    cuDNN/cuBLAS custom calls and Mosaic kernels of the program (`apertus_jax.jobs.target_plan.kernels`). MFU = tokens/s x training FLOPs per token
     (`apertus_jax.models.flops`) / peak, where the peak is `peak_gflops`, or when 0 the float32 matmul peak
     measured now (`benchmarks.matmul`). `vocab_size` replaces the preset's vocabulary (0 keeps it; the body is
     unchanged); `model_overrides` are further `ModelConfig` fields.
@@ -122,7 +131,7 @@ def measure(
     compile_start = time.perf_counter()
     # One compilation, timed as part of the first step; its executable also gives the temporaries' size.
     compiled = step.lower(params, opt_state, device_batch, None).compile()
-    temp_bytes = compiled.memory_analysis().temp_size_in_bytes
+    memory = compiled.memory_analysis()
     times, cpu_times, sys_times, faults = [], [], [], []
     for i in range(warmup + steps):
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -155,7 +164,11 @@ def measure(
         "cpu_ms": 1e3 * statistics.median(cpu_times),
         "sys_ms": 1e3 * statistics.median(sys_times),
         "minor_faults": statistics.median(faults),
-        "temp_mib": temp_bytes / 2**20,
+        "temp_mib": memory.temp_size_in_bytes / 2**20,
+        "argument_gb": memory.argument_size_in_bytes / 1e9,
+        "output_gb": memory.output_size_in_bytes / 1e9,
+        "peak_gb": peak_bytes_in_use() / 1e9,
+        "kernels": kernels(compiled.as_text()),
         "steps": steps,
         "first_step_s": compile_s,
         "train_flops_per_token": flops_per_token,
@@ -227,5 +240,6 @@ def format_accelerator(config: str, dry_run: bool, r: dict) -> str:
         f"tokens_per_s_per_device={r['tokens_per_s_per_device']:.0f} step_ms={r['step_ms']:.1f} "
         f"mfu={100 * r['mfu']:.1f}% (peak {r['peak_tflops_per_device']:.4g} TFLOP/s/device, "
         f"{r['train_flops_per_token'] / 1e9:.3g} GFLOP/token) first_step={r['first_step_s']:.1f}s "
-        f"loss={r['loss']:.3f}"
+        f"loss={r['loss']:.3f} temporaries={r['temp_mib'] / 1024:.2f}GiB peak={r['peak_gb']:.2f}GB "
+        f"kernels={','.join(r['kernels']) or '-'}"
     )
