@@ -1,7 +1,8 @@
 """One layer's attention, forward and backward, through each kernel with the packed-document mask: time per
 call, temporaries and error against the float32 reference, on one accelerator.
 
-    python -m benchmarks.attention_kernels [--preset apertus-8b --seq 4096 --rows 1 --json PATH] [--dry_run]
+    python -m benchmarks.attention_kernels [--preset apertus-8b --seq 4096 --rows 1 --max_document N
+        --kernels xla,cudnn_mask,... --json PATH] [--dry_run]
 
 Kernels (q/k/v in bf16, the preset's head counts, scale `head_dim ** -0.5`):
   xla           `apertus_jax.models.attention.xla_attention` with the document mask (the "xla" kernel)
@@ -16,7 +17,7 @@ Rows pack demo-corpus document lengths, the last ~5% padding (`benchmarks.packed
 Time: median of `--calls` blocked calls of the jitted gradient of `sum(out * cotangent)` with respect to q, k
 and v (forward and backward), after two warm-up calls. Error: max |x - reference| over the real (non-padding)
 positions divided by max |reference|, for the output and dq/dk/dv; the reference is `xla_attention` on the same
-bf16 values in float32. A kernel that fails to build or run is reported with its error's first line, and the
+bf16 values in float32 (block by block, `blocked_xla_attention`, above 8,192 tokens per row). A kernel that fails to build or run is reported with its error's first line, and the
 others still run. `--dry_run` runs the xla kernel at tiny sizes on any backend (CPU CI).
 """
 
@@ -29,19 +30,24 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from apertus_jax.models.attention import attention_mask, xla_attention
+from apertus_jax.models.attention import attention_mask, blocked_xla_attention, xla_attention
 from apertus_jax.models.presets import PRESET_NAMES, get_config
 from benchmarks.packed_rows import packed_layout, packed_segment_ids
 from experiments import cli
 
+KERNELS = ("xla", "cudnn_mask", "cudnn_causal", "cudnn_packed")
+# Above this many tokens per row the float32 reference is computed block by block (its T x T scores would not
+# fit on one device).
+BLOCKED_REFERENCE_ABOVE = 8192
+
 _PRESET = flags.DEFINE_enum("preset", "apertus-8b", PRESET_NAMES, "model preset whose head counts are used")
 _SEQ = flags.DEFINE_integer("seq", 4096, "tokens per row")
 _ROWS = flags.DEFINE_integer("rows", 1, "rows of the batch")
+_MAX_DOCUMENT = flags.DEFINE_integer("max_document", 0, "cap of a document's length; 0: seq / 3")
+_KERNELS = flags.DEFINE_list("kernels", list(KERNELS), "kernels to run, of " + ", ".join(KERNELS))
 _CALLS = flags.DEFINE_integer("calls", 20, "timed calls per kernel")
 _JSON = flags.DEFINE_string("json", "", "also write the results as JSON to this path")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "the xla kernel at tiny sizes (any backend)")
-
-KERNELS = ("xla", "cudnn_mask", "cudnn_causal", "cudnn_packed")
 
 
 def kernel_fn(name: str, segment_ids_BxT: np.ndarray, scale: float):
@@ -103,8 +109,16 @@ def measure(name: str, q, k, v, cotangent, segment_ids_BxT: np.ndarray, referenc
     }
 
 
-def run(preset: str, seq: int, rows: int, calls: int, kernels=KERNELS) -> dict:
-    """Every kernel of `kernels` on one batch; a failing kernel's entry is `{"error": first line}`."""
+def run(preset: str, seq: int, rows: int, calls: int, kernels=KERNELS, max_document: int = 0) -> dict:
+    """Every kernel of `kernels` on one batch of rows packed with documents of at most `max_document` tokens
+    (0: seq / 3); a failing kernel's entry is `{"error": first line}`.
+
+    Raises:
+      ValueError: a kernel name not in `KERNELS`.
+    """
+    unknown = sorted(set(kernels) - set(KERNELS))
+    if unknown:
+        raise ValueError(f"--kernels: unknown {', '.join(unknown)}; choose from {', '.join(KERNELS)}")
     model = get_config(preset)
     shapes = (model.n_heads, model.n_kv_heads, model.n_kv_heads)
     keys = jax.random.split(jax.random.key(0), 4)
@@ -113,9 +127,17 @@ def run(preset: str, seq: int, rows: int, calls: int, kernels=KERNELS) -> dict:
         for key, n in zip(keys[:3], shapes)
     )
     cotangent = jax.random.normal(keys[3], q.shape, jnp.float32)
-    segment_ids = packed_segment_ids(rows, seq)
+    segment_ids = packed_segment_ids(rows, seq, max_document)
     f32 = [x.astype(jnp.float32) for x in (q, k, v)]
-    reference_attention = kernel_fn("xla", segment_ids, model.head_dim**-0.5)
+    scale = model.head_dim**-0.5
+    if seq > BLOCKED_REFERENCE_ABOVE:
+        reference_attention = jax.jit(
+            lambda q, k, v: blocked_xla_attention(
+                q, k, v, jnp.asarray(segment_ids), scale, block=1024, shards=1
+            )
+        )
+    else:
+        reference_attention = kernel_fn("xla", segment_ids, scale)
     out_ref, vjp = jax.vjp(reference_attention, *f32)
     reference = {
         key: np.asarray(value, np.float32)
@@ -130,6 +152,7 @@ def run(preset: str, seq: int, rows: int, calls: int, kernels=KERNELS) -> dict:
         "head_dim": model.head_dim,
         "seq": seq,
         "rows": rows,
+        "max_document": max_document or seq // 3,
         "documents_per_row": int(segment_ids.max()),
         "kernels": {},
     }
@@ -146,7 +169,9 @@ def main(argv) -> None:
     if _DRY_RUN.value:
         report = run("tiny", 256, 2, 2, kernels=("xla",))
     else:
-        report = run(_PRESET.value, _SEQ.value, _ROWS.value, _CALLS.value)
+        report = run(
+            _PRESET.value, _SEQ.value, _ROWS.value, _CALLS.value, _KERNELS.value, _MAX_DOCUMENT.value
+        )
     for name, r in report["kernels"].items():
         if "error" in r:
             print(f"{name:13s} failed: {r['error']}")

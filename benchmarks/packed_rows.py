@@ -10,12 +10,12 @@ import numpy as np
 from apertus_jax.data.demo_corpus import load_demo_documents
 
 
-def packed_segment_ids(rows: int, seq: int) -> np.ndarray:
-    """int32 `[rows, seq]`: documents of demo-corpus byte lengths (capped at seq / 3) packed in order, the
-    last ~5% of each row padding (segment 0)."""
-    lengths = [min(len(d["text"].encode()), seq // 3) for d in load_demo_documents()[: 64 * rows]]
+def packed_segment_ids(rows: int, seq: int, max_document: int = 0) -> np.ndarray:
+    """int32 `[rows, seq]`: documents of demo-corpus byte lengths (capped at `max_document`, by default seq / 3)
+    packed in order, the last ~5% of each row padding (segment 0)."""
+    cap = max_document or seq // 3
+    it = (min(len(d["text"].encode()), cap) for d in load_demo_documents())
     segment_ids = np.zeros((rows, seq), np.int32)
-    it = iter(lengths)
     for r in range(rows):
         pos, seg = 0, 1
         while pos < int(seq * 0.95):
