@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import flags
+from jax._src.cudnn import fused_attention_stablehlo as cudnn  # private: the packed layout (module docstring)
 
 from apertus_jax.models.attention import attention_mask, blocked_xla_attention, xla_attention
 from apertus_jax.models.presets import PRESET_NAMES, get_config
@@ -63,8 +64,6 @@ def kernel_fn(name: str, segment_ids_BxT: np.ndarray, scale: float):
         return lambda q, k, v: jax.nn.dot_product_attention(
             q, k, v, is_causal=True, scale=scale, implementation="cudnn"
         )
-    from jax._src.cudnn import fused_attention_stablehlo as cudnn  # private: see the module docstring
-
     offsets, lengths = (jnp.asarray(a) for a in packed_layout(segment_ids_BxT))
     return lambda q, k, v: cudnn.dot_product_attention(
         q,

@@ -1,5 +1,6 @@
 """The accelerator benchmark's dry run: the GPU/TPU code path with tiny widths, 2 steps on CPU."""
 
+import json
 import math
 import os
 import subprocess
@@ -32,11 +33,12 @@ def test_unknown_config_is_a_one_line_error():
 
 
 @pytest.mark.slow(minutes=2)
-def test_accelerator_check_script_dry_runs_every_stage():
-    """benchmarks/accelerator_check.sh --dry_run: attention parity, 1b in bf16 and FP8, every stage ok."""
+def test_accelerator_check_script_dry_runs_every_stage(tmp_path):
+    """benchmarks/accelerator_check.sh --dry_run --out DIR: attention parity, the xla attention kernel, 1b in
+    bf16 and FP8, every stage ok, each measuring stage's JSON in DIR."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.run(
-        ["bash", "benchmarks/accelerator_check.sh", "--dry_run"],
+        ["bash", "benchmarks/accelerator_check.sh", "--dry_run", "--out", str(tmp_path)],
         cwd=root,
         capture_output=True,
         text=True,
@@ -44,6 +46,14 @@ def test_accelerator_check_script_dry_runs_every_stage():
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert proc.stdout.count(": ok (") == 3, proc.stdout
+    assert proc.stdout.count(": ok (") == 4, proc.stdout
     assert "PASS jax_nn vs xla" in proc.stdout and proc.stdout.count("mfu=") == 2
     assert "attention=xla fp8" in proc.stdout and "attention=xla bf16" in proc.stdout
+    assert sorted(os.listdir(tmp_path)) == ["1b_bf16.json", "1b_fp8.json", "attention_kernels.json"]
+    with open(tmp_path / "1b_bf16.json") as f:
+        step_result = json.load(f)
+    assert step_result["accelerator_config"] == "1b" and step_result["dry_run"] is True
+    assert step_result["peak_gb"] == 0 and step_result["kernels"] == {}  # CPU: no statistics, no custom calls
+    with open(tmp_path / "attention_kernels.json") as f:
+        kernels = json.load(f)["kernels"]
+    assert list(kernels) == ["xla"] and kernels["xla"]["relative_error"]["out"] < 0.01

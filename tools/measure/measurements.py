@@ -32,6 +32,7 @@ from tools.measure import (
     distillation,
     fairness,
     goldfish,
+    gpu_check,
     memorization,
     memory_plans,
     portability,
@@ -266,6 +267,13 @@ MEASUREMENTS = {
         deterministic=tuple(accelerators.APERTUS_TARGET_RUNS),
         rechecked=False,
     ),
+    # Run on a machine with one GPU (its outputs gathered by `gpu_check.check_values`); not re-run by the tests.
+    "accelerator_check": Measurement(
+        command=gpu_check.ACCELERATOR_CHECK_RUN,
+        measure=gpu_check.measure_accelerator_check,
+        deterministic=("device_kind", "jax"),
+        rechecked=False,
+    ),
 }
 # The generated blocks of the docs (`results.GENERATED`), each rendered from its results file.
 RENDERERS = {
@@ -286,6 +294,8 @@ RENDERERS = {
 # docs/results/tables/NAME.md, whose figures are bound as in any document (`results.render_table`).
 TABLES = (
     "ablation_pod_sizes",
+    "accelerator_check_attention",
+    "accelerator_check_steps",
     "accelerator_plans_8b",
     "apertus_ablation_final",
     "apertus_ablation_paired",
