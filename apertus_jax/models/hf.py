@@ -495,9 +495,11 @@ def check_init_dir(directory: str, config: ModelConfig, tokenizer) -> None:
 def read_params(directory: str, config: ModelConfig, abstract_params: dict) -> dict:
     """The parameters of the HF checkpoint in `directory`, as arrays placed like `abstract_params`.
 
-    Every device's shard is read on its own from the safetensors files (`safe_open(...).get_slice`): a
-    process reads only the slices of its own devices, and no host holds the whole model. Values are cast to
-    each parameter's dtype (float32 from bfloat16 is exact). Call `check_init_dir` first.
+    Every device's shard is read on its own from the memory-mapped safetensors files
+    (`safe_open(...).get_slice`) and put on its device before the next is read: a process reads only the
+    slices of its own devices, and its host memory holds, besides what its devices hold, one slice at a time
+    (tests/jobs/test_continue_from_hf.py measures it). Values are cast to each parameter's dtype (float32 from
+    bfloat16 is exact). Call `check_init_dir` first.
 
     Args:
       config: the run's model (scanned layers get a leading layer axis).
@@ -510,7 +512,7 @@ def read_params(directory: str, config: ModelConfig, abstract_params: dict) -> d
     hf_names = dict(_layer_names(config))
     with contextlib.ExitStack() as stack:
         opened = {
-            path: stack.enter_context(safe_open(path, framework="flax")) for path in _weight_files(directory)
+            path: stack.enter_context(safe_open(path, framework="numpy")) for path in _weight_files(directory)
         }
         files_of = {name: path for path, f in opened.items() for name in f.keys()}
 
@@ -549,10 +551,16 @@ def read_params(directory: str, config: ModelConfig, abstract_params: dict) -> d
             return np.stack(blocks) if config.scan_layers else blocks[0]
 
         def load(path, leaf: jax.ShapeDtypeStruct) -> jax.Array:
+            # One device's slice at a time, each put on its device before the next is read: the host holds
+            # the parameters read so far and one slice (`make_array_from_callback` holds every slice of the
+            # array until all are read).
             keys = [str(getattr(entry, "key", getattr(entry, "idx", entry))) for entry in path]
-            return jax.make_array_from_callback(
-                leaf.shape, leaf.sharding, lambda index: read(keys, index, leaf.shape).astype(leaf.dtype)
-            )
+            devices = leaf.sharding.addressable_devices_indices_map(leaf.shape)
+            shards = [
+                jax.device_put(read(keys, index, leaf.shape).astype(leaf.dtype), device)
+                for device, index in devices.items()
+            ]
+            return jax.make_array_from_single_device_arrays(leaf.shape, leaf.sharding, shards)
 
         return jax.tree_util.tree_map_with_path(load, abstract_params)
 
