@@ -6,6 +6,9 @@
 | apertus-70b | 80 | 8192 | 43008 xIELU | 64 / 8 | 128 | 131072 | ~70.6B params |
 | apertus-3b | 28 | 3072 | 12288 xIELU | 24 / 8 | 128 | 131072 | Llama-3.2-3B shape, MLP 1.5 x 8192 |
 | apertus-1.5b | 16 | 2048 | 12288 xIELU | 32 / 8 | 64 | 131072 | Llama-3.2-1B shape, MLP 1.5 x 8192 |
+| apertus-mini-0.5b | 32 | 1024 | 4096 xIELU | 16 / 4 | 64 | 131072 | distillation student, tied, ~0.49B params |
+| apertus-mini-1.5b | 52 | 1536 | 6144 xIELU | 12 / 4 | 128 | 131072 | student, tied, ~1.51B (apertus-1.5b's count) |
+| apertus-mini-4b | 54 | 2560 | 10240 xIELU | 20 / 4 | 128 | 131072 | student, tied, ~4.02B params |
 | boldt-1b | 16 | 2048 | 8192 SwiGLU | 32 / 8 | 64 | 32000 | Llama-style, ~0.97B non-embedding |
 | boldt-350m | 28 | 1024 | 2816 SwiGLU | 16 / 16 | 64 | 32000 | Llama-style, ~0.36B non-embedding |
 | tiny | 2 | 128 | 384 xIELU | 4 / 2 | 32 | 131072 | CPU tests (override vocab_size) |
@@ -16,6 +19,9 @@
 The Apertus ablation sizes (1.5B, 3B) are not tabulated in the report; the shapes above are the Llama-3.2
 1B/3B shapes with the ungated MLP widened 1.5x, as the report does for xIELU. The Boldt paper gives only
 "Llama architecture, 350M non-embedding / 1B parameters, 32k BPE vocabulary"; its shapes are our choice.
+The Apertus Mini students (docs/recipe.md section 13) are known only as 0.5B, 1.5B and 4B, tied embeddings,
+deeper and thinner than a from-scratch model of their size; the shapes above are our choice to that description
+(the 1.5B student has 52 layers of width 1536 where apertus-1.5b has 16 of 2048, at the same count).
 Llama-style presets use QK-norm off, RoPE theta 10,000 without scaling and untied embeddings.
 """
 
@@ -65,6 +71,39 @@ _PRESETS: dict[str, dict] = {
         head_dim=64,
         mlp_hidden=12288,
         max_seq_len=4096,
+    ),
+    "apertus-mini-0.5b": dict(
+        vocab_size=131072,
+        d_model=1024,
+        n_layers=32,
+        n_heads=16,
+        n_kv_heads=4,
+        head_dim=64,
+        mlp_hidden=4096,
+        max_seq_len=4096,
+        tie_embeddings=True,
+    ),
+    "apertus-mini-1.5b": dict(
+        vocab_size=131072,
+        d_model=1536,
+        n_layers=52,
+        n_heads=12,
+        n_kv_heads=4,
+        head_dim=128,
+        mlp_hidden=6144,
+        max_seq_len=4096,
+        tie_embeddings=True,
+    ),
+    "apertus-mini-4b": dict(
+        vocab_size=131072,
+        d_model=2560,
+        n_layers=54,
+        n_heads=20,
+        n_kv_heads=4,
+        head_dim=128,
+        mlp_hidden=10240,
+        max_seq_len=4096,
+        tie_embeddings=True,
     ),
     "boldt-1b": dict(
         vocab_size=32000,

@@ -70,3 +70,17 @@ def test_overrides_and_unknown_names():
     assert all(name in str(info.value) for name in PRESET_NAMES)
     with pytest.raises(ValueError, match="unknown ModelConfig field"):
         get_config("tiny", hidden_size=3)
+
+
+def test_the_mini_students_are_tied_deeper_and_thinner_at_their_named_sizes():
+    """Apertus Mini (docs/recipe.md section 13): 0.5B, 1.5B and 4B students with tied embeddings, deeper and
+    thinner than the from-scratch preset of the same count."""
+    from apertus_jax.models.flops import param_count
+
+    for name, billions in (("apertus-mini-0.5b", 0.5), ("apertus-mini-1.5b", 1.5), ("apertus-mini-4b", 4.0)):
+        config = get_config(name)
+        assert config.tie_embeddings and config.mlp_type == "xielu" and config.qk_norm
+        assert param_count(config) == pytest.approx(billions * 1e9, rel=0.03), name
+    student, scratch = get_config("apertus-mini-1.5b"), get_config("apertus-1.5b")
+    assert param_count(student) == pytest.approx(param_count(scratch), rel=0.001)
+    assert student.n_layers > 3 * scratch.n_layers and student.d_model < scratch.d_model
