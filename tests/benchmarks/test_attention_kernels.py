@@ -1,10 +1,10 @@
-"""benchmarks.attention_kernels on CPU: the packed layout of segment ids, the xla kernel against the float32
+"""benchmarks.kernel_timing (the measurement of benchmarks.attention_kernels) on CPU: the packed layout of segment ids, the xla kernel against the float32
 reference, a kernel that cannot run here reported with its error, unknown kernel names refused."""
 
 import numpy as np
 import pytest
 
-from benchmarks import attention_kernels
+from benchmarks import kernel_timing
 from benchmarks.packed_rows import packed_layout, packed_segment_ids
 
 
@@ -28,7 +28,7 @@ def test_packed_layout_rebuilds_the_segment_ids_of_packed_rows(seq):
 
 
 def test_the_xla_kernel_matches_the_reference_and_a_missing_kernel_is_reported():
-    report = attention_kernels.run("tiny", 256, 2, 1, kernels=("xla", "cudnn_packed"))
+    report = kernel_timing.run("tiny", 256, 2, 1, kernels=("xla", "cudnn_packed"))
     assert report["documents_per_row"] >= 2
     errors = report["kernels"]["xla"]["relative_error"]
     # bf16 inputs against their float32 evaluation: bf16 rounding of the output and gradients only
@@ -39,4 +39,4 @@ def test_the_xla_kernel_matches_the_reference_and_a_missing_kernel_is_reported()
 
 def test_unknown_kernels_are_refused_before_anything_runs():
     with pytest.raises(ValueError, match="--kernels: unknown flash; choose from xla, cudnn_mask"):
-        attention_kernels.run("tiny", 256, 1, 1, kernels=("xla", "flash"))
+        kernel_timing.run("tiny", 256, 1, 1, kernels=("xla", "flash"))

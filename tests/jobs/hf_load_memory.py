@@ -6,7 +6,7 @@ loader that reads every shard whole first (`models.hf.load_hf`).
 Prints one JSON line: `peak_anon_bytes`, the largest rise of the process's anonymous resident memory (RssAnon,
 sampled every millisecond by a thread; the safetensors files are memory-mapped, and their pages, which the
 kernel can drop, are left out), and `loaded_bytes`, the bytes of the arrays loaded. Run by
-tests/jobs/test_continue_from_hf.py in a fresh process, so that nothing else of the suite is resident.
+tests/jobs/test_export.py in a fresh process, so that nothing else of the suite is resident.
 """
 
 import json

@@ -5,8 +5,6 @@ the workdir it came from, and a checkpoint of another model or tokenizer is refu
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -159,70 +157,3 @@ def test_the_pretrain_command_refuses_another_model_in_one_line_and_writes_nothi
         "model.vocab_size=4096; set --config.model.vocab_size=1024"
     ]
     assert not os.path.exists(f"{tmp_path}/w")
-
-
-@pytest.fixture(scope="module")
-def sharded_checkpoint(tmp_path_factory):
-    """A HF checkpoint of a 130 MB float32 model in four safetensors shards with their index (the embedding,
-    the output head, layers 0-1 with the final norm, layers 2-3); (directory, largest shard's bytes)."""
-    from safetensors.numpy import save_file
-
-    from apertus_jax.models.presets import get_config
-    from apertus_jax.models.transformer import create_model
-
-    model = get_config(
-        "tiny",
-        vocab_size=16384,
-        d_model=512,
-        n_layers=4,
-        n_heads=8,
-        n_kv_heads=4,
-        head_dim=64,
-        mlp_hidden=2048,
-    )
-    state_dict, hf_config = hf.to_hf(create_model(model))
-    directory = tmp_path_factory.mktemp("sharded_hf")
-
-    def shard_of(name: str) -> int:
-        if name.startswith("model.layers."):
-            return 3 if int(name.split(".")[2]) < 2 else 4
-        return {"model.embed_tokens.weight": 1, "lm_head.weight": 2}.get(name, 3)
-
-    files_of = {name: f"model-0000{shard_of(name)}-of-00004.safetensors" for name in state_dict}
-    for file in sorted(set(files_of.values())):
-        save_file({n: w for n, w in state_dict.items() if files_of[n] == file}, str(directory / file))
-    (directory / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {}, "weight_map": files_of})
-    )
-    (directory / "config.json").write_text(json.dumps(hf_config))
-    return str(directory), max(os.path.getsize(directory / f) for f in set(files_of.values()))
-
-
-def _load_memory(directory: str, loader: str) -> dict:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    script = os.path.join(root, "tests", "jobs", "hf_load_memory.py")
-    env = {**os.environ, "PYTHONPATH": root}
-    proc = subprocess.run(
-        [sys.executable, script, directory, loader], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-@pytest.mark.slow
-def test_reading_a_sharded_checkpoint_holds_at_most_one_shard_besides_the_parameters(sharded_checkpoint):
-    """Peak anonymous host memory while `read_params` loads four shards onto 8 CPU devices (whose memory is the
-    host's, so the device share is the whole model here) stays below the largest shard plus the parameters;
-    reading every shard whole first, as `load_hf` does, needs about twice the parameters."""
-    directory, largest_shard = sharded_checkpoint
-    ours = _load_memory(directory, "read_params")
-    whole = _load_memory(directory, "load_hf")
-    params = ours["loaded_bytes"]
-    assert params > 1e8 and whole["loaded_bytes"] == params
-    print(
-        f"peak {ours['peak_anon_bytes'] / 1e6:.1f} MB vs largest shard {largest_shard / 1e6:.1f} MB + "
-        f"parameters {params / 1e6:.1f} MB; whole-shard loader {whole['peak_anon_bytes'] / 1e6:.1f} MB"
-    )
-    assert ours["peak_anon_bytes"] < largest_shard + params
-    # The bound bites: the loader that holds every shard whole exceeds it.
-    assert whole["peak_anon_bytes"] > largest_shard + params
