@@ -12,14 +12,16 @@ Kernels (q/k/v in bf16, the preset's head counts, scale `head_dim ** -0.5`):
                 the document mask's cost is measured against
   cudnn_packed  jax's internal cuDNN wrapper (`jax._src.cudnn.fused_attention_stablehlo`, private API) in its
                 packed layout: per row the documents' start offsets `[B, M + 1]` and lengths `[B, M]`, M the
-                most documents in any row of this batch, causal within each document (Hopper and later)
+                most documents in any row of this batch, causal within each document (mask type
+                `PADDING_CAUSAL`; Hopper and later)
 Rows pack demo-corpus document lengths, the last ~5% padding (`benchmarks.packed_rows`); the measurement is
 `benchmarks.kernel_timing`.
 Time: median of `--calls` blocked calls of the jitted gradient of `sum(out * cotangent)` with respect to q, k
 and v (forward and backward), after two warm-up calls. Error: max |x - reference| over the real (non-padding)
 positions divided by max |reference|, for the output and dq/dk/dv; the reference is `xla_attention` on the same
 bf16 values in float32 (block by block, `blocked_xla_attention`, above 8,192 tokens per row). A kernel that
-fails to build or run is reported with its error's first line, and the others still run. `--dry_run` runs the xla kernel at tiny sizes on any backend (CPU CI).
+fails to build or run is reported with its error's first line, and the others still run. `--dry_run` runs the
+xla kernel at tiny sizes on any backend (CPU CI).
 """
 
 import json
