@@ -13,6 +13,8 @@ the report's `oom`). The document mask's cost is still read from the lines `expe
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import sys
@@ -194,3 +196,19 @@ def render_apertus_targets(values: Mapping) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+# BENCHMARKS.md "Train step on the TPU compiler against MaxText": needs the venv of `benchmarks.maxtext_tpu`
+# (MaxText 0.2.5 and jax 0.11.2 beside apertus_jax); not re-run by the tests.
+MAXTEXT_TPU_RUN = "python -m benchmarks.maxtext_tpu --out DIR  # in the venv its docstring gives"
+
+
+def measure_maxtext_tpu(root: str, scratch: str) -> dict:
+    """`benchmarks.maxtext_tpu --out SCRATCH` and its record (maxtext_tpu.json).
+
+    Raises:
+      ChildProcessError: the command failed.
+    """
+    commands.run([sys.executable, "-m", "benchmarks.maxtext_tpu", f"--out={scratch}"], root, {})
+    with open(os.path.join(scratch, "maxtext_tpu.json")) as f:
+        return json.load(f)

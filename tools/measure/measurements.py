@@ -267,6 +267,13 @@ MEASUREMENTS = {
         deterministic=tuple(accelerators.APERTUS_TARGET_RUNS),
         rechecked=False,
     ),
+    # Compiled in the venv of `benchmarks.maxtext_tpu` (MaxText beside apertus_jax on jax 0.11.2); not re-run.
+    "maxtext_tpu": Measurement(
+        command=accelerators.MAXTEXT_TPU_RUN,
+        measure=accelerators.measure_maxtext_tpu,
+        deterministic=("maxtext", "ours_llama", "ours_apertus"),
+        rechecked=False,
+    ),
     # Run on a machine with one GPU (its outputs gathered by `gpu_check.check_values`); not re-run by the tests.
     "accelerator_check": Measurement(
         command=gpu_check.ACCELERATOR_CHECK_RUN,
