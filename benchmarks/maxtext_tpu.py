@@ -116,10 +116,11 @@ def _run(argv: list[str], log_path: str) -> str:
 
 def main(argv) -> None:
     del argv
-    import maxtext  # the peer's package: this venv must hold it (module docstring)
-
     out = flags.FLAGS.out
-    base = os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
+    # MaxText's own config, found by the venv's interpreter (this venv must hold MaxText: module docstring).
+    where = "import maxtext, os; print(os.path.dirname(maxtext.__file__))"
+    package = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True, check=True).stdout
+    base = os.path.join(package.strip(), "configs", "base.yml")
     hlo = os.path.join(out, "maxtext_hlo")
     maxtext_log = _run(
         [sys.executable, *MAXTEXT_RUN.format(base=base, hlo=hlo).split()], os.path.join(out, "maxtext.log")
