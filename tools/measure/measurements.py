@@ -301,8 +301,7 @@ RENDERERS = {
 # docs/results/tables/NAME.md, whose figures are bound as in any document (`results.render_table`).
 TABLES = (
     "ablation_pod_sizes",
-    "accelerator_check_attention",
-    "accelerator_check_steps",
+    "accelerator_check",
     "accelerator_plans_8b",
     "apertus_ablation_final",
     "apertus_ablation_paired",
