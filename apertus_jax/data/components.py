@@ -108,6 +108,9 @@ class RawSpec(DocumentSpec):
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "paths": list(self.paths), "licence": None}
 
+    def check_inputs(self) -> None:
+        sources.list_files(self.paths, self.kind)
+
 
 @register_kind
 @dataclasses.dataclass(frozen=True)

@@ -139,6 +139,19 @@ class PipelineSpec:
         order."""
         return {n: s for n, s in self.components.items() if s.injected}
 
+    def check_inputs(self) -> None:
+        """Checks the files every component reads (`ComponentSpec.check_inputs`), before a run reads or
+        writes anything.
+
+        Raises:
+          FileNotFoundError / ValueError: one line, "data.pipeline.components.NAME: " and the problem.
+        """
+        for name, spec in self.components.items():
+            try:
+                spec.check_inputs()
+            except (FileNotFoundError, ValueError) as error:
+                raise type(error)(f"data.pipeline.components.{name}: {error}") from None
+
     def to_dict(self) -> dict[str, Any]:
         """The normalized config dict: every default filled in (`parse_pipeline` of it gives an equal spec)."""
         return {

@@ -118,6 +118,14 @@ class ComponentSpec:
         """Where the documents come from and under which licence (the run's provenance record)."""
         return {"kind": self.kind, "licence": None}
 
+    def check_inputs(self) -> None:
+        """Checks the files this component reads with the checks its loading makes, without reading the
+        documents (kinds that check nothing before loading keep this default).
+
+        Raises:
+          FileNotFoundError / ValueError: one line naming the file and the problem.
+        """
+
 
 @dataclasses.dataclass(frozen=True)
 class LengthBuckets:

@@ -425,6 +425,10 @@ class MegatronSpec(DocumentSpec):
         lengths = np.concatenate([d.sequence_lengths for d in datasets])[selection]
         return Component(name, _Documents(datasets, selection, tokenizer.vocab_size), float(lengths.mean()))
 
+    def check_inputs(self) -> None:
+        for prefix in parse_blend(self.paths)[0]:
+            IndexedDataset(prefix)
+
     def describe(self) -> dict[str, Any]:
         prefixes, weights = parse_blend(self.paths)
         records = []

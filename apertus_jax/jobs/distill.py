@@ -42,7 +42,7 @@ from safetensors.numpy import load_file, save_file
 
 from apertus_jax import files
 from apertus_jax.jobs.config import Config
-from apertus_jax.jobs.pretrain import check_inputs, run_training
+from apertus_jax.jobs.pretrain import run_training
 from apertus_jax.jobs.workdir import load_workdir
 from apertus_jax.train.batches import BatchSource
 from apertus_jax.train.run import Run, pipeline_batch_source
@@ -262,7 +262,7 @@ def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temp
             f"{run_config.train.steps} steps of {run_config.data.seq_len}: write the logits with the student's config"
         )
     pipeline = run_config.data.pipeline
-    check_inputs(pipeline)
+    pipeline.check_inputs()
     data = {name: spec.describe() for name, spec in pipeline.components.items()}
     data["teacher_logits"] = {"kind": "teacher_logits", "licence": None, **meta, "path": logits_dir}
     return run_training(

@@ -3,8 +3,8 @@
     status = pretrain(parse(config_dict), workdir)      # "done" | "preempted"
 
 `train` assembles the trainer's `Run` from a `Config` with the standard hooks (the config record, the
-provenance record, the loss curve, in-loop evaluation when `eval.every_steps` > 0, the probe manifest when the pipeline
-injects documents) plus a job's own objective, batch source and hooks, and runs the loop. Post-training
+provenance record, the loss curve, in-loop evaluation when `eval.every_steps` > 0, the probe manifest of a run
+that reads `data.pipeline`, written when it injects documents) plus a job's own objective, batch source and hooks, and runs the loop. Post-training
 (`apertus_jax.jobs.posttrain`), the long-context stages and the studies call it with their plug-ins.
 """
 
@@ -14,10 +14,6 @@ from collections.abc import Callable, Sequence
 
 from absl import logging
 
-from apertus_jax.data import sources
-from apertus_jax.data.components import RawSpec
-from apertus_jax.data.config import PipelineSpec
-from apertus_jax.data.megatron import IndexedDataset, MegatronSpec, parse_blend
 from apertus_jax.eval.in_loop import InLoopEvaluation
 from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.loss_plot import LossPlot
@@ -36,7 +32,7 @@ def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[
 
     Args:
       data: {name: description} of what a job's own batch source reads; None: the run reads `data.pipeline`
-        (its components describe themselves, and injected ones get the probe manifest).
+        (its components describe themselves, and the probe manifest lists its injected documents).
     """
     pipeline = config.run.data.pipeline
     described = (
@@ -48,28 +44,9 @@ def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[
     reads_pipeline = data is None or set(pipeline.components) <= set(data)
     if config.eval.every_steps:
         hooks.append(InLoopEvaluation(config.eval, pipeline if reads_pipeline else None))
-    if data is None and pipeline.injected():
+    if data is None:
         hooks.append(ProbeManifest())
     return hooks
-
-
-def check_inputs(pipeline: PipelineSpec) -> None:
-    """Checks the files the pipeline's raw and Megatron components read, with the checks their loading makes
-    (`sources.list_files`, `megatron.IndexedDataset`), before a run logs or writes anything. Shard sets
-    are checked when their manifests are described (`standard_hooks`).
-
-    Raises:
-      FileNotFoundError / ValueError: one line, "data.pipeline.components.NAME: " and the problem.
-    """
-    for name, spec in pipeline.components.items():
-        try:
-            if isinstance(spec, RawSpec):
-                sources.list_files(spec.paths, spec.kind)
-            elif isinstance(spec, MegatronSpec):
-                for prefix in parse_blend(spec.paths)[0]:
-                    IndexedDataset(prefix)
-        except (FileNotFoundError, ValueError) as error:
-            raise type(error)(f"data.pipeline.components.{name}: {error}") from None
 
 
 def assemble(
@@ -89,19 +66,16 @@ def assemble(
 
     Raises:
       ValueError: a batch source without its description, or a config the devices or processes cannot run
-        (`apertus_jax.train.config.check_layout`); FileNotFoundError / ValueError: as `check_inputs`.
+        (`apertus_jax.train.config.check_layout`); FileNotFoundError / ValueError: a missing or unreadable
+        data file (`apertus_jax.data.config.PipelineSpec.check_inputs`).
     """
     if (batch_source is None) != (data is None):
         raise ValueError("a job's own batch source needs the description of what it reads (data=...)")
+    hooks = [*standard_hooks(config, data), *hooks]
+    run = Run(config.run, objective=objective, batch_source=batch_source, hooks=hooks, devices=devices)
     if data is None:
-        check_inputs(config.run.data.pipeline)
-    return Run(
-        config.run,
-        objective=objective,
-        batch_source=batch_source,
-        hooks=[*standard_hooks(config, data), *hooks],
-        devices=devices,
-    )
+        config.run.data.pipeline.check_inputs()
+    return run
 
 
 def describe(config: Config) -> str:
@@ -135,8 +109,8 @@ def run_training(config: Config, workdir: str, **plugins) -> str:
     Raises:
       ValueError / FileNotFoundError / WorkdirLockedError: as `apertus_jax.train.loop.train`.
     """
-    run = assemble(config, **plugins)
     logging.info(describe(config))
+    run = assemble(config, **plugins)
     return loop.train(run, workdir)
 
 

@@ -30,7 +30,10 @@ class ProbeManifest(Hook):
     docstring)."""
 
     def on_save(self, step: int, context: LoopContext) -> None:
+        injected = context.run.config.data.pipeline.injected()
+        if not injected:
+            return
         exposures = context.batches.consumed().get("exposures", {})
-        content = injection.manifest(context.run.config.data.pipeline.injected(), exposures, step)
+        content = injection.manifest(injected, exposures, step)
         path = manifest_path(context.workdir, jax.process_index())
         files.write_text(path, json.dumps(content, indent=1, ensure_ascii=False))

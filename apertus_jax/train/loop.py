@@ -30,7 +30,6 @@ import numpy as np
 from absl import logging
 from jax.experimental import multihost_utils
 
-from apertus_jax.models import flops
 from apertus_jax.named import load_named
 from apertus_jax.train.batches import Prefetcher
 from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
@@ -239,7 +238,6 @@ class _Loop:
         self.preemption = PreemptionSignal(config.faults.preemption_check_every_steps)
         self.profiler = StepProfiler(config.profile, workdir)
         self.shapes = param_shapes(run.spec.abstract["params"])
-        self.flops_per_token = flops.train_flops_per_token(config.model, config.data.seq_len)
         self.peak = peak_flops_per_device()
         self.saved_step = progress.step if checkpointer.all_steps() else -1
         self.shapes_run: set[tuple[int, int]] = set()  # batch shapes whose step was called (compiled)
@@ -326,7 +324,7 @@ class _Loop:
                 "grad_norm": float(step_metrics["grad_norm"]),
                 "clipped_fraction": progress.clipped_steps / progress.step,
                 "tokens_per_s": tokens_per_s,
-                "mfu": mfu(tokens_per_s, self.flops_per_token, jax.device_count(), self.peak),
+                "mfu": mfu(tokens_per_s, self.run.flops_per_token, jax.device_count(), self.peak),
                 "skipped_steps": progress.skipped_steps,
                 "spike_skipped_steps": progress.spike_skipped_steps,
                 "rollbacks": progress.rollbacks,

@@ -3,6 +3,7 @@
     run = Run(config, objective=..., batch_source=..., hooks=[...])   # checks the layout; mesh, optimizer
     run.tokenizer, run.batch_source()       # the data side (built on first use)
     run.spec                                # train-state shapes and shardings, the sharded initializer
+    run.flops_per_token                     # model FLOPs of one trained token (MFU)
     step = run.train_step(rows)             # THE jitted train step for batches of `rows` rows
     apertus_jax.train.loop.train(run, workdir)
 
@@ -25,7 +26,7 @@ import numpy as np
 from absl import logging
 
 from apertus_jax.data.config import BATCH_KEYS, DataConfig
-from apertus_jax.models import partitioning
+from apertus_jax.models import flops, partitioning
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.transformer import param_logical_axes
@@ -94,16 +95,18 @@ class Run:
         self.hooks = tuple(hooks)
         self._batch_source = batch_source or pipeline_batch_source
         self.mesh_shape = check_layout(config, len(devices), jax.process_count())
+        data, fsdp, tensor, context = self.mesh_shape
+        self.mesh = partitioning.make_mesh(data, fsdp, tensor, devices, context)
+        self.flops_per_token = flops.train_flops_per_token(config.model, config.data.seq_len)
+        logical_axes = param_logical_axes(config.model)
         self.plan = config.train.plan
         self.lr_schedule = make_lr_schedule(config.optim, self.plan)
-        self.tx = make_tx(config.optim, self.lr_schedule, param_logical_axes(config.model))
+        self.tx = make_tx(config.optim, self.lr_schedule, logical_axes)
         train = config.train
         if train.spike_factor:
             self.tx = skip_spikes(
                 self.tx, train.spike_factor, train.spike_warmup_steps, train.spike_ema_decay
             )
-        data, fsdp, tensor, context = self.mesh_shape
-        self.mesh = partitioning.make_mesh(data, fsdp, tensor, devices, context)
         self._steps: dict[int, TrainStep] = {}
 
     @functools.cached_property

@@ -1,5 +1,7 @@
 """The pretraining job and the standard hooks every job's run gets."""
 
+import types
+
 import pytest
 
 from apertus_jax.eval.in_loop import InLoopEvaluation
@@ -15,7 +17,13 @@ from configs.studies import memorization_tiny
 def test_standard_hooks_follow_the_config():
     demo = parse(tiny_demo.get_config())  # in-loop evaluation on, no injected components
     hooks = pretrain_job.standard_hooks(demo)
-    assert [type(h) for h in hooks] == [RecordConfig, ProvenanceRecord, LossPlot, InLoopEvaluation]
+    assert [type(h) for h in hooks] == [
+        RecordConfig,
+        ProvenanceRecord,
+        LossPlot,
+        InLoopEvaluation,
+        ProbeManifest,
+    ]
     assert hooks[0].config_dict == demo.to_dict()
     assert set(hooks[1].components) == {"prose", "udhr"} and hooks[1].components["prose"]["kind"] == "demo"
     study = parse(memorization_tiny.get_config().run)  # probes and canaries, no evaluation
@@ -34,7 +42,7 @@ def test_standard_hooks_follow_the_config():
     ].components == own
     # ... and no held-out sets of the pipeline it does not read (the tasks and eval.heldout_paths stay).
     assert pretrain_job.standard_hooks(demo, data=own)[-1].pipeline is None
-    assert pretrain_job.standard_hooks(demo)[-1].pipeline is demo.run.data.pipeline
+    assert pretrain_job.standard_hooks(demo)[-2].pipeline is demo.run.data.pipeline
 
 
 def test_a_batch_source_needs_the_description_of_its_data():
@@ -65,3 +73,19 @@ def test_the_start_up_line_names_model_optimizer_schedule_and_tokens():
         "40,960 of 614,400 tokens; 300 steps of 16 x 128 then 32 x 128 from token 301,056 tokens: "
         f"{parsed.run.train.plan.tokens_at_step(300):,} tokens planned"
     )
+
+
+def test_the_probe_manifest_is_written_only_for_a_pipeline_that_injects_documents(tmp_path):
+    for name, config, written in [
+        ("demo", parse(tiny_demo.get_config()), False),
+        ("study", parse(memorization_tiny.get_config().run), True),
+    ]:
+        workdir = tmp_path / name
+        workdir.mkdir()
+        context = types.SimpleNamespace(
+            run=types.SimpleNamespace(config=config.run),
+            workdir=str(workdir),
+            batches=types.SimpleNamespace(consumed=dict),
+        )
+        ProbeManifest().on_save(0, context)
+        assert (workdir / "probes.json").exists() is written, name
