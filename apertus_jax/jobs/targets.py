@@ -64,6 +64,23 @@ class Target:
         return int(size.group(1)) / GB
 
     @property
+    def chips_per_host(self) -> tuple[int, int, int]:
+        """TPU chips per host as (x, y, z) bounds: 2x2x1 (Google Cloud's 4-chip TPU VMs), fewer on smaller
+        slices."""
+        sides = [int(s) for s in self.topology.split("x")]
+        return (min(sides[0], 2), min(sides[1], 2) if len(sides) > 1 else 1, 1)
+
+    @property
+    def wrap(self) -> tuple[bool, bool, bool]:
+        """Which sides of a TPU slice close into a ring (wraparound links): on v4 and v5p every side of a slice
+        of whole 4x4x4 cubes (a 3D torus; smaller slices are a mesh), on v5e and v6e a side of 16 chips, the
+        full pod's (docs/accelerators.md "TPU chips")."""
+        sides = [int(s) for s in self.topology.split("x")]
+        if len(sides) == 3:
+            return (all(s % 4 == 0 for s in sides),) * 3
+        return (*(s == 16 for s in sides), False)
+
+    @property
     def peak_flops(self) -> float | None:
         """Peak dense bf16 FLOP/s of one device (TPU; None on GPU, where no time is estimated)."""
         return TPU_CHIPS[self.kind][3] if self.platform == "tpu" else None
@@ -141,12 +158,11 @@ def target_devices(target: Target) -> list:
     # libtpu locks /tmp/libtpu_lockfile for the one process that may own the chips; compile-only devices own
     # none, so concurrent plans (and test workers) may load it side by side.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "true")
-    sides = [int(s) for s in target.topology.split("x")]
-    host = [min(s, 2) for s in sides] + [1] * (3 - len(sides))  # 4 chips a host (2x2x1), fewer on 1 or 2
     return topologies.get_topology_desc(
         topology_name=f"{TPU_CHIPS[target.kind][0]}:{target.topology}",
         platform="tpu",
         chip_config_name="megacore" if TPU_CHIPS[target.kind][1] == 2 else "default",
-        chips_per_host_bounds=tuple(host),
+        chips_per_host_bounds=target.chips_per_host,
+        wrap=target.wrap,
         num_slices=target.num_slices,
     ).devices

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 from flax import nnx
+from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from apertus_jax.checks import check_number
@@ -105,9 +106,22 @@ def make_mesh(
     # Without context parallelism the mesh keeps its three axes (the "length" rule then falls back to
     # replication, as for any absent axis), so default meshes are unchanged.
     axes = MESH_AXES if sizes[3] > 1 else MESH_AXES[:3]
-    return Mesh(
-        np.asarray(devices).reshape(sizes[: len(axes)]), axes, axis_types=(AxisType.Auto,) * len(axes)
-    )
+    return Mesh(device_grid(devices, sizes[: len(axes)]), axes, axis_types=(AxisType.Auto,) * len(axes))
+
+
+def device_grid(devices: Sequence, shape: Sequence[int]) -> np.ndarray:
+    """`devices` as an array of `shape`: on one TPU slice laid out along the rings of its torus
+    (`jax.experimental.mesh_utils.create_device_mesh`), so that each mesh axis's collectives run between
+    neighbours; elsewhere (CPU, GPU, several TPU slices) in the given order.
+
+    The TPU compiler implements an all-gather over a group of chips that is not a ring of the torus as an
+    all-reduce of a zero-padded buffer: the FSDP weight gathers of a v5p-128 step in host order cost twice the
+    temporaries (docs/accelerators.md, "Targets").
+    """
+    single_slice = len({getattr(d, "slice_index", 0) for d in devices}) == 1
+    if devices[0].platform == "tpu" and single_slice:
+        return mesh_utils.create_device_mesh(tuple(shape), devices, allow_split_physical_axes=True)
+    return np.asarray(devices).reshape(tuple(shape))
 
 
 def logical_to_spec(

@@ -58,6 +58,23 @@ def test_target_names_as_google_cloud_and_hostsxgpus(name, slices, platform, dev
     )
 
 
+@pytest.mark.parametrize(
+    "name, chips_per_host, wrap",
+    [
+        ("v5p-128", (2, 2, 1), (True, True, True)),  # one 4x4x4 cube: a 3D torus of 16 hosts
+        ("v4-256", (2, 2, 1), (True, True, True)),
+        ("v5p-64", (2, 2, 1), (False, False, False)),  # 2x4x4: less than a cube, a mesh
+        ("v5p-8", (2, 2, 1), (False, False, False)),
+        ("v5e-128", (2, 2, 1), (False, True, False)),  # 8x16: the side of 16 wraps
+        ("v6e-256", (2, 2, 1), (True, True, False)),
+        ("v5e-1", (1, 1, 1), (False, False, False)),
+    ],
+)
+def test_tpu_hosts_hold_four_chips_and_whole_cubes_or_pod_sides_wrap_around(name, chips_per_host, wrap):
+    target = targets.parse_target(name)
+    assert (target.chips_per_host, target.wrap) == (chips_per_host, wrap)
+
+
 def test_hbm_per_device():
     assert targets.parse_target("v5p-128").hbm_gb == 95
     assert targets.parse_target("v5e-4").hbm_gb == 16
@@ -230,6 +247,20 @@ def test_tiny_step_on_v5e_4_uses_splash_kernels(tiny_bf16):
         and report["params_gb"] + report["optimizer_gb"] < report["total_gb"] < report["hbm_gb"] == 16
     )
     assert "est_step_seconds" not in report
+
+
+@needs_tpu
+def test_a_v5p_cube_is_16_hosts_and_its_fsdp_step_gathers_weights_with_all_gather(tiny_bf16):
+    """Described as 8 hosts of 8 chips without wraparound, the TPU compiler turned every all-gather of this step
+    into an all-reduce of a zero-padded buffer (docs/accelerators.md "Targets")."""
+    target = targets.parse_target("v5p-128")
+    devices = targets.target_devices(target)
+    assert len({d.process_index for d in devices}) == 16
+    rows = dataclasses.replace(tiny_bf16.train, batch_plan=((0, 64 * tiny_bf16.data.seq_len),))
+    report = target_plan.plan_on_target(
+        tiny_bf16.replace(train=rows), target, devices, (1, 64, 1), with_estimate=False
+    )
+    assert report["collectives"]["all-gather"]["ops"] >= tiny_bf16.model.n_layers
 
 
 @pytest.mark.slow
