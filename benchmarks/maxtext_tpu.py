@@ -15,7 +15,8 @@ unrolled, one row per chip and no gradient accumulation, fsdp over the 64 chips,
 The step time is the compiler's roofline (`optimal_seconds`) plus the splash attention core at peak, which
 jax's kernel leaves out of the cost analysis (docs/accelerators.md); MaxText's program gets the same
 attention seconds as our Llama variant (the same heads, length and layers, the same formula). Writes
-DIR/maxtext_tpu.json: each program's GB per chip, seconds and collectives, and the ratios ours / MaxText.
+DIR/maxtext_tpu.json: each program's GB per chip, seconds, collectives and what it holds at its heap peak
+(`benchmarks.peak_buffers`, from the compiler's dumps in DIR), and the ratios ours / MaxText.
 """
 
 import glob
@@ -28,6 +29,7 @@ import sys
 from absl import flags
 
 from apertus_jax.jobs.memory_plan import collective_bytes
+from benchmarks.peak_buffers import peak_groups
 from experiments import cli
 
 MAXTEXT_RUN = (
@@ -45,6 +47,7 @@ LLAMA = (
     "--config.model.mlp_type=swiglu --config.model.mlp_hidden=14336 --config.model.qk_norm=False "
     "--config.model.vocab_size=128256"
 )
+PEAK_GROUPS = 12  # the largest groups of values live at a program's heap peak kept in the record
 _MEMORY = re.compile(r"Memory analysis: CompiledMemoryStats\((?P<fields>[^)]*)\)")
 _COST = re.compile(r"'(?P<key>flops|optimal_seconds)': (?P<value>[0-9.e+-]+)")
 
@@ -105,11 +108,19 @@ def compare(maxtext: dict, ours_llama: dict, ours_apertus: dict) -> dict:
     return {"maxtext": maxtext, "ours_llama": ours_llama, "ours_apertus": ours_apertus, "ratios": ratios}
 
 
-def _run(argv: list[str], log_path: str) -> str:
+def peak(dump_dir: str) -> dict:
+    """The heap peak of the train step dumped into `dump_dir`: `peak_gb` and its `PEAK_GROUPS` largest groups
+    (`benchmarks.peak_buffers`)."""
+    groups = peak_groups(dump_dir, "train_step")
+    return {"peak_gb": sum(g["gb"] for g in groups), "peak_groups": groups[:PEAK_GROUPS]}
+
+
+def _run(argv: list[str], log_path: str, dump_dir: str | None = None) -> str:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    if dump_dir:
+        env["XLA_FLAGS"] = f"--xla_dump_to={dump_dir} --xla_dump_hlo_module_re=.*train_step.*"
     with open(log_path, "w") as log:
-        subprocess.run(
-            argv, stdout=log, stderr=subprocess.STDOUT, check=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}
-        )
+        subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=True, env=env)
     with open(log_path) as f:
         return f.read()
 
@@ -127,15 +138,16 @@ def main(argv) -> None:
     )
     (hlo_path,) = glob.glob(os.path.join(hlo, "*jit_train_step*.after_optimizations.txt"))
     with open(hlo_path) as f:
-        maxtext = maxtext_values(maxtext_log, f.read())
+        maxtext = {**maxtext_values(maxtext_log, f.read()), **peak(hlo)}
     plans = {}
     for name, extra in (("ours_llama", LLAMA), ("ours_apertus", "")):
-        plan_json = os.path.join(out, f"{name}.json")
+        plan_json, dump = os.path.join(out, f"{name}.json"), os.path.join(out, f"{name}_hlo")
         _run(
             [sys.executable, *OURS_RUN.split(), *extra.split(), f"--json={plan_json}"],
             os.path.join(out, f"{name}.log"),
+            dump,
         )
-        plans[name] = ours_values(plan_json)
+        plans[name] = {**ours_values(plan_json), **peak(dump)}
     record = compare(maxtext, plans["ours_llama"], plans["ours_apertus"])
     with open(os.path.join(out, "maxtext_tpu.json"), "w") as f:
         json.dump(record, f, indent=1)

@@ -32,6 +32,7 @@ MESH_AXES = ("data", "fsdp", "tensor", "context")
 
 LOGICAL_AXIS_RULES: dict[str, tuple[str, ...]] = {
     "batch": ("data", "fsdp"),
+    "replica_batch": ("data",),  # the batch over data replicas only: each fsdp group sees all its rows
     "length": ("context",),
     "embed": ("fsdp", "context"),
     "heads": ("tensor",),

@@ -96,10 +96,12 @@ class Apertus(nnx.Module):
 
     def embed_tokens(self, tokens: jax.Array) -> jax.Array:
         """Token ids `[B, T]` int32 -> residual stream `[B, T, d_model]` in compute dtype."""
-        # Gather from a table whole along "embed" (FSDP all-gathers weights before use anyway): a gather from
-        # an fsdp-sharded embed dim into batch-sharded rows forces XLA to replicate the whole output.
-        table_VxD = constrain(self.embed[...], ("vocab", None))
-        x_BxTxD = jnp.take(table_VxD, tokens, axis=0).astype(jnp.dtype(self.config.dtype))
+        # The table is never gathered whole (vocab x d_model: 2.1 GB per chip for the 8B in float32): the ids of
+        # the fsdp group's rows are (4 bytes a token), each device looks up its own "embed" slice of the table
+        # for all of them, and one all-to-all within the group hands each device its rows.
+        tokens_BxT = constrain(tokens, ("replica_batch", "length"))
+        x_BxTxD = jnp.take(self.embed[...], tokens_BxT, axis=0).astype(jnp.dtype(self.config.dtype))
+        x_BxTxD = constrain(x_BxTxD, ("replica_batch", "length", "embed"))
         return constrain(x_BxTxD, ("batch", "length", "embed"))
 
     def head(self, x_BxTxD: jax.Array) -> jax.Array:
