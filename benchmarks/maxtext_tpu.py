@@ -35,8 +35,7 @@ from experiments import cli
 MAXTEXT_RUN = (
     "-m maxtext.trainers.pre_train.train_compile {base} compile_topology=v5p-128 compile_topology_num_slices=1 "
     "model_name=llama3.1-8b per_device_batch_size=1 max_target_length=4096 remat_policy=full "
-    "scan_layers=false attention=flash dataset_type=synthetic run_name=maxtext_tpu "
-    "dump_hlo=true dump_hlo_local_dir={hlo} dump_hlo_delete_local_after=false"
+    "scan_layers=false attention=flash dataset_type=synthetic run_name=maxtext_tpu"
 )
 OURS_RUN = (
     "-m experiments.memory_plan --config=configs/runs/apertus_8b.py --target=v5p-128 --meshes=1x64x1 "
@@ -134,8 +133,9 @@ def main(argv) -> None:
     package = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True, check=True).stdout
     base = os.path.join(package.strip(), "configs", "base.yml")
     hlo = os.path.join(out, "maxtext_hlo")
+    # dumped through XLA_FLAGS as ours: MaxText's own dump_hlo=true uploads to Cloud Storage afterwards
     maxtext_log = _run(
-        [sys.executable, *MAXTEXT_RUN.format(base=base, hlo=hlo).split()], os.path.join(out, "maxtext.log")
+        [sys.executable, *MAXTEXT_RUN.format(base=base).split()], os.path.join(out, "maxtext.log"), hlo
     )
     (hlo_path,) = glob.glob(os.path.join(hlo, "*jit_train_step*.after_optimizations.txt"))
     with open(hlo_path) as f:
