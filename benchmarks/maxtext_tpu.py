@@ -1,7 +1,7 @@
 """Our 8B train step against MaxText's on the same TPU compiler: per-chip memory and the roofline step time of
 one 4,096-token row per chip on a v5p-128 slice (64 chips), compile-only, no TPU needed.
 
-    python -m benchmarks.maxtext_tpu --out DIR   # in a venv holding both stacks (below); an hour on 2 cores
+    python -m benchmarks.maxtext_tpu --out DIR   # in a venv holding both stacks (below); 23 minutes on 2 cores
 
 Both programs are compiled by one libtpu: MaxText 0.2.5 needs jax >= 0.11.1, so this runs in a Python 3.12 venv
 with `pip install "maxtext[tpu]==0.2.5" "jax[tpu]==0.11.2" "jaxlib==0.11.2"` and then apertus_jax installed

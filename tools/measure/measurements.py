@@ -259,8 +259,8 @@ MEASUREMENTS = {
         deterministic=("v5p_128", "h100_1x8", "document_mask"),
         rechecked=False,
     ),
-    # Compiled, not run: most of an hour of compiling on 2 cores and the `accelerators` extra; not re-run by the
-    # tests.
+    # Compiled, not run: a quarter of an hour of compiling on 2 cores and the `accelerators` extra; not re-run by
+    # the tests.
     "apertus_targets": Measurement(
         command="\n".join(accelerators.APERTUS_TARGET_RUNS.values()),
         measure=accelerators.measure_apertus_targets,
