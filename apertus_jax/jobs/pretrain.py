@@ -109,8 +109,9 @@ def run_training(config: Config, workdir: str, **plugins) -> str:
     Raises:
       ValueError / FileNotFoundError / WorkdirLockedError: as `apertus_jax.train.loop.train`.
     """
-    logging.info(describe(config))
-    run = assemble(config, **plugins)
+    startup = describe(config)
+    run = assemble(config, **plugins)  # checks the data files first: a missing one is the only line printed
+    logging.info(startup)
     return loop.train(run, workdir)
 
 
