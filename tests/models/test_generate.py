@@ -139,8 +139,13 @@ def test_seeded_sampling_is_reproducible(model, reference):
     assert first.min() >= 0 and first.max() < 256
 
 
+# No subnormal logits: XLA:CPU flushes them to zero, so one that differs from 0.0 only by a subnormal ties with
+# it in the filter, and ties at the cut-off are all kept (hypothesis found 0.0 beside 4.5e-43).
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(-8, 8, width=32), min_size=10, max_size=10, unique=True), st.floats(0.01, 1.0))
+@given(
+    st.lists(st.floats(-8, 8, width=32, allow_subnormal=False), min_size=10, max_size=10, unique=True),
+    st.floats(0.01, 1.0),
+)
 def test_top_p_keeps_the_smallest_most_likely_set_reaching_p(logits, top_p):
     logits = np.asarray(logits, np.float32)
     kept = np.isfinite(np.asarray(_top_p_filter(jnp.asarray(logits)[None], top_p))[0])
