@@ -36,9 +36,7 @@ def live_at_peak(live_range_text: str) -> list[tuple[str, str, int]]:
 
 def _element_types(hlo_type: str) -> list[str]:
     """The types of a result, layouts dropped: one for an array, each element of a tuple in order."""
-    text = hlo_type.strip()
-    while _LAYOUT.search(text):
-        text = _LAYOUT.sub("", text)
+    text = _LAYOUT.sub("", hlo_type.strip())  # layouts hold no braces: {1,0:T(8,128)(2,1)S(1)}
     return re.findall(r"\w+\[[^\]]*\]", text) if text.startswith("(") else [text]
 
 

@@ -4,8 +4,9 @@
 
 `train` assembles the trainer's `Run` from a `Config` with the standard hooks (the config record, the
 provenance record, the loss curve, in-loop evaluation when `eval.every_steps` > 0, the probe manifest of a run
-that reads `data.pipeline`, written when it injects documents) plus a job's own objective, batch source and hooks, and runs the loop. Post-training
-(`apertus_jax.jobs.posttrain`), the long-context stages and the studies call it with their plug-ins.
+that reads `data.pipeline`, written when it injects documents) plus a job's own objective, batch source and
+hooks, and runs the loop. Post-training (`apertus_jax.jobs.posttrain`), the long-context stages and the studies
+call it with their plug-ins.
 """
 
 from __future__ import annotations

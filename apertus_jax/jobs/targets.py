@@ -64,10 +64,15 @@ class Target:
         return int(size.group(1)) / GB
 
     @property
+    def sides(self) -> list[int]:
+        """The slice's chips (GPUs: hosts, GPUs) along each side of `topology`."""
+        return [int(s) for s in self.topology.split("x")]
+
+    @property
     def chips_per_host(self) -> tuple[int, int, int]:
         """TPU chips per host as (x, y, z) bounds: 2x2x1 (Google Cloud's 4-chip TPU VMs), fewer on smaller
         slices."""
-        sides = [int(s) for s in self.topology.split("x")]
+        sides = self.sides
         return (min(sides[0], 2), min(sides[1], 2) if len(sides) > 1 else 1, 1)
 
     @property
@@ -75,7 +80,7 @@ class Target:
         """Which sides of a TPU slice close into a ring (wraparound links): on v4 and v5p every side of a slice
         of whole 4x4x4 cubes (a 3D torus; smaller slices are a mesh), on v5e and v6e a side of 16 chips, the
         full pod's (docs/accelerators.md "TPU chips")."""
-        sides = [int(s) for s in self.topology.split("x")]
+        sides = self.sides
         if len(sides) == 3:
             return (all(s % 4 == 0 for s in sides),) * 3
         return (*(s == 16 for s in sides), False)

@@ -116,8 +116,8 @@ def device_grid(devices: Sequence, shape: Sequence[int]) -> np.ndarray:
     neighbours; elsewhere (CPU, GPU, several TPU slices) in the given order.
 
     The TPU compiler implements an all-gather over a group of chips that is not a ring of the torus as an
-    all-reduce of a zero-padded buffer: the FSDP weight gathers of a v5p-128 step in host order cost twice the
-    temporaries (docs/accelerators.md, "Targets").
+    all-reduce of a zero-padded buffer: in host order, the FSDP weight gathers of the 8B's v5p-128 step
+    cost almost half as many temporaries again (docs/accelerators.md, "Targets").
     """
     single_slice = len({getattr(d, "slice_index", 0) for d in devices}) == 1
     if devices[0].platform == "tpu" and single_slice:
