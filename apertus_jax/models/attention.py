@@ -7,7 +7,7 @@ then set to zero, so padding contributes nothing and receives nothing through at
 see padding or other documents.
 
 Kernels behind `ModelConfig.attention_impl` (all take q `[B, T, N, H]`, k/v `[B, T, K, H]`, N % K == 0):
-  "xla"    -- einsum scores in float32, softmax in float32 (CPU default).
+  "xla"    -- einsum scores and softmax in float32 (float64 in a float64 model; CPU default).
   "jax_nn" -- `jax.nn.dot_product_attention(..., implementation="xla")` with the boolean mask.
   "cudnn"  -- the same call with `implementation="cudnn"` (GPU, bf16/fp16 inputs).
   "splash" -- the TPU Pallas splash kernel with `SegmentIds` and a causal mask (TPU backend only).
@@ -32,7 +32,7 @@ from jax.sharding import PartitionSpec as P
 
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.fp8 import projection
-from apertus_jax.models.layers import RMSNorm, normal_param
+from apertus_jax.models.layers import RMSNorm, normal_param, wide
 from apertus_jax.models.partitioning import constrain, logical_to_spec
 
 try:  # the Pallas TPU kernels ship with jax, but not every jaxlib build can import them
@@ -52,11 +52,14 @@ def attention_mask(segment_ids_BxT: jax.Array) -> jax.Array:
 
 
 def xla_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, mask_Bx1xTxS, scale: float) -> jax.Array:
-    """Reference einsum attention; scores and softmax in float32, output in `q.dtype`, `[B, T, N, H]`."""
+    """Reference einsum attention; scores and softmax in `wide(q.dtype)` (float32, or float64 for a float64
+    model), output in `q.dtype`, `[B, T, N, H]`."""
     b, t, n, h = q_BxTxNxH.shape
     k = k_BxSxKxH.shape[2]
     q_BxTxKxGxH = q_BxTxNxH.reshape(b, t, k, n // k, h)
-    scores = jnp.einsum("btkgh,bskh->bkgts", q_BxTxKxGxH, k_BxSxKxH, preferred_element_type=jnp.float32)
+    scores = jnp.einsum(
+        "btkgh,bskh->bkgts", q_BxTxKxGxH, k_BxSxKxH, preferred_element_type=wide(q_BxTxNxH.dtype)
+    )
     scores = jnp.where(mask_Bx1xTxS[:, :, None], scores * scale, MASK_VALUE)
     probs = jax.nn.softmax(scores, axis=-1).astype(v_BxSxKxH.dtype)
     out = jnp.einsum("bkgts,bskh->btkgh", probs, v_BxSxKxH)
@@ -94,7 +97,7 @@ def blocked_xla_attention(
     def one_block(args):
         q_BxCxQxNxH, seg_BxCxQ, index_1xCxQ = args
         q_r = q_BxCxQxNxH.reshape(b, shards, block, kv, n // kv, h)
-        scores = jnp.einsum("bcqkgh,bskh->bkgcqs", q_r, k_BxSxKxH, preferred_element_type=jnp.float32)
+        scores = jnp.einsum("bcqkgh,bskh->bkgcqs", q_r, k_BxSxKxH, preferred_element_type=wide(q_r.dtype))
         causal = index_1xCxQ[..., None] >= key_index_S
         same = seg_BxCxQ[..., None] == segment_ids_BxT[:, None, None, :]
         scores = jnp.where((causal & same)[:, None, None], scores * scale, MASK_VALUE)
@@ -258,15 +261,18 @@ def apply_rope(x_BxTxNxH: jax.Array, positions_BxT: jax.Array, inv_freq: np.ndar
     """Rotate `x` `[B, T, heads, head_dim]` by angle `position * inv_freq` (half-split layout).
 
     The first half of `head_dim` holds the "real" parts and the second half the "imaginary" parts:
-    `x * cos + rotate_half(x) * sin` with `rotate_half([x1, x2]) = [-x2, x1]`. Math in float32, result in
+    `x * cos + rotate_half(x) * sin` with `rotate_half([x1, x2]) = [-x2, x1]`. Angles, cos and sin in float32
+    (as `transformers` computes them whatever the model's dtype), the rotation in `wide(x.dtype)`, result in
     `x.dtype`. Positions may exceed `max_seq_len` and `original_max_position_embeddings`.
     """
     angles_BxTxh = positions_BxT.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)
     angles_BxTxH = jnp.concatenate([angles_BxTxh, angles_BxTxh], axis=-1)[:, :, None, :]
-    x = x_BxTxNxH.astype(jnp.float32)
+    x = x_BxTxNxH.astype(wide(x_BxTxNxH.dtype))
     x1, x2 = jnp.split(x, 2, axis=-1)
     rotated = jnp.concatenate([-x2, x1], axis=-1)
-    return (x * jnp.cos(angles_BxTxH) + rotated * jnp.sin(angles_BxTxH)).astype(x_BxTxNxH.dtype)
+    return (
+        x * jnp.cos(angles_BxTxH).astype(x.dtype) + rotated * jnp.sin(angles_BxTxH).astype(x.dtype)
+    ).astype(x_BxTxNxH.dtype)
 
 
 class Attention(nnx.Module):

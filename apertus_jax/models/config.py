@@ -2,6 +2,8 @@
 
 import dataclasses
 
+import jax
+
 from apertus_jax.checks import check_number
 
 MLP_TYPES = ("xielu", "swiglu")
@@ -9,8 +11,9 @@ ROPE_SCALINGS = ("none", "llama3")
 ATTENTION_IMPLS = ("xla", "jax_nn", "cudnn", "splash")
 REMAT_POLICIES = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
 # float16 is refused rather than half-supported: its range ends at 65504, so xIELU's alpha_p * x^2 branch is
-# inf for x >= ~286, and the trainer has no dynamic loss scaling; bfloat16 has float32's range.
-COMPUTE_DTYPES = ("float32", "bfloat16")
+# inf for x >= ~286, and the trainer has no dynamic loss scaling; bfloat16 has float32's range. float64 is for
+# reference runs: checking the model against another implementation without float32's rounding.
+COMPUTE_DTYPES = ("float32", "bfloat16", "float64")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +38,8 @@ class ModelConfig:
       rms_norm_eps: the epsilon of every RMSNorm.
       max_seq_len: training context length in tokens (used by FLOPs and presets, not by the forward).
       dtype: compute dtype name, "float32" or "bfloat16" ("float16" is rejected: it overflows in xIELU's
-        x^2 branch and the trainer has no loss scaling).
+        x^2 branch and the trainer has no loss scaling), or "float64" for reference runs (64-bit JAX: the
+        norms, softmax, RoPE rotation and logits then in float64 too; `layers.wide`).
       param_dtype: dtype the parameters are stored in (float32).
       attention_impl: "xla" (einsum, CPU default), "jax_nn" (`jax.nn.dot_product_attention`, XLA backend),
         "cudnn" (same call with implementation="cudnn", GPU only), "splash" (TPU Pallas kernel).
@@ -126,6 +130,11 @@ class ModelConfig:
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"model.{name}={getattr(self, name)!r} is not one of {valid}")
+        if self.dtype == "float64" and not jax.config.jax_enable_x64:
+            raise ValueError(
+                "model.dtype='float64' needs 64-bit JAX: set JAX_ENABLE_X64=1 or build the model inside "
+                "`with jax.enable_x64(True):`"
+            )
         if self.attention_impl == "cudnn" and self.dtype == "float32":
             raise ValueError(
                 "model.attention_impl='cudnn' needs dtype 'bfloat16' (cuDNN flash "

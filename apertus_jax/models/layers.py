@@ -34,11 +34,17 @@ def constant_param(value: float, shape: tuple[int, ...], logical_axes: tuple[str
     return nnx.Param(jnp.full(shape, value, jnp.float32), logical_axes=logical_axes)
 
 
+def wide(dtype) -> jnp.dtype:
+    """The dtype of the model's sensitive math (norms, softmax, RoPE, logits) for compute dtype `dtype`:
+    float32, or float64 for a float64 model (a reference run, docs/usage.md)."""
+    return jnp.promote_types(dtype, jnp.float32)
+
+
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
-    """`weight * x / sqrt(mean(x^2, -1) + eps)` computed in float32, returned in `x.dtype`."""
-    x32 = x.astype(jnp.float32)
+    """`weight * x / sqrt(mean(x^2, -1) + eps)` computed in `wide(x.dtype)`, returned in `x.dtype`."""
+    x32 = x.astype(wide(x.dtype))
     y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
-    return (weight.astype(jnp.float32) * y).astype(x.dtype)
+    return (weight.astype(x32.dtype) * y).astype(x.dtype)
 
 
 class RMSNorm(nnx.Module):
@@ -60,8 +66,8 @@ def xielu(x: jax.Array, a_p: jax.Array, a_n: jax.Array) -> jax.Array:
     `f(x) = alpha_p x^2 + beta x` for x > 0, else `alpha_n (expm1(min(x, eps)) - x) + beta x`,
     with beta = 0.5, eps = -1e-6. `a_p`, `a_n` are the raw (pre-softplus) trainable scalars.
     """
-    alpha_p = jax.nn.softplus(a_p.astype(jnp.float32)).astype(x.dtype)
-    alpha_n = (XIELU_BETA + jax.nn.softplus(a_n.astype(jnp.float32))).astype(x.dtype)
+    alpha_p = jax.nn.softplus(a_p.astype(wide(x.dtype))).astype(x.dtype)
+    alpha_n = (XIELU_BETA + jax.nn.softplus(a_n.astype(wide(x.dtype)))).astype(x.dtype)
     positive = alpha_p * x * x + XIELU_BETA * x
     negative = alpha_n * (jnp.expm1(jnp.minimum(x, XIELU_EPS)) - x) + XIELU_BETA * x
     return jnp.where(x > 0, positive, negative)

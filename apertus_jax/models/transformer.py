@@ -23,7 +23,7 @@ from jax.sharding import Mesh
 
 from apertus_jax.models.attention import Attention
 from apertus_jax.models.config import ModelConfig
-from apertus_jax.models.layers import MLP, RMSNorm, dense, normal_param
+from apertus_jax.models.layers import MLP, RMSNorm, dense, normal_param, wide
 from apertus_jax.models.partitioning import constrain, make_mesh, state_logical_axes, state_shardings
 
 REMAT_POLICIES = {
@@ -88,7 +88,8 @@ class Apertus(nnx.Module):
           positions: `[B, T]` int32, restarting at 0 for every document.
           segment_ids: `[B, T]` int32, 1.. per document within a row, 0 for padding.
         Returns:
-          logits `[B, T, vocab]` float32 (matmul inputs in compute dtype, float32 accumulation).
+          logits `[B, T, vocab]` float32 (matmul inputs in compute dtype, float32 accumulation; float64 for
+          a float64 model).
         """
         x_BxTxD = self.embed_tokens(tokens)
         x_BxTxD = self._run_layers(x_BxTxD, positions, segment_ids)
@@ -105,10 +106,11 @@ class Apertus(nnx.Module):
         return constrain(x_BxTxD, ("batch", "length", "embed"))
 
     def head(self, x_BxTxD: jax.Array) -> jax.Array:
-        """Final RMSNorm and output projection (`embed^T` when tied): `[B, T, d_model]` -> logits float32."""
+        """Final RMSNorm and output projection (`embed^T` when tied): `[B, T, d_model]` -> logits in
+        `wide(dtype)` (float32; float64 for a float64 model)."""
         dtype = jnp.dtype(self.config.dtype)
         x_BxTxD = self.final_norm(x_BxTxD)
-        logits_BxTxV = dense(x_BxTxD, self.output_weights().astype(dtype), preferred_element_type=jnp.float32)
+        logits_BxTxV = dense(x_BxTxD, self.output_weights().astype(dtype), preferred_element_type=wide(dtype))
         return constrain(logits_BxTxV, ("batch", "length", "vocab"))
 
     def output_weights(self) -> jax.Array:

@@ -42,7 +42,7 @@ def test_the_listing_is_every_field_of_base_config_with_its_default():
         ("optim.schedule", "str", "one of ('wsd', 'cosine')"),
         ("optim.decay_shape", "str", "one of ('1-sqrt', 'linear', 'cosine')"),
         ("model.n_layers", "int", "a positive integer"),
-        ("model.dtype", "str", "one of ('float32', 'bfloat16')"),
+        ("model.dtype", "str", "one of ('float32', 'bfloat16', 'float64')"),
         ("data.seq_len", "int", "an integer >= 2"),
         ("checkpoint.async_save", "bool", "True or False"),
         ("posttrain.data", "tuple[str, ...]", ""),

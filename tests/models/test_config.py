@@ -1,6 +1,9 @@
+import jax
+import numpy as np
 import pytest
 
 from apertus_jax.models.config import ModelConfig
+from apertus_jax.models.transformer import create_model
 
 BASE = dict(vocab_size=64, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, head_dim=8, mlp_hidden=48)
 
@@ -28,6 +31,7 @@ def test_defaults_follow_apertus():
         (dict(d_model=0), "d_model must be a positive integer"),
         (dict(attention_impl="cudnn"), "needs dtype 'bfloat16'"),
         (dict(dtype="float16"), "dtype='float16' is not supported.*use dtype='bfloat16'"),
+        (dict(dtype="float64"), "dtype='float64' needs 64-bit JAX: set JAX_ENABLE_X64=1"),
         (dict(rope_low_freq_factor=4.0, rope_high_freq_factor=1.0), "low_freq_factor < high_freq_factor"),
     ],
 )
@@ -35,6 +39,16 @@ def test_invalid_fields_raise_one_line_errors(override, message):
     with pytest.raises(ValueError, match=message) as info:
         ModelConfig(**{**BASE, **override})
     assert "\n" not in str(info.value)
+
+
+def test_a_float64_model_computes_in_float64_under_64_bit_jax():
+    """A reference run (`dtype="float64"`) gives float64 logits (tests/jobs/test_continue_from_hf.py compares
+    them with transformers')."""
+    with jax.enable_x64(True):
+        model = create_model(ModelConfig(**BASE, dtype="float64"))
+        tokens = np.arange(8, dtype=np.int32)[None]
+        logits = model(tokens, tokens, np.ones_like(tokens))
+    assert logits.dtype == np.float64
 
 
 def test_replace_validates():
