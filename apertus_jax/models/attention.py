@@ -41,6 +41,11 @@ except ImportError:
     splash = None
 
 MASK_VALUE = float(jnp.finfo(jnp.float32).min)
+# The splash kernel keeps a table of (query block, key block) pairs in the TPU core's scalar memory (SMEM, 1 MiB
+# on v5p): with its default 128-token blocks the table outgrows SMEM beyond 64k tokens a row (8 MiB at 262,144,
+# the compiler's refusal; docs/accelerators.md). Longer rows take larger blocks: at most this many a side, as
+# the 64k rows have.
+SPLASH_MAX_BLOCKS = 512
 
 
 def attention_mask(segment_ids_BxT: jax.Array) -> jax.Array:
@@ -125,6 +130,23 @@ def mesh_platform() -> str:
     return jax.default_backend() if device is None else device.platform
 
 
+def splash_block(length: int) -> int:
+    """The splash kernel's block size in tokens (queries and keys, forward and backward) for rows of `length`
+    tokens: 128, the kernel's default, doubled until at most `SPLASH_MAX_BLOCKS` blocks cover the row.
+
+    Raises:
+      ValueError: `length` is not a multiple of that block (one line with the fix).
+    """
+    block = 128
+    while length > SPLASH_MAX_BLOCKS * block:
+        block *= 2
+    if length % block:
+        raise ValueError(
+            f"splash attention over rows of {length} tokens needs data.seq_len a multiple of {block} (its block)"
+        )
+    return block
+
+
 def splash_attention(
     q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT, scale: float, interpret: bool = False
 ) -> jax.Array:
@@ -149,7 +171,15 @@ def splash_attention(
     def local_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT):
         t, n = q_BxTxNxH.shape[1], q_BxTxNxH.shape[2]
         mask = splash.MultiHeadMask([splash.CausalMask((t, t))] * n)
-        kernel = splash.make_splash_mha(mask, head_shards=1, q_seq_shards=1, interpret=interpret)
+        block = splash_block(t)
+        sizes = None  # the kernel's defaults
+        if block != 128:
+            names = ("block_q", "block_kv", "block_kv_compute", "block_q_dkv", "block_kv_dkv")
+            names += ("block_kv_dkv_compute", "block_q_dq", "block_kv_dq")
+            sizes = splash.BlockSizes(**dict.fromkeys(names, block))
+        kernel = splash.make_splash_mha(
+            mask, block_sizes=sizes, head_shards=1, q_seq_shards=1, interpret=interpret
+        )
 
         def one_row(q_NxTxH, k_KxTxH, v_KxTxH, seg_T):
             return kernel(q_NxTxH, k_KxTxH, v_KxTxH, segment_ids=splash.SegmentIds(q=seg_T, kv=seg_T))

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from apertus_jax.models import attention
 from apertus_jax.models.attention import attention_mask, dot_product_attention, splash_attention
 from apertus_jax.models.partitioning import make_mesh
 
@@ -78,6 +79,36 @@ def test_splash_kernel_under_a_mesh_runs_per_shard():
     with jax.set_mesh(mesh):
         out = jax.jit(functools.partial(splash_attention, scale=64**-0.5, interpret=True))(q, k, v, seg)
     assert tuple(out.sharding.spec)[:3] == (("data", "fsdp"), None, "tensor")  # 4 batch x 2 head shards
+    out = jnp.where((seg != 0)[:, :, None, None], out, 0.0)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(reference), atol=2e-6)
+
+
+@pytest.mark.parametrize("length, block", [(4096, 128), (65536, 128), (131072, 256), (262144, 512)])
+def test_splash_blocks_grow_past_64k_tokens_so_the_block_table_fits_smem(length, block):
+    assert attention.splash_block(length) == block
+    assert length // block <= attention.SPLASH_MAX_BLOCKS
+
+
+def test_a_row_that_splash_blocks_do_not_divide_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="needs data.seq_len a multiple of 256") as info:
+        attention.splash_block(65536 + 128)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.slow
+def test_splash_kernel_with_larger_blocks_matches_xla(monkeypatch):
+    """The block sizes reach the kernel: one 256-token block a side (as 262,144-token rows get 512-token
+    blocks) gives the XLA reference's result in the Pallas interpreter."""
+    monkeypatch.setattr(attention, "SPLASH_MAX_BLOCKS", 1)
+    made, make = [], attention.splash.make_splash_mha
+    monkeypatch.setattr(
+        attention.splash, "make_splash_mha", lambda *a, **kw: made.append(kw) or make(*a, **kw)
+    )
+    q, k, v, seg = (jnp.asarray(a) for a in _inputs(256, h=64))
+    reference = dot_product_attention(q, k, v, seg, impl="xla")
+    out = splash_attention(q, k, v, seg, scale=64**-0.5, interpret=True)
+    sizes = made[0]["block_sizes"]
+    assert {sizes.block_q, sizes.block_kv, sizes.block_q_dkv, sizes.block_kv_dkv, sizes.block_q_dq} == {256}
     out = jnp.where((seg != 0)[:, :, None, None], out, 0.0)
     np.testing.assert_allclose(np.asarray(out), np.asarray(reference), atol=2e-6)
 
