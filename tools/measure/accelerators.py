@@ -121,13 +121,20 @@ APERTUS_TARGETS = (  # name, the run as the table labels it, config, target, ext
         "--meshes=1x1x1x4 --nostep_estimate ",
     ),
     (
-        "8b_262k_v5p_16",
-        "8B at 262k",
-        "configs/runs/apertus_8b_long_context.py:64k",
+        "8b_256k_v5p_16",
+        "8B, 256k stage",
+        "configs/runs/apertus_8b_262k.py:256k",
         "v5p-16",
-        "--config.data.seq_len=262144 --config.model.max_seq_len=262144 --meshes=1x1x1x8 --nostep_estimate ",
+        "--meshes=1x1x1x8 --nostep_estimate ",
     ),
     ("70b_v5p_64", "70B", "configs/runs/apertus_70b.py", "v5p-64", "--nostep_estimate "),
+    (
+        "70b_256k_v5p_128",
+        "70B, 256k stage",
+        "configs/runs/apertus_70b_262k.py:256k",
+        "v5p-128",
+        "--meshes=1x1x4x16 --nostep_estimate ",
+    ),
 )
 APERTUS_TARGET_RUNS = {
     name: f"python -m experiments.memory_plan --config={config} --target={target} --rows_per_device=1 "
