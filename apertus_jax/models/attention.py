@@ -41,10 +41,10 @@ except ImportError:
     splash = None
 
 MASK_VALUE = float(jnp.finfo(jnp.float32).min)
-# The splash kernel keeps a table of (query block, key block) pairs in the TPU core's scalar memory (SMEM, 1 MiB
-# on v5p): with its default 128-token blocks the table outgrows SMEM beyond 64k tokens a row (8 MiB at 262,144,
-# the compiler's refusal; docs/accelerators.md). Longer rows take larger blocks: at most this many a side, as
-# the 64k rows have.
+# The splash kernel keeps a table of (query block, key block) pairs in the TPU core's scalar memory (SMEM): with
+# its default 128-token blocks 64k-token rows compile, 262,144-token rows did not (an 8 MiB table against 1 MiB of
+# SMEM on v5p, libtpu's refusal; docs/accelerators.md). Longer rows take larger blocks: at most this many a side,
+# as the 64k rows have.
 SPLASH_MAX_BLOCKS = 512
 
 

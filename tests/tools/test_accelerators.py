@@ -20,7 +20,7 @@ def test_the_targets_table_gives_gb_against_hbm_and_names_a_refusal():
     )
     values = {name: fits for name, *_ in accelerators.APERTUS_TARGETS}
     values["8b_v5p_8"] = {**fits, "est_step_seconds": 335.6, "est_mfu": 0.7028}
-    values["8b_262k_v5p_16"] = refused
+    values["8b_256k_v5p_16"] = refused
     values["8b_h100_1x4"] = {**fits, "kernels": "__cudnn$fmhaScaleBiasSoftmax"}
     rows = {row.split(" | ")[0] + " " + row.split(" | ")[1]: row for row in
             accelerators.render_apertus_targets(values).splitlines()[2:]}  # fmt: skip
@@ -30,4 +30,4 @@ def test_the_targets_table_gives_gb_against_hbm_and_names_a_refusal():
         == "| 8B | v5p-8 | 1x4x1 | 512 x 4 | 8.1 | 24.2 | 33.7 | 66.0 / 95 | splash | 336 | 70% |"
     )
     assert rows["| 8B h100:1x4"].endswith("| 66.0 / 95 | cuDNN |  |  |")
-    assert rows["| 8B at 262k v5p-16"].endswith("|  | refused: 8 MiB > 1 MiB of SMEM |  |  |  |")
+    assert rows["| 8B, 256k stage v5p-16"].endswith("|  | refused: 8 MiB > 1 MiB of SMEM |  |  |  |")
