@@ -46,6 +46,9 @@ MASK_VALUE = float(jnp.finfo(jnp.float32).min)
 # SMEM on v5p, libtpu's refusal; docs/accelerators.md). Longer rows take larger blocks: at most this many a side,
 # as the 64k rows have.
 SPLASH_MAX_BLOCKS = 512
+# Every block size of the kernel's `BlockSizes`: queries and keys, forward and both backward kernels.
+SPLASH_BLOCK_FIELDS = ("block_q", "block_kv", "block_kv_compute", "block_q_dkv", "block_kv_dkv")
+SPLASH_BLOCK_FIELDS += ("block_kv_dkv_compute", "block_q_dq", "block_kv_dq")
 
 
 def attention_mask(segment_ids_BxT: jax.Array) -> jax.Array:
@@ -171,12 +174,8 @@ def splash_attention(
     def local_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT):
         t, n = q_BxTxNxH.shape[1], q_BxTxNxH.shape[2]
         mask = splash.MultiHeadMask([splash.CausalMask((t, t))] * n)
-        block = splash_block(t)
-        sizes = None  # the kernel's defaults
-        if block != 128:
-            names = ("block_q", "block_kv", "block_kv_compute", "block_q_dkv", "block_kv_dkv")
-            names += ("block_kv_dkv_compute", "block_q_dq", "block_kv_dq")
-            sizes = splash.BlockSizes(**dict.fromkeys(names, block))
+        block = splash_block(t)  # 128: the kernel's defaults
+        sizes = None if block == 128 else splash.BlockSizes(**dict.fromkeys(SPLASH_BLOCK_FIELDS, block))
         kernel = splash.make_splash_mha(
             mask, block_sizes=sizes, head_shards=1, q_seq_shards=1, interpret=interpret
         )

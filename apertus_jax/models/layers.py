@@ -42,9 +42,9 @@ def wide(dtype) -> jnp.dtype:
 
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
     """`weight * x / sqrt(mean(x^2, -1) + eps)` computed in `wide(x.dtype)`, returned in `x.dtype`."""
-    x32 = x.astype(wide(x.dtype))
-    y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
-    return (weight.astype(x32.dtype) * y).astype(x.dtype)
+    x_wide = x.astype(wide(x.dtype))
+    y = x_wide * jax.lax.rsqrt(jnp.mean(jnp.square(x_wide), axis=-1, keepdims=True) + eps)
+    return (weight.astype(x_wide.dtype) * y).astype(x.dtype)
 
 
 class RMSNorm(nnx.Module):
