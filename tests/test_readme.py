@@ -28,6 +28,8 @@ CONFIG_PATH = re.compile(r"--config=(\S+\.py)")
 # How the jobs define flags: absl (`flags.DEFINE_string("out", ...)`, `config_flags.DEFINE_config_file(...)`)
 # or argparse (`parser.add_argument("--out", ...)`).
 DEFINED = re.compile(r"DEFINE_\w+\(\s*\"(\w+)\"|add_argument\(\s*\"--(\w+)\"")
+# absl's boolean flags also take the form `--noFLAG`.
+BOOLEAN = re.compile(r"DEFINE_bool(?:ean)?\(\s*\"(\w+)\"")
 # A job that runs another job's main with its flags (`from experiments import pretrain`).
 JOB_IMPORT = re.compile(r"^\s*from (experiments|benchmarks) import ([\w, ]+?)\s*(?:#.*)?$", re.MULTILINE)
 
@@ -74,7 +76,7 @@ def defined_flags(path: str) -> set[str]:
     """Flags `path` defines, with those of the repository jobs it runs (`from experiments import pretrain`)."""
     with open(path, encoding="utf-8") as f:
         source = f.read()
-    flags = {a or b for a, b in DEFINED.findall(source)}
+    flags = {a or b for a, b in DEFINED.findall(source)} | {f"no{n}" for n in BOOLEAN.findall(source)}
     for package, names in JOB_IMPORT.findall(source):
         for name in re.split(r"\s*,\s*", names.strip()):
             imported = module_file(f"{package}.{name}")
