@@ -2,12 +2,11 @@
 
     status = train(Run(config, objective=..., batch_source=..., hooks=[...]), workdir)   # "done" | "preempted"
 
-Order of work (every check that can fail on user input runs before anything is written): `checkpoint.init_from`
-exists (a HF one: its model and tokenizer are the run's) -> the batch source (data paths exist, the vocabulary
-fits the model) -> workdir lock -> abstract state -> restore the newest readable checkpoint (refusing one of a
-different model shape or layout), else initialize (randomly, or the parameters of `checkpoint.init_from`) -> the
-hooks' `on_save` -> steps. A SIGTERM or SIGINT (Ctrl-C) saves a checkpoint at the current step and returns
-"preempted".
+Order of work (every check that can fail on user input runs before anything is written): the batch source
+(data paths exist, the vocabulary fits the model) -> `checkpoint.init_from` exists -> workdir lock ->
+abstract state -> restore the newest readable checkpoint (refusing one of a different model shape or layout),
+else initialize (randomly, or the parameters of `checkpoint.init_from`) -> the hooks' `on_save` -> steps. A
+SIGTERM or SIGINT (Ctrl-C) saves a checkpoint at the current step and returns "preempted".
 
 Metrics are fetched one step late: step s+1 is dispatched before step s's metrics are read (`jax.device_get`
 would otherwise wait for the device every step), except at checkpoint steps, steps a hook is due at and the
@@ -149,6 +148,10 @@ def train(run: Run, workdir: str) -> str:
       OSError: `workdir` cannot be created.
     """
     run.warn_if_steps_end_before_cooldown()
+    logging.info("data: building this process's batch source")
+    start = time.time()
+    batches = Prefetcher(run.batch_source(), run.config.train.prefetch_batches)
+    logging.info("data: ready in %.1f s", time.time() - start)
     init_from = run.config.checkpoint.init_from
     if init_from.startswith(HF_PREFIX):
         load_named(CHECK_HF_DIR)(init_from[len(HF_PREFIX) :], run.config.model, run.tokenizer)
@@ -157,10 +160,6 @@ def train(run: Run, workdir: str) -> str:
             f"checkpoint.init_from={init_from} has no checkpoints/: it must be a workdir written by "
             "`python -m experiments.pretrain`, or hf:DIR for a HF checkpoint (or leave it empty)"
         )
-    logging.info("data: building this process's batch source")
-    start = time.time()
-    batches = Prefetcher(run.batch_source(), run.config.train.prefetch_batches)
-    logging.info("data: ready in %.1f s", time.time() - start)
     logging.info(
         "mesh %s over %d devices (%d processes)",
         dict(run.mesh.shape),
