@@ -46,6 +46,7 @@ MASK_VALUE = float(jnp.finfo(jnp.float32).min)
 # SMEM on v5p, libtpu's refusal; docs/accelerators.md). Longer rows take larger blocks: at most this many a side,
 # as the 64k rows have.
 SPLASH_MAX_BLOCKS = 512
+SPLASH_DEFAULT_BLOCK = 128  # the kernel's `BlockSizes.get_default()`
 # Every block size of the kernel's `BlockSizes`: queries and keys, forward and both backward kernels.
 SPLASH_BLOCK_FIELDS = ("block_q", "block_kv", "block_kv_compute", "block_q_dkv", "block_kv_dkv")
 SPLASH_BLOCK_FIELDS += ("block_kv_dkv_compute", "block_q_dq", "block_kv_dq")
@@ -135,12 +136,12 @@ def mesh_platform() -> str:
 
 def splash_block(length: int) -> int:
     """The splash kernel's block size in tokens (queries and keys, forward and backward) for rows of `length`
-    tokens: 128, the kernel's default, doubled until at most `SPLASH_MAX_BLOCKS` blocks cover the row.
+    tokens: the kernel's default (`SPLASH_DEFAULT_BLOCK`), doubled until at most `SPLASH_MAX_BLOCKS` blocks cover the row.
 
     Raises:
       ValueError: `length` is not a multiple of that block (one line with the fix).
     """
-    block = 128
+    block = SPLASH_DEFAULT_BLOCK
     while length > SPLASH_MAX_BLOCKS * block:
         block *= 2
     if length % block:
@@ -174,8 +175,12 @@ def splash_attention(
     def local_attention(q_BxTxNxH, k_BxSxKxH, v_BxSxKxH, segment_ids_BxT):
         t, n = q_BxTxNxH.shape[1], q_BxTxNxH.shape[2]
         mask = splash.MultiHeadMask([splash.CausalMask((t, t))] * n)
-        block = splash_block(t)  # 128: the kernel's defaults
-        sizes = None if block == 128 else splash.BlockSizes(**dict.fromkeys(SPLASH_BLOCK_FIELDS, block))
+        block = splash_block(t)
+        sizes = (
+            None
+            if block == SPLASH_DEFAULT_BLOCK
+            else splash.BlockSizes(**dict.fromkeys(SPLASH_BLOCK_FIELDS, block))
+        )
         kernel = splash.make_splash_mha(
             mask, block_sizes=sizes, head_shards=1, q_seq_shards=1, interpret=interpret
         )
