@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import gc
 import inspect
+import logging as std_logging
 import os
 import re
 import shutil
@@ -118,22 +119,51 @@ def check_same_model(saved: dict[str, list[int]], current: dict[str, list[int]],
     )
 
 
+class _ReadsOf(std_logging.Filter):
+    """A filter of the "asyncio" logger that drops its reports of failed tasks whose error names a file under
+    `path`, and keeps every other."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = os.path.join(path, "")
+
+    def filter(self, record: std_logging.LogRecord) -> bool:
+        error, seen = (record.exc_info[1] if record.exc_info else None), set()
+        while error is not None and id(error) not in seen:
+            if self.path in str(error):
+                return False
+            seen.add(id(error))
+            error = error.__cause__ or error.__context__
+        return True
+
+
 @contextlib.contextmanager
-def _unfinished_reads_unreported() -> Iterator[None]:
-    """Orbax reads a checkpoint with one coroutine per array; when one read fails, the others can be collected
-    unfinished, and Python would print "Exception ignored in: <coroutine ...>" with a traceback for each. The
-    failure itself is reported once, by `Checkpointer._set_aside`."""
+def _failed_reads_unreported(path: str) -> Iterator[None]:
+    """Orbax reads a checkpoint with one asyncio task per array. When reads fail, the restore raises and the
+    failure is reported once, by `Checkpointer._set_aside`; but each other failed read would be reported too:
+    an unfinished read collected makes Python print "Exception ignored in: <coroutine ...>", and a failed task
+    nobody retrieved makes asyncio's logger print "Task exception was never retrieved", both with a traceback,
+    when it is collected (during this restore, or later, during the next one). The first are silenced while the
+    restore runs; the second, for reads under `path` (the checkpoint directory), while it runs and, if it
+    failed, for the rest of the process."""
     previous = sys.unraisablehook
 
     def hook(unraisable):
         if not inspect.iscoroutine(unraisable.object):
             previous(unraisable)
 
+    reads, asyncio_log = _ReadsOf(path), std_logging.getLogger("asyncio")
     sys.unraisablehook = hook
+    asyncio_log.addFilter(reads)
+    failed = True
     try:
         yield
+        failed = False
     finally:
-        gc.collect()  # collect the unfinished reads while the hook is in place
+        if failed:
+            gc.collect()  # collect the unfinished reads while the hook is in place
+        else:
+            asyncio_log.removeFilter(reads)
         sys.unraisablehook = previous
 
 
@@ -231,7 +261,7 @@ class Checkpointer:
                 )
             check_same_model(meta["param_shapes"], param_shapes(abstract_params), self.directory)
             try:
-                with _unfinished_reads_unreported():
+                with _failed_reads_unreported(os.path.join(self.directory, str(step))):
                     restored = self.manager.restore(step, args=ocp.args.Composite(**items))
             except Exception as e:  # noqa: BLE001
                 self._set_aside(step, e)
