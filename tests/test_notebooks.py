@@ -7,6 +7,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from .conftest import COMPILE_FLAGS
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
@@ -34,7 +36,7 @@ def test_runs_headless(path, tmp_path, monkeypatch):
     # The kernel imports this checkout (not another install), sees one CPU device (the tests' 8 virtual
     # devices are for mesh tests), compiles as the tests do (tests/conftest.py) and writes only into tmp_path.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
+    monkeypatch.setenv("XLA_FLAGS", COMPILE_FLAGS)
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     notebook = nbformat.read(path, as_version=4)

@@ -12,6 +12,8 @@ import pytest
 from apertus_jax.jobs import ablations
 from tools.measure import ablation_studies
 
+from ..conftest import COMPILE_FLAGS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = os.path.join(ROOT, "configs", "ablations", "tiny.py")
 
@@ -21,7 +23,7 @@ def _ablate(*args):
         [sys.executable, "-m", "experiments.ablate", f"--config={TINY}", *args],
         cwd=ROOT,
         # one device, compiled as the other tests are (tests/conftest.py)
-        env={**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0", "JAX_PLATFORMS": "cpu"},
+        env={**os.environ, "XLA_FLAGS": COMPILE_FLAGS, "JAX_PLATFORMS": "cpu"},
         capture_output=True,
         text=True,
         timeout=600,

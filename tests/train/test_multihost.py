@@ -21,6 +21,8 @@ from apertus_jax.jobs.config import parse
 from apertus_jax.optim.batch_plan import BatchSizePlan
 from configs.runs import tiny_resume
 
+from ..conftest import COMPILE_FLAGS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 4
 
@@ -42,7 +44,7 @@ def _env(compilation_cache, devices, **extra):
         os.environ,
         JAX_PLATFORMS="cpu",
         JAX_COMPILATION_CACHE_DIR=compilation_cache,
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0",
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} {COMPILE_FLAGS}",
         **extra,
     )
 
