@@ -5,8 +5,10 @@ tests compile hundreds of tiny programs whose run time is negligible. With LLVM'
 (`--xla_backend_optimization_level=0`) XLA:CPU compiles them about twice as fast (the tiny resume run's train
 step: 7.0 s -> 3.4 s on 2 cores), and with its older fusion emitters instead of the MLIR ones
 (`--xla_cpu_use_fusion_emitters=false`) a third faster again (tests/train/test_loss.py and
-tests/models/test_attention.py: 34 s -> 22 s on 2 cores). The test processes that the tests start compile
-likewise. XLA reads the flags when jax initializes its backend, so they are set before any test imports jax.
+tests/models/test_attention.py: 34 s -> 22 s on 2 cores); a program's machine code is generated in one piece,
+not split for threads that the other test worker keeps busy (`--xla_cpu_parallel_codegen_split_count=1`:
+with tests/train/test_step.py, 29.5 s -> 26.4 s). The test processes that the tests start compile likewise.
+XLA reads the flags when jax initializes its backend, so they are set before any test imports jax.
 
 `train(config, workdir)` runs a config file's ConfigDict as `experiments.pretrain` does; `uninterrupted` is the
 reference run of every resume test. `run_job` runs a command of experiments/ in this process, as its subprocess
@@ -23,7 +25,10 @@ import runpy
 import subprocess
 import sys
 
-COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+COMPILE_FLAGS = (
+    "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false "
+    "--xla_cpu_parallel_codegen_split_count=1"
+)
 XLA_FLAGS = f"--xla_force_host_platform_device_count=8 {COMPILE_FLAGS}"
 os.environ.setdefault("XLA_FLAGS", XLA_FLAGS)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")

@@ -158,15 +158,15 @@ def test_a_bad_setting_is_one_line_and_writes_nothing(tmp_path, memorization):
 
 @pytest.mark.slow(minutes=2)
 def test_the_command_trains_preempts_resumes_and_scores(tmp_path, memorization):
-    # 24 steps with a checkpoint every 6: the resume-check run stops after its first save (at step 6).
+    # 12 steps with a checkpoint every 6: the resume-check run stops after its first save (at step 6).
     overrides = {
-        "run.train.steps": 24,
+        "run.train.steps": 12,
         "run.checkpoint.every_steps": 6,
-        "run.optim.total_tokens": 24 * 16 * 128,
+        "run.optim.total_tokens": 12 * 16 * 128,
         "run.optim.decay_tokens": 4 * 16 * 128,
         "run.optim.warmup_tokens": 2 * 16 * 128,
-        "run.data.pipeline.components.probes.spread_tokens": 16 * 16 * 128,
-        "run.data.pipeline.components.canaries.spread_tokens": 16 * 16 * 128,
+        "run.data.pipeline.components.probes.spread_tokens": 8 * 16 * 128,
+        "run.data.pipeline.components.canaries.spread_tokens": 8 * 16 * 128,
         "prefix_lengths": "(8,)",
         "offsets": "(0,)",
         "suffix_len": 8,
@@ -194,7 +194,7 @@ def test_the_command_trains_preempts_resumes_and_scores(tmp_path, memorization):
     assert sum(seen) > 0 and seen == check["resumed"]["probes"]
     for name in ("standard", "goldfish_k4"):
         run = report["runs"][name]
-        assert run["step"] == 24
+        assert run["step"] == 12
         assert len(run["records"]) == 20 * 1 * 1 * 2  # probes x prefix lengths x offsets x decodings
         assert {c["repetitions"] for c in run["canaries"]} == {0, 1, 4, 16, 64}
         assert all(0.0 <= c["exposure"] <= 3.0 for c in run["canaries"])  # log2(8) = 3 bits at most
