@@ -119,52 +119,65 @@ def check_same_model(saved: dict[str, list[int]], current: dict[str, list[int]],
     )
 
 
+def _names(error: BaseException | None, path: str) -> bool:
+    """Whether `error` or an exception it was raised from or during names a file under `path`."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if os.path.join(path, "") in str(error):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _late_read_failure(unraisable, path: str) -> bool:
+    """Whether an unraisable exception is the trace of a failed read under `path`: an unfinished read collected
+    ("Exception ignored in: <coroutine ...>", its error naming the file), or the callback of a read that
+    TensorStore finished after Orbax had closed its event loop ("RuntimeError: Event loop is closed")."""
+    error = unraisable.exc_value
+    if inspect.iscoroutine(unraisable.object):
+        return _names(error, path)
+    return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+
+
 class _ReadsOf(std_logging.Filter):
     """A filter of the "asyncio" logger that drops its reports of failed tasks whose error names a file under
     `path`, and keeps every other."""
 
     def __init__(self, path: str):
         super().__init__()
-        self.path = os.path.join(path, "")
+        self.path = path
 
     def filter(self, record: std_logging.LogRecord) -> bool:
-        error, seen = (record.exc_info[1] if record.exc_info else None), set()
-        while error is not None and id(error) not in seen:
-            if self.path in str(error):
-                return False
-            seen.add(id(error))
-            error = error.__cause__ or error.__context__
-        return True
+        return not _names(record.exc_info[1] if record.exc_info else None, self.path)
 
 
 @contextlib.contextmanager
 def _failed_reads_unreported(path: str) -> Iterator[None]:
     """Orbax reads a checkpoint with one asyncio task per array. When reads fail, the restore raises and the
-    failure is reported once, by `Checkpointer._set_aside`; but each other failed read would be reported too:
-    an unfinished read collected makes Python print "Exception ignored in: <coroutine ...>", and a failed task
-    nobody retrieved makes asyncio's logger print "Task exception was never retrieved", both with a traceback,
-    when it is collected (during this restore, or later, during the next one). The first are silenced while the
-    restore runs; the second, for reads under `path` (the checkpoint directory), while it runs and, if it
-    failed, for the rest of the process."""
+    failure is reported once, by `Checkpointer._set_aside`; but every other failed read would be reported too,
+    with a traceback, whenever it is collected or finishes (during this restore, later, or at exit): an
+    unfinished read makes Python print "Exception ignored in: <coroutine ...>", a read finished after Orbax closed
+    its event loop "RuntimeError: Event loop is closed" (`_late_read_failure`), a failed task nobody retrieved
+    makes asyncio's logger print "Task exception was never retrieved" (`_ReadsOf`). These reports of reads under
+    `path` (the checkpoint directory) are dropped while the restore runs and, if it failed, for the rest of the
+    process; every other report stays."""
     previous = sys.unraisablehook
 
     def hook(unraisable):
-        if not inspect.iscoroutine(unraisable.object):
+        if not _late_read_failure(unraisable, path):
             previous(unraisable)
 
     reads, asyncio_log = _ReadsOf(path), std_logging.getLogger("asyncio")
     sys.unraisablehook = hook
     asyncio_log.addFilter(reads)
-    failed = True
     try:
         yield
-        failed = False
-    finally:
-        if failed:
-            gc.collect()  # collect the unfinished reads while the hook is in place
-        else:
-            asyncio_log.removeFilter(reads)
-        sys.unraisablehook = previous
+    except BaseException:
+        gc.collect()  # collect the unfinished reads now
+        raise
+    sys.unraisablehook = previous
+    asyncio_log.removeFilter(reads)
 
 
 class Checkpointer:
