@@ -202,7 +202,7 @@ def test_the_command_trains_preempts_resumes_and_scores(tmp_path, memorization):
             assert (out / f"heatmap_{name}_{decoding}.png").read_bytes()[:4] == b"\x89PNG"
     summary = (out / "memorization.md").read_text()
     assert "Resume check" in summary
-    # 24 steps do not reach every planned occurrence: said on stdout and in the summary.
+    # 12 steps do not reach every planned occurrence: said on stdout and in the summary.
     assert "saw fewer occurrences than planned" in proc.stdout and "**Warning (standard):**" in summary
 
 
