@@ -34,7 +34,11 @@ def test_committed_without_outputs(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_runs_headless(path, tmp_path, monkeypatch):
     # The kernel imports this checkout (not another install), sees one CPU device (the tests' 8 virtual
-    # devices are for mesh tests), compiles as the tests do (tests/conftest.py) and writes only into tmp_path.
+    # devices are for mesh tests), compiles as the tests do (tests/conftest.py) and writes only into tmp_path,
+    # its temporary folders (`tempfile.mkdtemp` of the study notebooks) included: none is left in /tmp.
+    kernel_tmp = tmp_path / "tmp"
+    kernel_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(kernel_tmp))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("XLA_FLAGS", COMPILE_FLAGS)
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
@@ -45,3 +49,5 @@ def test_runs_headless(path, tmp_path, monkeypatch):
     )
     client.execute()  # raises CellExecutionError naming the cell on any error
     assert not list(ROOT.joinpath("notebooks").glob("*.png"))
+    if "tempfile." in path.read_text(encoding="utf-8"):
+        assert list(kernel_tmp.iterdir()), "the notebook's temporary folder is not under tmp_path"
