@@ -41,14 +41,13 @@ from collections.abc import Iterator, Sequence
 
 import jax
 import numpy as np
-from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from apertus_jax import files
 from apertus_jax.models import partitioning
 from apertus_jax.models.partitioning import MeshConfig
-from apertus_jax.models.transformer import Apertus
+from apertus_jax.models.transformer import param_logical_axes
 from apertus_jax.optim.config import make_lr_schedule, make_tx
 from apertus_jax.train.config import RunConfig
 from apertus_jax.train.run import Run
@@ -259,12 +258,6 @@ def collective_bytes(hlo_text: str) -> dict[str, tuple[int, int]]:
         ops, total = found[kind]
         found[kind] = (ops + 1, total + sum(n * sizes.get(dtype, 4) for dtype, n in elements))
     return found
-
-
-def param_logical_axes(model) -> dict:
-    """The logical axes of every parameter of `model` (a ModelConfig), in the trainer's plain params layout."""
-    _, abstract = nnx.split(nnx.eval_shape(lambda: Apertus(model, rngs=nnx.Rngs(0))), nnx.Param)
-    return partitioning.state_logical_axes(abstract).to_pure_dict()
 
 
 def optimizer_plan(config: RunConfig, mesh_shape: tuple[int, ...], name: str) -> dict:

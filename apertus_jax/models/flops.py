@@ -16,7 +16,7 @@ import math
 from flax import nnx
 
 from apertus_jax.models.config import ModelConfig
-from apertus_jax.models.transformer import Apertus
+from apertus_jax.models.transformer import abstract_model
 
 SOFTMAX_FLOPS_PER_SCORE = 5
 RMSNORM_FLOPS_PER_ELEMENT = 4
@@ -24,16 +24,10 @@ ROPE_FLOPS_PER_ELEMENT = 3
 ACTIVATION_FLOPS_PER_ELEMENT = {"xielu": 4, "swiglu": 5}
 
 
-def abstract_params(config: ModelConfig) -> nnx.State:
-    """`nnx.State` of the model's parameters as `jax.ShapeDtypeStruct`s (nothing allocated)."""
-    model = nnx.eval_shape(lambda: Apertus(config, rngs=nnx.Rngs(0)))
-    return nnx.state(model, nnx.Param)
-
-
 def param_count(config: ModelConfig, include_embeddings: bool = True) -> int:
     """Number of trainable parameters; `include_embeddings=False` drops `embed` and `lm_head`."""
     total = 0
-    for path, var in nnx.to_flat_state(abstract_params(config)):
+    for path, var in nnx.to_flat_state(abstract_model(config)[1]):
         if include_embeddings or path[0] not in ("embed", "lm_head"):
             total += math.prod(var.shape)
     return total

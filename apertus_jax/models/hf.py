@@ -44,7 +44,7 @@ from safetensors.numpy import save_file
 from apertus_jax import files
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.layers import XIELU_BETA, XIELU_EPS
-from apertus_jax.models.transformer import Apertus, export_weights, import_weights
+from apertus_jax.models.transformer import Apertus, abstract_model, export_weights, import_weights
 from apertus_jax.tokenizers import load_tokenizer
 
 CONFIG_FILE = "config.json"
@@ -333,7 +333,7 @@ def _layer_names(config: ModelConfig) -> tuple[tuple[str, str], ...]:
 
 def _zeros_model(config: ModelConfig) -> Apertus:
     """An `Apertus` with host (numpy) zero parameters: no random init, which costs seconds to minutes."""
-    graphdef, abstract = nnx.split(nnx.eval_shape(lambda: Apertus(config, rngs=nnx.Rngs(0))))
+    graphdef, abstract = abstract_model(config)
     return nnx.merge(graphdef, jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), abstract))
 
 

@@ -174,7 +174,7 @@ def param_layout(config: ModelConfig, mesh: Mesh, seed: int = 0) -> ParamLayout:
     def create() -> dict:
         return nnx.state(Apertus(config, rngs=nnx.Rngs(seed)), nnx.Param).to_pure_dict()
 
-    graphdef, abstract_state = _abstract_model(config)  # the seed changes values, not shapes
+    graphdef, abstract_state = abstract_model(config)  # the seed changes values, not shapes
     shardings = state_shardings(abstract_state, mesh).to_pure_dict()
     abstract = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
@@ -201,7 +201,7 @@ def create_model(config: ModelConfig, *, seed: int = 0, mesh: Mesh | None = None
 def model_from_params(config: ModelConfig, params: dict) -> Apertus:
     """An `Apertus` holding `params`, the trainer's plain nested dict of parameters
     (`nnx.state(model, nnx.Param).to_pure_dict()` layout); nothing is initialized or compiled."""
-    graphdef, state = _abstract_model(config)
+    graphdef, state = abstract_model(config)
     state = jax.tree.map(lambda x: x, state)  # a fresh copy: the cached abstract state stays untouched
     nnx.replace_by_pure_dict(state, params)
     return nnx.merge(graphdef, state)
@@ -210,13 +210,15 @@ def model_from_params(config: ModelConfig, params: dict) -> Apertus:
 def param_logical_axes(config: ModelConfig) -> dict:
     """The logical axes of every parameter of `Apertus(config)` (a tuple of rule-table names per parameter, in
     the trainer's pure-dict layout; nothing allocated): what Muon maps to matrix dimensions."""
-    return state_logical_axes(_abstract_model(config)[1]).to_pure_dict()
+    return state_logical_axes(abstract_model(config)[1]).to_pure_dict()
 
 
 @functools.cache
-def _abstract_model(config: ModelConfig) -> tuple[nnx.GraphDef, nnx.State]:
-    """(graphdef, abstract `nnx.Param` state) of `Apertus(config)`, traced once per config: tracing the 80
-    blocks of a 70B takes seconds, and a memory plan lays one config out on several meshes. Never mutate it."""
+def abstract_model(config: ModelConfig) -> tuple[nnx.GraphDef, nnx.State]:
+    """(graphdef, abstract `nnx.Param` state: `jax.ShapeDtypeStruct`s) of `Apertus(config)`, traced once per
+    config and shared by every caller (layouts, logical axes, parameter counts, HF export): tracing the 80
+    blocks of a 70B takes seconds, and a memory plan lays one config out on several meshes. Never mutate it:
+    map it to a new state (`jax.tree.map`)."""
     return nnx.split(nnx.eval_shape(lambda: Apertus(config, rngs=nnx.Rngs(0))), nnx.Param)
 
 

@@ -10,6 +10,7 @@ import pytest
 from apertus_jax.jobs import memory_plan
 from apertus_jax.jobs.config import parse
 from apertus_jax.models import flops
+from apertus_jax.models.transformer import param_logical_axes
 from apertus_jax.optim.muon import muon_dimension_numbers
 from configs.runs import apertus_8b, tiny_demo
 
@@ -143,7 +144,7 @@ def test_collective_bytes_reads_compiled_hlo():
 def test_optimizer_state_per_device_ademamix_three_moments_muon_one_per_matrix(config):
     """fsdp 2 x tensor 4: Muon keeps one moment per matrix, AdamW's two per embedding, lm_head and norm."""
     spec, _, _ = memory_plan.state_spec(config, (1, 2, 4))
-    numbers = muon_dimension_numbers(memory_plan.param_logical_axes(config.model))
+    numbers = muon_dimension_numbers(param_logical_axes(config.model))
     per_param = jax.tree.map(lambda x: memory_plan.shard_bytes([x]), spec.abstract["params"])
     is_number = lambda x: x is None or isinstance(x, optax.contrib.MuonDimensionNumbers)  # noqa: E731
     moments = jax.tree.map(lambda n, b: b * (2 if n is None else 1), numbers, per_param, is_leaf=is_number)
