@@ -35,6 +35,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import pytest  # noqa: E402
 
+import experiments  # noqa: E402, F401  (the jobs' garbage-collector thresholds in the test workers as well)
+
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker appends the groups to the test ids
 def pytest_collection_modifyitems(items):

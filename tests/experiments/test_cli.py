@@ -16,6 +16,16 @@ def test_every_job_is_listed():
     assert len(JOBS) >= 11 and "pretrain" in JOBS and "prepare_data" in JOBS
 
 
+def test_jobs_and_test_workers_collect_garbage_at_the_package_thresholds():
+    """Importing experiments/ (the first import of every job; tests/conftest.py's too) sets the collector's
+    thresholds of the process, the youngest generation's above Python's default of 700."""
+    import gc
+
+    import experiments
+
+    assert gc.get_threshold() == experiments.GC_THRESHOLDS and experiments.GC_THRESHOLDS[0] > 700
+
+
 @pytest.mark.parametrize("job", JOBS)
 def test_help_keeps_the_continued_lines_of_its_example_commands(job):
     """--help prints the job's docstring: each example line its source continues with a backslash keeps the
