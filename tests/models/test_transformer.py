@@ -8,7 +8,7 @@ from flax import nnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apertus_jax.models import attention
+from apertus_jax.models import attention, transformer
 from apertus_jax.models.presets import get_config
 from apertus_jax.models.transformer import Apertus, export_weights, import_weights
 from apertus_jax.tokenizers import load_tokenizer
@@ -195,3 +195,21 @@ def test_bfloat16_compute_keeps_float32_params_and_logits():
     logits = _forward(model, *batch)
     assert logits.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(logits), np.asarray(_forward(_model(**SMALL), *batch)), atol=2e-2)
+
+
+@pytest.mark.parametrize("scan_layers", [False, True])
+def test_abstract_model_has_the_graph_shapes_dtypes_and_axes_of_the_model(scan_layers):
+    """`abstract_model` traces with a stand-in for `nnx.Rngs`: it must describe the model `Apertus(config,
+    rngs=nnx.Rngs(0))` builds, parameter for parameter."""
+    config = get_config("tiny", n_layers=3, scan_layers=scan_layers, **SMALL)
+    graphdef, abstract = transformer.abstract_model(config)
+    real_graphdef, real = nnx.split(Apertus(config, rngs=nnx.Rngs(0)), nnx.Param)
+    assert graphdef == real_graphdef
+
+    def described(state):
+        return {
+            path: (var.shape, var.dtype, var.get_metadata()["logical_axes"])
+            for path, var in nnx.to_flat_state(state)
+        }
+
+    assert described(abstract) == described(real) and len(described(real)) >= 10
