@@ -216,9 +216,9 @@ def param_logical_axes(config: ModelConfig) -> dict:
 @functools.cache
 def abstract_model(config: ModelConfig) -> tuple[nnx.GraphDef, nnx.State]:
     """(graphdef, abstract `nnx.Param` state: `jax.ShapeDtypeStruct`s) of `Apertus(config)`, traced once per
-    config and shared by every caller (layouts, logical axes, parameter counts, HF export): tracing the 80
-    blocks of a 70B takes seconds, and a memory plan lays one config out on several meshes. Never mutate it:
-    map it to a new state (`jax.tree.map`)."""
+    config and shared by every caller (layouts, logical axes, parameter counts, HF export): a memory plan lays
+    one config out on several meshes, and tracing the 80 blocks of a 70B takes 0.4 s. Never mutate it: map it
+    to a new state (`jax.tree.map`)."""
     return nnx.split(nnx.eval_shape(lambda: Apertus(config, rngs=_ShapesOnlyRngs())), nnx.Param)
 
 
