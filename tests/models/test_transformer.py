@@ -8,9 +8,9 @@ from flax import nnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apertus_jax.models import attention, transformer
+from apertus_jax.models import attention
 from apertus_jax.models.presets import get_config
-from apertus_jax.models.transformer import Apertus, export_weights, import_weights
+from apertus_jax.models.transformer import Apertus, abstract_model, export_weights, import_weights
 from apertus_jax.tokenizers import load_tokenizer
 
 SMALL = dict(vocab_size=512)
@@ -202,7 +202,7 @@ def test_abstract_model_has_the_graph_shapes_dtypes_and_axes_of_the_model(scan_l
     """`abstract_model` traces with a stand-in for `nnx.Rngs`: it must describe the model `Apertus(config,
     rngs=nnx.Rngs(0))` builds, parameter for parameter."""
     config = get_config("tiny", n_layers=3, scan_layers=scan_layers, **SMALL)
-    graphdef, abstract = transformer.abstract_model(config)
+    graphdef, abstract = abstract_model(config)
     real_graphdef, real = nnx.split(Apertus(config, rngs=nnx.Rngs(0)), nnx.Param)
     assert graphdef == real_graphdef
 
