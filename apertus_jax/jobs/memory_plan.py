@@ -58,8 +58,9 @@ GB = 1e9
 # older IR fusion emitters instead of the MLIR ones (most of the compile time went to them), the machine code in one
 # piece. Buffer assignment and the collectives come from the HLO passes: against XLA's defaults the temporaries
 # differ by at most 0.3% (the 1.5B ablation plan, 11.73 -> 11.69 GB; the others 0.12% or less) and the collectives
-# not at all, and the ten plans of docs/scaling.md and docs/ablations.md compile in 32 s of CPU instead of 85 s
-# on 2 cores. The fresh runs of tests/test_results.py compare the plans with records made so.
+# not at all, and the twelve plans that docs/scaling.md, docs/long_context.md and docs/ablations.md quote (six
+# commands) compile in 32 s of CPU instead of 85 s on 2 cores. The fresh runs of tests/test_results.py compare
+# the plans with records made so.
 ANALYSIS_ONLY = {
     "xla_backend_optimization_level": 0,
     "xla_cpu_use_fusion_emitters": False,
