@@ -75,11 +75,6 @@ def is_heldout(text: str) -> bool:
     return _key(text) % HELDOUT_MODULUS == 0
 
 
-def _udhr_split(split: str) -> list[dict]:
-    """The UDHR part of a split, as fresh dicts (`_udhr_splits`)."""
-    return [dict(d) for d in _udhr_splits()[split]]
-
-
 @functools.cache
 def _udhr_splits() -> dict[str, tuple[dict, ...]]:
     """The UDHR part of each split, cut in one pass (each text hashed once per process). A UDHR document is a
@@ -104,6 +99,19 @@ def _udhr_splits() -> dict[str, tuple[dict, ...]]:
         ]
     splits["heldout"] = [d for _, d in sorted(splits["heldout"], key=lambda kd: (kd[0], kd[1]["doc_id"]))]
     return {name: tuple(documents) for name, documents in splits.items()}
+
+
+@functools.cache
+def _prose_splits() -> dict[str, tuple[dict, ...]]:
+    """The German prose part of each split, cut in one pass (each text hashed once per process): a document with
+    `is_heldout(text)` is held out whole. The prose is all German, so "unseen_languages" holds none of it."""
+    splits = {"train": [], "heldout": [], "unseen_languages": []}
+    for record in _records("german_prose"):
+        splits["heldout" if is_heldout(record["text"]) else "train"].append(record)
+    return {name: tuple(documents) for name, documents in splits.items()}
+
+
+_SPLITS_OF = {"udhr": _udhr_splits, "german_prose": _prose_splits}
 
 
 def load_udhr() -> dict[str, str]:
@@ -157,11 +165,4 @@ def load_demo_documents(split: str = "train", sources: list[str] | None = None) 
     """
     check_selection(split, sources)
     sources = list(ASSET_FILES) if sources is None else list(sources)
-    documents = []
-    for source in sources:
-        if source == "udhr":
-            documents += _udhr_split(split)
-        elif split != "unseen_languages":
-            heldout = split == "heldout"
-            documents += [dict(r) for r in _records(source) if is_heldout(r["text"]) == heldout]
-    return documents
+    return [dict(d) for source in sources for d in _SPLITS_OF[source]()[split]]

@@ -9,9 +9,11 @@ clearly within minutes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import time
+from collections.abc import Sequence
 
 from absl import logging
 
@@ -22,19 +24,31 @@ from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.tokenizers.train import BPEConfig, train_sentencepiece
 
 
-def demo_tokenizer_path(vocab_size: int, texts: list[str]) -> str:
+def demo_tokenizer_path(vocab_size: int, texts: Sequence[str]) -> str:
     """Cache path of the demo BPE with `vocab_size` ids trained on `texts` (the demo train split).
 
     Keyed on the training texts themselves, not on the asset files: a change of the split rule with the same
     assets yields another tokenizer, so a cache written before the change is not reused.
     """
-    corpus_key = hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()[:12]
-    return os.path.join(cache_dir(), f"demo_bpe{vocab_size}_cov98_{corpus_key}.model")
+    return os.path.join(cache_dir(), f"demo_bpe{vocab_size}_cov98_{_texts_key(tuple(texts))}.model")
+
+
+@functools.lru_cache(maxsize=1)
+def _texts_key(texts: tuple[str, ...]) -> str:
+    """12 hex digits of the sha256 of `texts`, remembered for the last texts: a process asks again for the
+    tokenizer of every run it trains."""
+    return hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()[:12]
+
+
+@functools.cache
+def _train_texts() -> tuple[str, ...]:
+    """The texts of the demo corpus's train split, read once per process."""
+    return tuple(d["text"] for d in demo_corpus.load_demo_documents("train"))
 
 
 def demo_tokenizer(vocab_size: int) -> Tokenizer:
     """The demo corpus's SentencePiece BPE with `vocab_size` ids, trained once and cached (atomic write)."""
-    texts = [d["text"] for d in demo_corpus.load_demo_documents("train")]
+    texts = _train_texts()
     path = demo_tokenizer_path(vocab_size, texts)
     if not os.path.exists(path):
         logging.info(

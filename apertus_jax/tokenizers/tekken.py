@@ -10,6 +10,7 @@ tests/tokenizers/test_tekken.py), but this loads ~3x faster and exposes tiktoken
 """
 
 import base64
+import functools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -30,6 +31,22 @@ BOD_ID, EOD_ID, PAD_ID = 1, 2, 3
 def default_tekken_path() -> str:
     """Path of `tekken_240718.json` inside the installed `mistral_common` package."""
     return os.path.join(os.path.dirname(mistral_common.__file__), "data", "tekken_240718.json")
+
+
+@functools.lru_cache(maxsize=1)
+def _encoding(path: str, checksum: str) -> tiktoken.Encoding:
+    """tiktoken's encoding of the tekken file at `path` (whose sha256 is `checksum`), built once per process
+    and shared by its tokenizers (it keeps no state between calls): parsing the 131,072 ranks is most of the
+    time a tokenizer takes to load."""
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    ranks = {
+        base64.b64decode(entry["token_bytes"]): entry["rank"]
+        for entry in config["vocab"][: VOCAB_SIZE - NUM_SPECIAL]
+    }
+    return tiktoken.Encoding(
+        name="tekken", pat_str=config["config"]["pattern"], mergeable_ranks=ranks, special_tokens={}
+    )
 
 
 class TekkenTokenizer(Tokenizer):
@@ -66,15 +83,7 @@ class TekkenTokenizer(Tokenizer):
             checksum=checksum,
         )
         self.path = path
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-        ranks = {
-            base64.b64decode(entry["token_bytes"]): entry["rank"]
-            for entry in config["vocab"][: VOCAB_SIZE - NUM_SPECIAL]
-        }
-        self._encoding = tiktoken.Encoding(
-            name="tekken", pat_str=config["config"]["pattern"], mergeable_ranks=ranks, special_tokens={}
-        )
+        self._encoding = _encoding(path, checksum)
         self._num_threads = num_threads
 
     def encode(self, text: str) -> list[int]:
