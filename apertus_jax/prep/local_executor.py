@@ -20,13 +20,27 @@ _FORMAT = (
 )
 
 
+# What the forkserver imports once, so that every worker it forks has it already: `quiet_worker` (a quiet
+# console), the job's main module, the modules whose steps a worker unpickles, and spaCy, which datatrove's
+# word tokenizer of the MinHash signatures imports in every worker that computes them. A worker imported
+# these itself before; spaCy alone took over a second of CPU.
+WORKER_PRELOAD = (
+    "apertus_jax.prep.quiet_worker",
+    "__main__",
+    "apertus_jax.prep.steps",
+    "apertus_jax.prep.dedup",
+    "apertus_jax.prep.tokenize",
+    "spacy",
+)
+
+
 def use_forkserver() -> None:
     """Sets `forkserver` as the default start method of `multiprocess` (datatrove's multiprocessing); the
-    server preloads `apertus_jax.prep.quiet_worker`, so the workers it forks have a quiet console too."""
+    server preloads `WORKER_PRELOAD`, so the workers it forks have a quiet console too."""
     import multiprocess
 
     multiprocess.set_start_method("forkserver", force=True)
-    multiprocess.set_forkserver_preload(["apertus_jax.prep.quiet_worker"])
+    multiprocess.set_forkserver_preload(list(WORKER_PRELOAD))
 
 
 def quiet_console(level: str = "WARNING") -> None:
