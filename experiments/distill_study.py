@@ -11,6 +11,7 @@ held-out losses. A bad flag or path ends with one line on stderr and exit status
 from absl import flags
 
 from apertus_jax.jobs.distill_study import ARMS, run_study
+from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
 _CONFIG = cli.define_run_config("configs/runs/tiny_demo.py")
@@ -24,6 +25,7 @@ _ALPHA = flags.DEFINE_float("alpha", 0.9, "Weight of the KL term of the distille
 def main(argv) -> None:
     del argv
     cli.required(teacher=_TEACHER.value, out=_OUT.value)
+    check_workdir_usable(_OUT.value, "--out")  # before the training runs: the results are written at the end
     try:
         seeds = tuple(int(s) for s in _SEEDS.value)
     except ValueError:

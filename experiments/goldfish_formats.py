@@ -11,6 +11,7 @@ written.
 from absl import flags
 
 from apertus_jax.jobs.goldfish_formats import markdown, run_study
+from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
 _OUT = flags.DEFINE_string("out", "workdir/goldfish_formats", "Output directory (JSON + markdown).")
@@ -22,6 +23,7 @@ _HS = flags.DEFINE_list("h", ["4", "13", "50"], "Context widths (tokens; words f
 
 def main(argv) -> None:
     del argv
+    check_workdir_usable(_OUT.value, "--out")  # before the training runs: the results are written at the end
     report = run_study(
         _OUT.value,
         plays=_PLAYS.value,

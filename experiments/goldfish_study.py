@@ -13,6 +13,7 @@ prefix/suffix length ends with one line on stderr and exit status 2.
 from absl import flags
 
 from apertus_jax.jobs.goldfish_study import GoldfishStudy, run_study, summary_table
+from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
 _OUT = flags.DEFINE_string("out", "workdir/goldfish_study", "Output directory (JSON + PNG).")
@@ -36,6 +37,7 @@ _SEED = flags.DEFINE_integer("seed", 0, "Initialization and document order.")
 
 def main(argv) -> None:
     del argv
+    check_workdir_usable(_OUT.value, "--out")  # before the training runs: the results are written at the end
     study = GoldfishStudy(
         epochs=_EPOCHS.value,
         num_documents=_NUM_DOCUMENTS.value,

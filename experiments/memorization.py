@@ -13,6 +13,7 @@ and exit status 2 before anything is trained or written.
 from absl import flags
 
 from apertus_jax.jobs.memorization import markdown, run_study
+from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
 _CONFIG = cli.define_config("configs/studies/memorization_tiny.py", "Study config (Python).")
@@ -21,6 +22,7 @@ _OUT = flags.DEFINE_string("out", "workdir/memorization", "Output directory: the
 
 def main(argv) -> None:
     del argv
+    check_workdir_usable(_OUT.value, "--out")  # before the training runs: the results are written at the end
     report = run_study(_CONFIG.value, _OUT.value, log=lambda line: print(line, flush=True))
     print(markdown(report))
     print(f"wrote {_OUT.value}/memorization.json, memorization.md and the PNGs in {report['seconds']:.0f}s")

@@ -338,7 +338,6 @@ def restore_workdir_params(workdir: str, abstract_params) -> tuple[Any, dict[str
 # can look writable while `mkdir` fails with "No such file or directory". So the check really tries what the
 # run will do first: create the workdir (a probe directory next to where it will be) or a file inside an
 # existing one, and removes the probe at once, leaving nothing behind.
-_FIX = "pass --workdir= a directory you can write (or fix its permissions / mount)"
 
 
 def _nearest_existing(path: str) -> str:
@@ -350,24 +349,26 @@ def _nearest_existing(path: str) -> str:
     return path
 
 
-def check_workdir_usable(workdir: str) -> None:
+def check_workdir_usable(workdir: str, flag: str = "--workdir") -> None:
     """Raises if the run could not create or write `workdir`; writes nothing (probes are removed).
 
     Args:
-      workdir: the run directory, existing or not (it is created later by the run).
+      workdir: the run directory, existing or not (it is created later by the run); or a job's output
+        directory, written at its end.
+      flag: the command-line flag that names it, for the fix in the message.
     Raises:
       ValueError: one line naming the workdir, the reason and the fix: a path component is a file, the
         workdir is not a directory, or a probe file / directory cannot be created (read-only file system,
         permissions, pseudo file systems such as /proc).
     """
+    fix = f"pass {flag}= a directory you can write (or fix its permissions / mount)"
+    name = "workdir" if flag == "--workdir" else flag
     path = os.path.abspath(workdir)
     if os.path.lexists(path) and not os.path.isdir(path):
-        raise ValueError(f"workdir {workdir} exists and is not a directory; {_FIX}")
+        raise ValueError(f"{name} {workdir} exists and is not a directory; {fix}")
     existing = _nearest_existing(path)
     if not os.path.isdir(existing):
-        raise ValueError(
-            f"workdir {workdir} cannot be created: {existing} is a file, not a directory; {_FIX}"
-        )
+        raise ValueError(f"{name} {workdir} cannot be created: {existing} is a file, not a directory; {fix}")
     try:
         if existing == path:
             with tempfile.TemporaryFile(dir=path):
@@ -377,4 +378,4 @@ def check_workdir_usable(workdir: str) -> None:
     except OSError as error:
         action = "is not writable" if existing == path else f"cannot be created in {existing}"
         reason = error.strerror or type(error).__name__
-        raise ValueError(f"workdir {workdir} {action} ({reason}); {_FIX}") from None
+        raise ValueError(f"{name} {workdir} {action} ({reason}); {fix}") from None

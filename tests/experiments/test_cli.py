@@ -232,3 +232,25 @@ def test_log_lines_carry_a_short_prefix_or_absl_s_behind_a_flag(flag, prefix, ru
     assert re.fullmatch(
         prefix + r"train\.steps=20 overridden without the schedule: .*", result.stderr.strip()
     )
+
+
+@pytest.mark.parametrize(
+    "job, args",
+    [
+        ("goldfish_study", []),
+        ("goldfish_formats", []),
+        ("memorization", []),
+        ("distill_study", ["--teacher=workdir/teacher"]),
+    ],
+)
+def test_an_output_folder_under_a_file_is_refused_before_the_study_trains(job, args, tmp_path, run_job):
+    """The studies write their results at the end: an --out that cannot be a directory is one line and exit 2
+    at the start, not after minutes of training."""
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "study"
+    result = run_job(f"experiments.{job}", *args, f"--out={out}", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: --out {out} cannot be created: {tmp_path / 'afile'} is a file, not a directory; "
+        "pass --out= a directory you can write (or fix its permissions / mount)"
+    ], result.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
