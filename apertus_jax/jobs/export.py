@@ -85,13 +85,14 @@ def export_hf(workdir: str, directory: str, *, overwrite: bool = False) -> dict:
 
     Raises:
       FileExistsError: `directory` is a file, or a non-empty directory and not `overwrite` (checked first).
-      FileNotFoundError: a missing workdir, no checkpoint or no provenance record.
+      FileNotFoundError, NotADirectoryError: not a training workdir (`workdir.read_config`), no checkpoint or
+        no provenance record.
       ValueError: the newest checkpoint and the provenance record are of different steps; as
         `tokenizer_files` and `models.hf.to_hf`.
     """
     files.check_replaceable(directory, overwrite=overwrite)
-    provenance = load_provenance(workdir)
     trained = load_workdir(workdir)
+    provenance = load_provenance(workdir)
     if trained.step != provenance["step"]:
         raise ValueError(
             f"{workdir}: checkpoint step {trained.step} but provenance.json records step "

@@ -99,14 +99,29 @@ class ProvenanceRecord(Hook):
             )
 
 
+def check_workdir_exists(workdir: str) -> None:
+    """Raises unless `workdir` is an existing directory (a job reading a run's workdir calls this first).
+
+    Raises:
+      FileNotFoundError: `workdir` does not exist.
+      NotADirectoryError: `workdir` is a file.
+    """
+    if not os.path.exists(workdir):
+        raise FileNotFoundError(f"workdir {workdir} does not exist")
+    if not os.path.isdir(workdir):
+        raise NotADirectoryError(
+            f"workdir {workdir} is a file, not a directory: --workdir must be a directory written by "
+            "`python -m experiments.pretrain --workdir=...`"
+        )
+
+
 def load_provenance(workdir: str) -> dict:
     """The run's provenance record.
 
     Raises:
-      FileNotFoundError: `workdir` does not exist, or holds no provenance record.
+      FileNotFoundError, NotADirectoryError: as `check_workdir_exists`; no provenance record.
     """
-    if not os.path.isdir(workdir):
-        raise FileNotFoundError(f"workdir {workdir} does not exist")
+    check_workdir_exists(workdir)
     path = os.path.join(workdir, PROVENANCE)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} not found: the run was trained before provenance was recorded")

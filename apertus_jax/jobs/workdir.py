@@ -16,7 +16,7 @@ import jax
 
 from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.jobs.config import Config, parse_recorded
-from apertus_jax.jobs.records import CONFIG
+from apertus_jax.jobs.records import CONFIG, check_workdir_exists
 from apertus_jax.models import partitioning
 from apertus_jax.models.transformer import Apertus, model_from_params
 from apertus_jax.tokenizers.base import Tokenizer
@@ -38,11 +38,11 @@ def read_config(workdir: str) -> Config:
     """The parsed `config.json` of a training workdir.
 
     Raises:
-      FileNotFoundError: `workdir` does not exist, or has no `config.json` or no `checkpoints/`.
+      FileNotFoundError, NotADirectoryError: as `records.check_workdir_exists`; no `config.json` or no
+        `checkpoints/`.
       ValueError: a `config.json` this version cannot parse.
     """
-    if not os.path.isdir(workdir):
-        raise FileNotFoundError(f"workdir {workdir} does not exist")
+    check_workdir_exists(workdir)
     path = os.path.join(workdir, CONFIG)
     if not os.path.exists(path) or not os.path.isdir(os.path.join(workdir, "checkpoints")):
         raise FileNotFoundError(

@@ -267,6 +267,30 @@ def test_export_cli_names_a_missing_workdir_in_one_line(tmp_path, run_job):
     assert not (tmp_path / "hf").exists()
 
 
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (
+            lambda path: path.write_text("x"),
+            "is a file, not a directory: --workdir must be a directory written by",
+        ),
+        (
+            lambda path: path.mkdir(),
+            "has no config.json or checkpoints/: --workdir must be a directory written by",
+        ),
+    ],
+    ids=["a_file", "an_empty_folder"],
+)
+def test_export_cli_says_what_is_wrong_with_a_path_that_is_no_workdir(make, says, tmp_path, run_job):
+    """Not "does not exist" for a file, nor a missing provenance record for a folder that holds no run."""
+    make(tmp_path / "w")
+    result = run_job("experiments.export_hf", f"--workdir={tmp_path / 'w'}", f"--out={tmp_path / 'hf'}")
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and says in errors[0], result.stderr[-2000:]
+    assert not (tmp_path / "hf").exists()
+
+
 @pytest.fixture
 def export_cli(run_job):
     """(workdir, out, *flags) -> the finished `experiments.export_hf` command."""
