@@ -193,6 +193,9 @@ def _parse_flags(argv: list[str]) -> list[str]:
         key = re.search(r"Unknown command line flag 'config\.([\w.]+)'", str(error))
         if key and "set" in flags.FLAGS:  # a job whose config keys are set by --set (experiments.ablate)
             usage_error(f"{error}: this command sets a config key with --set={key.group(1)}=VALUE")
+        if raised and arg and ":" in arg and "get_config() takes 0 positional arguments" in raised.group(1):
+            path, _, config_arg = arg.partition(":")
+            usage_error(f"--config={arg}: {path} takes no argument; drop ':{config_arg}'")
         usage_error(raised.group(1) if raised else f"{error} (see --helpshort)")
 
 

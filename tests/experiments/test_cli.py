@@ -74,6 +74,11 @@ def test_usage_error_raised_in_main_is_one_line(run_job):
             "error: --config.model.n_layers must be a positive integer, got 0",
         ),
         (
+            ["--config=configs/runs/tiny_demo.py:bogus"],
+            "error: --config=configs/runs/tiny_demo.py:bogus: configs/runs/tiny_demo.py takes no argument; "
+            "drop ':bogus'",
+        ),
+        (
             ["--config=configs/runs/tiny_own_data.py"],
             "error: configs/runs/tiny_own_data.py needs your shard set: "
             "--config=configs/runs/tiny_own_data.py:/path/to/shards (experiments.tokenize_data --out)",
