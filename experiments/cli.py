@@ -149,15 +149,20 @@ def _missing_config(arg: str) -> str:
 
 def _unknown_key(argv: list[str], error: Exception, default: str | None = None) -> str:
     """The one-line message of an override of a key that the config does not have, with the closest keys
-    of the config's schema (any section); `default` is the config file when `argv` names none."""
+    of the config's schema (any section) and where its keys are defined: the run config schema, or the
+    config file of another kind of config (a preparation or study config); `default` is the config file
+    when `argv` names none."""
     arg = _config_arg(argv) or default
+    path = "apertus_jax/jobs/config.py"
     try:
         if arg is None:
             config = base_config()
         else:
-            path, _, config_arg = arg.partition(":")
-            module = load_module(path)
+            file, _, config_arg = arg.partition(":")
+            module = load_module(file)
             config = module.get_config(config_arg) if config_arg else module.get_config()
+            if not set(base_config().keys()) <= set(config.keys()):  # not a run config's sections
+                path = os.path.relpath(file, CONFIG_ROOT) if file.startswith(CONFIG_ROOT + os.sep) else file
         known = key_paths(config)
     except Exception:  # noqa: BLE001 - the config itself is broken: report ml_collections' own words
         detail = re.sub(r"[\\'\"]+", "", re.sub(r"(\\+n)+", " ", str(error))).strip()
@@ -166,7 +171,7 @@ def _unknown_key(argv: list[str], error: Exception, default: str | None = None) 
     unknown = next((key for key in overrides if key not in known), "?")
     close = closest_keys(unknown, known)
     hint = f"; did you mean --config.{' or --config.'.join(close)}?" if close else ""
-    return f"unknown config key {unknown}{hint} (the schema: apertus_jax/jobs/config.py)"
+    return f"unknown config key {unknown}{hint} (the keys: {path})"
 
 
 def _parse_flags(argv: list[str]) -> list[str]:

@@ -93,6 +93,22 @@ def test_config_errors_name_the_fix_in_one_line(args, message, tmp_path, run_job
     assert not os.path.exists(tmp_path / "w")
 
 
+@pytest.mark.parametrize(
+    "job, config, where",
+    [
+        ("pretrain", "configs/runs/tiny_demo.py", "apertus_jax/jobs/config.py"),
+        ("prepare_data", "configs/prep/demo.py", "configs/prep/demo.py"),
+    ],
+)
+def test_an_unknown_key_points_to_where_the_keys_of_its_config_are(job, config, where, tmp_path, run_job):
+    """A run config's keys are the schema's; a preparation config's are its file's."""
+    result = run_job(f"experiments.{job}", f"--config={config}", "--config.nosuch=1", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: unknown config key nosuch (the keys: {where})"
+    ], result.stderr[-2000:]
+    assert not list(tmp_path.iterdir())
+
+
 def test_unknown_key_of_a_default_study_config_points_to_its_schema(run_job):
     """Overrides of a script's default config file (no --config=) are parsed when the flag is defined."""
     result = run_job("experiments.memorization", "--config.run.train.stepz=3")
