@@ -153,6 +153,21 @@ def build_executors(config) -> dict:
     return executors
 
 
+def check_executor(ex) -> None:
+    """Checks an executor section (`kind`, `workers`; a preparation config's also `tasks`).
+
+    Raises:
+      ValueError: one line naming the field: an unknown kind, workers neither -1 (one per task, datatrove's
+        meaning) nor at least 1, or tasks below 1.
+    """
+    if ex["kind"] not in EXECUTORS:
+        raise ValueError(f"executor kind {ex['kind']!r} unknown; use one of {EXECUTORS}")
+    if ex["workers"] != -1 and ex["workers"] < 1:
+        raise ValueError(f"executor.workers must be -1 (one per task) or at least 1, got {ex['workers']!r}")
+    if "tasks" in ex and ex["tasks"] < 1:
+        raise ValueError(f"executor.tasks must be at least 1, got {ex['tasks']!r}")
+
+
 def make_executor(ex, pipeline: list, tasks: int, logging_dir: str, job_name: str, depends=None):
     """One datatrove executor of kind `ex.kind` ("local", "slurm", "ray") for `pipeline`.
 
@@ -161,10 +176,9 @@ def make_executor(ex, pipeline: list, tasks: int, logging_dir: str, job_name: st
       tasks: datatrove tasks (the number of input shares); local workers are capped at it.
       depends: the executor that must finish first (Slurm: a job dependency).
     Raises:
-      ValueError: unknown executor kind.
+      ValueError: as `check_executor`.
     """
-    if ex["kind"] not in EXECUTORS:
-        raise ValueError(f"executor kind {ex['kind']!r} unknown; use one of {EXECUTORS}")
+    check_executor(ex)
     common = dict(
         pipeline=pipeline,
         tasks=tasks,

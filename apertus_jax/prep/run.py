@@ -92,8 +92,9 @@ def run_prepare(config, report_only: bool = False) -> dict:
     Returns the report dict (see `stats.build_report`).
     Raises:
       FileNotFoundError: no input files, or a needed head can be neither loaded nor trained.
-      ValueError: an invalid config value (robots mode, executor kind, quality subset, ...).
+      ValueError: an invalid config value (robots mode, executor kind or counts, quality subset, ...).
     """
+    pipeline.check_executor(config.executor)  # before the demo inputs and the work_dir are written
     pipeline.resolve_work_dir(config)
     if not report_only:
         if config.demo:

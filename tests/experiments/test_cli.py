@@ -153,6 +153,27 @@ def test_the_ray_executor_without_ray_is_one_line_and_writes_nothing(tmp_path, r
     assert not (tmp_path / "w").exists()
 
 
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("workers=0", "executor.workers must be -1 (one per task) or at least 1, got 0"),
+        ("tasks=0", "executor.tasks must be at least 1, got 0"),
+        ("kind=spark", "executor kind 'spark' unknown; use one of ('local', 'slurm', 'ray')"),
+    ],
+)
+def test_a_bad_executor_setting_is_one_line_and_writes_nothing(override, message, tmp_path, run_job):
+    args = [
+        "--config=configs/prep/demo.py",
+        f"--config.executor.{override}",
+        f"--config.work_dir={tmp_path}/w",
+    ]
+    result = run_job("experiments.prepare_data", *args)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [f"error: {message}"], (
+        result.stderr[-2000:]
+    )
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_repository_config_path_works_from_any_directory(tmp_path, run_job):
     """`--config=configs/...` from outside the checkout names the repository's file: the run gets as far as
     the config's values (here a bad override: one line, exit 2)."""
