@@ -99,6 +99,10 @@ class ProvenanceRecord(Hook):
             )
 
 
+# The fix of a --workdir that holds no training run.
+WORKDIR_FIX = "--workdir must be a directory written by `python -m experiments.pretrain --workdir=...`"
+
+
 def check_workdir_exists(workdir: str) -> None:
     """Raises unless `workdir` is an existing directory (a job reading a run's workdir calls this first).
 
@@ -109,10 +113,7 @@ def check_workdir_exists(workdir: str) -> None:
     if not os.path.exists(workdir):
         raise FileNotFoundError(f"workdir {workdir} does not exist")
     if not os.path.isdir(workdir):
-        raise NotADirectoryError(
-            f"workdir {workdir} is a file, not a directory: --workdir must be a directory written by "
-            "`python -m experiments.pretrain --workdir=...`"
-        )
+        raise NotADirectoryError(f"workdir {workdir} is a file, not a directory: {WORKDIR_FIX}")
 
 
 def load_provenance(workdir: str) -> dict:

@@ -16,7 +16,7 @@ import jax
 
 from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.jobs.config import Config, parse_recorded
-from apertus_jax.jobs.records import CONFIG, check_workdir_exists
+from apertus_jax.jobs.records import CONFIG, WORKDIR_FIX, check_workdir_exists
 from apertus_jax.models import partitioning
 from apertus_jax.models.transformer import Apertus, model_from_params
 from apertus_jax.tokenizers.base import Tokenizer
@@ -45,10 +45,7 @@ def read_config(workdir: str) -> Config:
     check_workdir_exists(workdir)
     path = os.path.join(workdir, CONFIG)
     if not os.path.exists(path) or not os.path.isdir(os.path.join(workdir, "checkpoints")):
-        raise FileNotFoundError(
-            f"{workdir} has no config.json or checkpoints/: --workdir must be a directory written by "
-            "`python -m experiments.pretrain --workdir=...`"
-        )
+        raise FileNotFoundError(f"{workdir} has no config.json or checkpoints/: {WORKDIR_FIX}")
     with open(path) as f:
         return parse_recorded(json.load(f))
 
