@@ -23,7 +23,7 @@ import grain
 import jax
 from absl import flags
 
-from apertus_jax.train.checkpoint import Checkpointer, param_shapes
+from apertus_jax.train.checkpoint import Checkpointer, tree_shapes
 from benchmarks.step import build
 from experiments import cli
 
@@ -62,7 +62,7 @@ def measure(
     nbytes = state_bytes(state)
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state)
     data_iter = iter(grain.MapDataset.range(8).to_iter_dataset())
-    meta = {"progress": {"step": 0}, "param_shapes": param_shapes(state["params"]), "seed": 0}
+    meta = {"progress": {"step": 0}, "param_shapes": tree_shapes(state["params"]), "seed": 0}
     results = {
         k: []
         for k in ("sync_save", "async_block", "async_total", "step_during_async", "step_alone", "restore")

@@ -5,13 +5,14 @@ One checkpoint step holds four items (an `ocp.args.Composite`):
 - `opt_state`: the optimizer state arrays, likewise;
 - `data_iter`: the Grain iterator state (`grain.checkpoint.CheckpointSave`, one JSON file per process);
 - `meta`: JSON with the layout name (`FORMAT`), step, tokens consumed, fault counters, the seed and the
-  parameter shapes.
+  shapes of the parameters and of the optimizer state.
 
 Parameters are an item of their own, so evaluation, export and fine-tuning restore them alone
 (`restore_latest_params`) without building an optimizer or reading its state. Restoring passes abstract
 targets (`jax.ShapeDtypeStruct` with the CURRENT mesh's NamedSharding), so a run may resume on a different
 mesh shape or device count (Orbax restores each array onto the sharding of its target). A checkpoint of
-another layout is refused with one line, never set aside or overwritten.
+another layout, model or optimizer state is refused with one line, never set aside or overwritten; an
+unreadable one is set aside by the trainer and left in place by the jobs that only read a workdir.
 """
 
 import contextlib
@@ -69,14 +70,17 @@ class WorkdirLock:
         self._file.close()
 
 
-def param_shapes(params) -> dict[str, list[int]]:
-    """Flat {"path/to/leaf": shape} of a params tree (arrays or ShapeDtypeStructs)."""
-    flat = jax.tree_util.tree_flatten_with_path(params)[0]
-    return {jax.tree_util.keystr(path, simple=True, separator="/"): list(leaf.shape) for path, leaf in flat}
+def tree_shapes(tree) -> dict[str, list[int]]:
+    """Flat {"path/to/leaf": shape} of a tree of arrays or ShapeDtypeStructs (parameters, optimizer state)."""
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {
+        jax.tree_util.keystr(path, simple=True, separator="/"): list(jax.numpy.shape(leaf))
+        for path, leaf in flat
+    }
 
 
 def describe_model(shapes: dict[str, list[int]]) -> str:
-    """The model of a `param_shapes` record in words: layers, d_model, heads, MLP width, vocabulary.
+    """The model of a `tree_shapes` record of its parameters in words: layers, d_model, heads, MLP width, vocabulary.
 
     Reads the Apertus parameter names (`embed` [V, D]; `layers/<i>/...` unscanned, or `layers/...` with a
     leading layer axis when scanned); a field whose parameter is absent is left out.
@@ -102,20 +106,41 @@ def describe_model(shapes: dict[str, list[int]]) -> str:
     return ", ".join(words) or f"{len(shapes)} parameters"
 
 
+def _first_difference(saved: dict[str, list[int]], current: dict[str, list[int]], missing: str) -> str:
+    """ "name: checkpoint AxB, config CxD" of the first entry (by name) whose shape differs."""
+    name = next(n for n in sorted(set(saved) | set(current)) if saved.get(n) != current.get(n))
+
+    def shape(shapes):
+        return ("x".join(map(str, shapes[name])) or "a scalar") if name in shapes else missing
+
+    return f"{name}: checkpoint {shape(saved)}, config {shape(current)}"
+
+
 def check_same_model(saved: dict[str, list[int]], current: dict[str, list[int]], where: str) -> None:
     """Raises ValueError saying, in words, which model the checkpoint holds and which the config asks for,
     and the first parameter that differs."""
     if saved == current:
         return
-    name = next(n for n in sorted(set(saved) | set(current)) if saved.get(n) != current.get(n))
-
-    def shape(shapes):
-        return "x".join(map(str, shapes[name])) if name in shapes else "no such parameter"
-
     raise ValueError(
         f"{where} holds a checkpoint of another model: the checkpoint has {describe_model(saved)}; the config "
-        f"asks for {describe_model(current)} (first difference: {name}: checkpoint {shape(saved)}, config "
-        f"{shape(current)}); use a new --workdir or the config the checkpoint was trained with"
+        f"asks for {describe_model(current)} (first difference: "
+        f"{_first_difference(saved, current, 'no such parameter')}); use a new --workdir or the config the "
+        "checkpoint was trained with"
+    )
+
+
+def check_same_optimizer(saved: dict[str, list[int]], current: dict[str, list[int]], where: str) -> None:
+    """Raises ValueError when the optimizer state of a checkpoint (`tree_shapes`) is not the one the config
+    builds (another optimizer, or settings that add or drop state), naming the first entry that differs;
+    `where` is the checkpoint directory, WORKDIR/checkpoints."""
+    if saved == current:
+        return
+    raise ValueError(
+        f"{where} holds the optimizer state of other optimizer settings: {len(saved)} state arrays in the "
+        f"checkpoint, {len(current)} for the config (first difference: "
+        f"{_first_difference(saved, current, 'no such entry')}); resume with the settings it was trained with "
+        "(the workdir's config.json), or start a new --workdir from its parameters with "
+        f"--config.checkpoint.init_from={os.path.dirname(where)}"
     )
 
 
@@ -184,17 +209,23 @@ class Checkpointer:
     """Orbax CheckpointManager over WORKDIR/checkpoints.
 
     Args:
-      directory: the checkpoint root (created if missing).
+      directory: the checkpoint root (created if missing, unless `read_only`).
       keep: how many recent checkpoints to keep (keep-N).
       async_save: write arrays in a background thread; the step continues while they are written.
+      read_only: a reader of another job's checkpoints: an unreadable checkpoint is skipped with a warning and
+        left where it is (the trainer sets it aside, `restore_latest`).
     """
 
-    def __init__(self, directory: str, keep: int, async_save: bool = True):
+    def __init__(self, directory: str, keep: int, async_save: bool = True, read_only: bool = False):
         self.directory = os.path.abspath(directory)
+        self.read_only = read_only
         self.manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
-                max_to_keep=keep, enable_async_checkpointing=async_save, create=True
+                max_to_keep=keep,
+                enable_async_checkpointing=async_save,
+                create=not read_only,
+                read_only=read_only,
             ),
         )
 
@@ -210,7 +241,9 @@ class Checkpointer:
                 params=ocp.args.StandardSave(state["params"]),
                 opt_state=ocp.args.StandardSave(state["opt_state"]),
                 data_iter=grain.checkpoint.CheckpointSave(data_iter),
-                meta=ocp.args.JsonSave({**meta, "format": FORMAT}),
+                meta=ocp.args.JsonSave(
+                    {**meta, "opt_state_shapes": tree_shapes(state["opt_state"]), "format": FORMAT}
+                ),
             ),
         )
 
@@ -225,7 +258,8 @@ class Checkpointer:
         """Restores the newest readable checkpoint; returns (state, meta) or None if there is none.
 
         A checkpoint that fails to restore (corrupt or incomplete files) is moved to
-        `<directory>_corrupt/<step>` with a warning, and the previous one is tried.
+        `<directory>_corrupt/<step>` with a warning (left in place if `read_only`), and the previous one is
+        tried.
 
         Args:
           abstract_state: {"params", "opt_state"} of `jax.ShapeDtypeStruct` with the target shardings.
@@ -233,8 +267,8 @@ class Checkpointer:
             (a rollback skips the data window that produced non-finite steps).
 
         Raises:
-          ValueError: the checkpoint holds a model of different parameter shapes, or is of another layout
-            (nothing is modified).
+          ValueError: the checkpoint holds a model of different parameter shapes, the optimizer state of other
+            optimizer settings (`check_same_optimizer`), or is of another layout (nothing is modified).
         """
         items = {
             "params": ocp.args.StandardRestore(abstract_state["params"]),
@@ -242,7 +276,7 @@ class Checkpointer:
         }
         if data_iter is not None:
             items["data_iter"] = grain.checkpoint.CheckpointRestore(data_iter)
-        restored = self._restore_newest(abstract_state["params"], items)
+        restored = self._restore_newest(abstract_state["params"], items, abstract_state["opt_state"])
         if restored is None:
             return None
         items, meta = restored
@@ -250,7 +284,7 @@ class Checkpointer:
 
     def restore_latest_params(self, abstract_params) -> tuple[Any, dict[str, Any]] | None:
         """The newest readable checkpoint's parameters alone (the optimizer state is not read); returns
-        (params, meta) or None if there is no checkpoint. Unreadable ones are set aside as in `restore_latest`.
+        (params, meta) or None if there is no checkpoint. Unreadable ones are skipped as in `restore_latest`.
 
         Raises:
           ValueError: a model of different parameter shapes, or a checkpoint of another layout.
@@ -260,7 +294,9 @@ class Checkpointer:
         )
         return None if restored is None else (restored[0]["params"], restored[1])
 
-    def _restore_newest(self, abstract_params, items: dict) -> tuple[dict, dict] | None:
+    def _restore_newest(
+        self, abstract_params, items: dict, abstract_opt_state=None
+    ) -> tuple[dict, dict] | None:
         for step in reversed(self.all_steps()):
             try:
                 meta = self.read_meta(step)
@@ -272,7 +308,11 @@ class Checkpointer:
                     f"checkpoint {step} in {self.directory} has another layout ({meta.get('format', 'unnamed')}, "
                     f"this version reads {FORMAT}); use a new --workdir, or the apertus_jax version that wrote it"
                 )
-            check_same_model(meta["param_shapes"], param_shapes(abstract_params), self.directory)
+            check_same_model(meta["param_shapes"], tree_shapes(abstract_params), self.directory)
+            if abstract_opt_state is not None and "opt_state_shapes" in meta:  # recorded since 2026-12
+                check_same_optimizer(
+                    meta["opt_state_shapes"], tree_shapes(abstract_opt_state), self.directory
+                )
             try:
                 with _failed_reads_unreported(os.path.join(self.directory, str(step))):
                     restored = self.manager.restore(step, args=ocp.args.Composite(**items))
@@ -286,13 +326,15 @@ class Checkpointer:
         target = os.path.join(self.directory + "_corrupt", str(step))
         reason = str(error).splitlines()[0].split(" See full TensorStore details")[0][:200]
         logging.warning(
-            "checkpoint %d in %s is unreadable (%s: %s); moved to %s, trying the previous one",
+            "checkpoint %d in %s is unreadable (%s: %s); %s, trying the previous one",
             step,
             self.directory,
             type(error).__name__,
             reason,
-            target,
+            "left in place (this job only reads it)" if self.read_only else f"moved to {target}",
         )
+        if self.read_only:
+            return
         if jax.process_index() == 0:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.move(os.path.join(self.directory, str(step)), target)
@@ -307,7 +349,8 @@ class Checkpointer:
 
 def restore_workdir_params(workdir: str, abstract_params) -> tuple[Any, dict[str, Any]]:
     """The newest readable checkpoint's parameters of a training `workdir` (its `checkpoints/`), restored onto
-    the shardings of `abstract_params`; the optimizer state is not read. Returns (params, meta).
+    the shardings of `abstract_params`; the optimizer state is not read. Returns (params, meta). An unreadable
+    checkpoint is skipped with a warning and left in place: the workdir is another job's.
 
     Raises:
       FileNotFoundError: `workdir` has no `checkpoints/` or no readable checkpoint.
@@ -319,7 +362,7 @@ def restore_workdir_params(workdir: str, abstract_params) -> tuple[Any, dict[str
             f"{workdir} has no checkpoints/: it must be a directory written by "
             "`python -m experiments.pretrain --workdir=...`"
         )
-    checkpointer = Checkpointer(directory, keep=1_000_000, async_save=False)
+    checkpointer = Checkpointer(directory, keep=1_000_000, async_save=False, read_only=True)
     try:
         restored = checkpointer.restore_latest_params(abstract_params)
     finally:

@@ -32,7 +32,7 @@ from jax.experimental import multihost_utils
 
 from apertus_jax.named import load_named
 from apertus_jax.train.batches import Prefetcher
-from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, param_shapes, restore_workdir_params
+from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, restore_workdir_params, tree_shapes
 from apertus_jax.train.hooks import LoopContext, due
 from apertus_jax.train.metrics import MetricsWriter, StepProfiler, mfu, peak_flops_per_device
 from apertus_jax.train.run import Run
@@ -237,7 +237,7 @@ class _Loop:
         self.counter = NonFiniteCounter(config.faults.max_nonfinite_in_a_row, progress.skipped_steps)
         self.preemption = PreemptionSignal(config.faults.preemption_check_every_steps)
         self.profiler = StepProfiler(config.profile, workdir)
-        self.shapes = param_shapes(run.spec.abstract["params"])
+        self.shapes = tree_shapes(run.spec.abstract["params"])
         self.peak = peak_flops_per_device()
         self.saved_step = progress.step if checkpointer.all_steps() else -1
         self.shapes_run: set[tuple[int, int]] = set()  # batch shapes whose step was called (compiled)

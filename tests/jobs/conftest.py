@@ -29,7 +29,7 @@ def write_tiny_workdir(
     from apertus_jax.jobs.config import base_config, parse
     from apertus_jax.models.presets import model_section
     from apertus_jax.train.batches import Prefetcher
-    from apertus_jax.train.checkpoint import Checkpointer, param_shapes
+    from apertus_jax.train.checkpoint import Checkpointer, tree_shapes
     from apertus_jax.train.run import Run
 
     config = base_config()
@@ -61,7 +61,7 @@ def write_tiny_workdir(
         step,
         state,
         Prefetcher(run.batch_source(), 0),  # the data state as the loop saves it
-        {"progress": {"step": step}, "param_shapes": param_shapes(state["params"])},
+        {"progress": {"step": step}, "param_shapes": tree_shapes(state["params"])},
     )
     checkpointer.close()
     record = {"step": step, "tokenizer": {"name": run.tokenizer.name, "checksum": run.tokenizer.checksum}}

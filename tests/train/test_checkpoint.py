@@ -18,7 +18,7 @@ from apertus_jax.train.checkpoint import (
     WorkdirLock,
     WorkdirLockedError,
     check_same_model,
-    param_shapes,
+    tree_shapes,
 )
 from apertus_jax.train.loss import cross_entropy
 from apertus_jax.train.step import make_train_step
@@ -43,7 +43,7 @@ def _step_fn(spec, mesh):
 
 
 def _meta(spec, step):
-    return {"progress": {"step": step}, "param_shapes": param_shapes(spec.abstract["params"])}
+    return {"progress": {"step": step}, "param_shapes": tree_shapes(spec.abstract["params"])}
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +146,47 @@ def test_checkpoint_of_another_model_shape_is_refused_untouched(saved, demo_iter
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "tx",
+    [
+        make_optimizer("adamw", 1e-3, weight_decay=0.1, clip_norm=1.0),
+        make_optimizer("lion", 1e-4, weight_decay=0.1, clip_norm=1.0),
+    ],
+    ids=["adamw", "lion"],
+)
+def test_checkpoint_of_another_optimizer_is_refused_untouched(saved, demo_iterator, tx):
+    """Resuming under other optimizer settings is a one-line error naming the first state entry that differs,
+    not a checkpoint to set aside as unreadable (every one would be, and the run would restart from step 0)."""
+    directory = saved[0]
+    before = sorted(os.walk(directory))
+    spec = make_abstract_train_state(MODEL, tx, make_mesh(1, 8, 1), seed=0)
+    with pytest.raises(ValueError, match="holds the optimizer state of other optimizer settings") as error:
+        Checkpointer(directory, keep=5).restore_latest(spec.abstract, demo_iterator())
+    assert "\n" not in str(error.value) and "first difference: " in str(error.value)
+    assert sorted(os.walk(directory)) == before
+
+
+@pytest.mark.slow
+def test_a_reader_of_another_jobs_checkpoints_leaves_an_unreadable_one_in_place(saved, tmp_path, caplog):
+    """`read_only` (evaluation, export, init_from): the previous checkpoint is read, the broken one stays."""
+    directory = str(tmp_path / "checkpoints")
+    shutil.copytree(saved[0], directory)
+    state_dir = os.path.join(directory, "2", "params")
+    for name in os.listdir(state_dir):
+        if os.path.isfile(path := os.path.join(state_dir, name)):
+            open(path, "w").close()
+    before = sorted(os.walk(tmp_path))
+    abstract = make_abstract_params(MODEL, make_mesh(1, 8, 1), seed=1).abstract
+    with caplog.at_level("WARNING"):
+        _, meta = Checkpointer(directory, keep=5, read_only=True).restore_latest_params(abstract)
+    assert meta["progress"]["step"] == 1
+    assert sorted(os.walk(tmp_path)) == before
+    assert any(
+        "checkpoint 2 in " in r.getMessage() and "left in place" in r.getMessage() for r in caplog.records
+    )
+
+
+@pytest.mark.slow
 def test_params_restore_alone_without_reading_the_optimizer_state(saved, tmp_path):
     directory = str(tmp_path / "checkpoints")
     shutil.copytree(saved[0], directory)
@@ -204,7 +245,7 @@ def test_another_model_is_described_in_words(scan_layers):
 
     def shapes(n_layers):
         model = MODEL.replace(n_layers=n_layers, scan_layers=scan_layers)
-        return param_shapes(make_abstract_params(model, mesh, seed=0).abstract)
+        return tree_shapes(make_abstract_params(model, mesh, seed=0).abstract)
 
     with pytest.raises(ValueError) as error:
         check_same_model(shapes(2), shapes(4), "/runs/a/checkpoints")
