@@ -16,8 +16,8 @@ Writes, each file atomically with the permissions of a plain `open()` (0644 unde
 
 The export is written into a hidden staging directory beside the output directory and renamed into place at
 the end (`apertus_jax.files.staged_directory`): a failed export leaves nothing behind, and an existing
-non-empty output directory is refused unless `overwrite`, which replaces it whole (a user's own files in it
-are never mixed with an export).
+non-empty output directory is refused unless `overwrite`, which replaces an earlier export whole; a directory
+holding anything an export does not write (a workdir, a folder above one, a user's files) is never replaced.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import os
 from apertus_jax import files
 from apertus_jax.jobs.records import load_provenance, model_card
 from apertus_jax.jobs.workdir import load_workdir
-from apertus_jax.models.hf import save_hf
+from apertus_jax.models.hf import CONFIG_FILE, WEIGHTS_FILE, save_hf
 from apertus_jax.posttrain import chat
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.tokenizers.hf_export import hf_tokenizer, special_token_names
@@ -38,6 +38,27 @@ MODEL_CARD = "README.md"
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 GENERATION_CONFIG = "generation_config.json"
+# What an export writes: all that `overwrite` may replace.
+EXPORT_FILES = frozenset(
+    {CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG, GENERATION_CONFIG, EXPORT_FILE, MODEL_CARD}
+)
+
+
+def check_out(directory: str, overwrite: bool) -> None:
+    """Checks that an export may be written to `directory`: new, empty, or with `overwrite` an earlier export.
+
+    Raises:
+      FileExistsError: `directory` is a file, is not empty and not `overwrite`, or holds entries that no export
+        writes (`overwrite` would delete them: a training workdir, a folder above one, a user's files).
+    """
+    files.check_replaceable(directory, overwrite=overwrite)
+    foreign = sorted(set(os.listdir(directory)) - EXPORT_FILES) if os.path.isdir(directory) else []
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise FileExistsError(
+            f"{directory} holds {shown}, which no export writes: --overwrite replaces an earlier export only; "
+            "choose a new output directory"
+        )
 
 
 def tokenizer_files(
@@ -84,20 +105,20 @@ def export_hf(workdir: str, directory: str, *, overwrite: bool = False) -> dict:
     into `directory` (module docstring); returns the provenance record.
 
     Raises:
-      FileExistsError: `directory` is a file, or a non-empty directory and not `overwrite` (checked first).
+      FileExistsError: as `check_out` (checked first).
       FileNotFoundError, NotADirectoryError: not a training workdir (`workdir.read_config`), no checkpoint or
         no provenance record.
       ValueError: the newest checkpoint and the provenance record are of different steps; as
         `tokenizer_files` and `models.hf.to_hf`.
     """
-    files.check_replaceable(directory, overwrite=overwrite)
+    check_out(directory, overwrite)
     trained = load_workdir(workdir)
     provenance = load_provenance(workdir)
     if trained.step != provenance["step"]:
         raise ValueError(
-            f"{workdir}: checkpoint step {trained.step} but provenance.json records step "
-            f"{provenance['step']}; "
-            "the run stopped between its checkpoint and its record, resume it to rewrite the record"
+            f"{workdir}: the newest readable checkpoint is of step {trained.step} but provenance.json records "
+            f"step {provenance['step']}: the run stopped between its checkpoint and its record, or its newest "
+            "checkpoint is unreadable (a warning above says so); resume the run to write both again"
         )
     texts, special_ids = tokenizer_files(trained.tokenizer, posttrained=bool(trained.config.posttrain.data))
     texts[EXPORT_FILE] = json.dumps(provenance, indent=1, sort_keys=True) + "\n"

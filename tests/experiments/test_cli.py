@@ -283,11 +283,12 @@ def test_log_lines_carry_a_short_prefix_or_absl_s_behind_a_flag(flag, prefix, ru
         ("goldfish_formats", []),
         ("memorization", []),
         ("distill_study", ["--teacher=workdir/teacher"]),
+        ("export_hf", ["--workdir=workdir/tiny_demo"]),
     ],
 )
 def test_an_output_folder_under_a_file_is_refused_before_the_study_trains(job, args, tmp_path, run_job):
-    """The studies write their results at the end: an --out that cannot be a directory is one line and exit 2
-    at the start, not after minutes of training."""
+    """The studies (and the export) write their results at the end: an --out that cannot be a directory is one
+    line and exit 2 at the start, not after minutes of training (or a raw error naming a staging folder)."""
     (tmp_path / "afile").write_text("x")
     out = tmp_path / "afile" / "study"
     result = run_job(f"experiments.{job}", *args, f"--out={out}", cwd=tmp_path)

@@ -300,9 +300,12 @@ def export_cli(run_job):
 
 
 @pytest.mark.slow
-def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_it_whole(tmp_path, export_cli):
-    """A user's folder: exit 2 with one line, the folder unchanged; with --overwrite the export replaces it
-    whole (the user's file is gone, nothing of the staging is left beside it), readable like any directory."""
+def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_an_earlier_export_only(
+    tmp_path, export_cli
+):
+    """A user's folder: exit 2 with one line, the folder unchanged, with --overwrite too, as the workdir itself
+    and the folder above it; --overwrite replaces an earlier export whole (nothing of the staging is left beside
+    it), readable like any directory."""
     workdir = tmp_path / "run"
     workdir.mkdir()
     write_tiny_workdir(str(workdir), 3)
@@ -314,16 +317,31 @@ def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_it_whole(tmp_
     assert refused.stderr.strip().splitlines() == [
         f"error: {out} is not empty; choose a new output directory or pass --overwrite to replace it"
     ]
-    assert os.listdir(out) == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
-    assert sorted(os.listdir(tmp_path)) == ["hf", "run"]
+    before = sorted((root, sorted(names)) for root, _, names in os.walk(tmp_path))
+    for target, holds in [
+        (out, "notes.txt"),
+        (workdir, "checkpoints, provenance.json"),
+        (tmp_path, "hf, run"),
+    ]:
+        refused = export_cli(workdir, target, "--overwrite")
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert refused.stderr.strip().splitlines() == [
+            f"error: {target} holds {holds}, which no export writes: --overwrite replaces an earlier export "
+            "only; choose a new output directory"
+        ]
+    assert sorted((root, sorted(names)) for root, _, names in os.walk(tmp_path)) == before
 
+    (out / "notes.txt").unlink()
+    assert export_cli(workdir, out).returncode == 0
+    (out / "config.json").write_text("{}")  # an earlier export, changed since
     mask = os.umask(0o022)
     try:
         replaced = export_cli(workdir, out, "--overwrite")
     finally:
         os.umask(mask)
     assert replaced.returncode == 0, replaced.stderr[-2000:]
-    assert export.MODEL_CARD in os.listdir(out) and "notes.txt" not in os.listdir(out)
+    assert sorted(os.listdir(out)) == sorted(export.EXPORT_FILES)
+    assert json.loads((out / "config.json").read_text())["model_type"] == "apertus"
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
     assert sorted(os.listdir(tmp_path)) == ["hf", "run"]
     assert f"wrote {out} (step 3;" in replaced.stdout
