@@ -26,6 +26,11 @@ import grain
 import numpy as np
 
 
+class DataStateMismatchError(ValueError):
+    """A checkpoint's data position does not fit the batch source (another data config, batch source kind,
+    seed or process layout): its `set_state` rejected it. The checkpoint is intact; resuming must stop."""
+
+
 class BatchSource(Protocol):
     """The protocol of the loop's data (module docstring)."""
 
@@ -124,9 +129,16 @@ class Prefetcher(grain.DatasetIterator):
         return self._consumed
 
     def set_state(self, state: dict) -> None:
-        """Discards batches read ahead and continues from `state`."""
+        """Discards batches read ahead and continues from `state`.
+
+        Raises:
+          DataStateMismatchError: the wrapped source rejected `state` (its error is the cause).
+        """
         self.close()
-        self.iterator.set_state(state)
+        try:
+            self.iterator.set_state(state)
+        except Exception as e:  # noqa: BLE001 - whatever a source raises for a state not its own
+            raise DataStateMismatchError(f"{type(e).__name__}: {e}") from e
         self._state, self._consumed = self.iterator.get_state(), self.iterator.consumed()
 
     def close(self) -> None:

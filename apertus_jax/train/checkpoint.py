@@ -34,6 +34,8 @@ import orbax.checkpoint as ocp
 from absl import logging
 from jax.experimental import multihost_utils
 
+from apertus_jax.train.batches import DataStateMismatchError
+
 FORMAT = "apertus_jax/params+opt_state"
 
 
@@ -144,15 +146,28 @@ def check_same_optimizer(saved: dict[str, list[int]], current: dict[str, list[in
     )
 
 
-def _names(error: BaseException | None, path: str) -> bool:
-    """Whether `error` or an exception it was raised from or during names a file under `path`."""
+def _first_line(error: BaseException) -> str:
+    """The first line of an error's message, without TensorStore's pointer to details, at most 200 characters."""
+    return (str(error).splitlines() or [""])[0].split(" See full TensorStore details")[0][:200]
+
+
+def _chain(error: BaseException | None) -> Iterator[BaseException]:
+    """`error`, then the exceptions it was raised from or during, each once."""
     seen = set()
     while error is not None and id(error) not in seen:
-        if os.path.join(path, "") in str(error):
-            return True
+        yield error
         seen.add(id(error))
         error = error.__cause__ or error.__context__
-    return False
+
+
+def _raised_from(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """`error` or the first exception it was raised from or during that is a `kind`, else None."""
+    return next((e for e in _chain(error) if isinstance(e, kind)), None)
+
+
+def _names(error: BaseException | None, path: str) -> bool:
+    """Whether `error` or an exception it was raised from or during names a file under `path`."""
+    return any(os.path.join(path, "") in str(e) for e in _chain(error))
 
 
 def _late_read_failure(unraisable, path: str) -> bool:
@@ -317,6 +332,12 @@ class Checkpointer:
                 with _failed_reads_unreported(os.path.join(self.directory, str(step))):
                     restored = self.manager.restore(step, args=ocp.args.Composite(**items))
             except Exception as e:  # noqa: BLE001
+                if mismatch := _raised_from(e, DataStateMismatchError):
+                    raise ValueError(
+                        f"checkpoint {step} in {self.directory} holds the data position of other data settings "
+                        f"({_first_line(mismatch)}); resume with the settings it was trained with (the "
+                        "workdir's config.json), or use a new --workdir"
+                    ) from None
                 self._set_aside(step, e)
                 continue
             return restored, meta
@@ -324,13 +345,12 @@ class Checkpointer:
 
     def _set_aside(self, step: int, error: Exception) -> None:
         target = os.path.join(self.directory + "_corrupt", str(step))
-        reason = str(error).splitlines()[0].split(" See full TensorStore details")[0][:200]
         logging.warning(
             "checkpoint %d in %s is unreadable (%s: %s); %s, trying the previous one",
             step,
             self.directory,
             type(error).__name__,
-            reason,
+            _first_line(error),
             "left in place (this job only reads it)" if self.read_only else f"moved to {target}",
         )
         if self.read_only:

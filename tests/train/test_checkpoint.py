@@ -13,6 +13,7 @@ import pytest
 from apertus_jax.models.partitioning import make_mesh
 from apertus_jax.models.presets import get_config
 from apertus_jax.optim.factory import make_optimizer
+from apertus_jax.train.batches import Prefetcher
 from apertus_jax.train.checkpoint import (
     Checkpointer,
     WorkdirLock,
@@ -163,6 +164,20 @@ def test_checkpoint_of_another_optimizer_is_refused_untouched(saved, demo_iterat
     with pytest.raises(ValueError, match="holds the optimizer state of other optimizer settings") as error:
         Checkpointer(directory, keep=5).restore_latest(spec.abstract, demo_iterator())
     assert "\n" not in str(error.value) and "first difference: " in str(error.value)
+    assert sorted(os.walk(directory)) == before
+
+
+@pytest.mark.slow
+def test_checkpoint_of_other_data_settings_is_refused_untouched(saved, demo_iterator):
+    """A batch source that rejects the saved data position (here another seq_len) is a one-line error with its
+    reason, not a checkpoint to set aside as unreadable (the run would restart from step 0)."""
+    directory = saved[0]
+    before = sorted(os.walk(directory))
+    spec = make_abstract_train_state(MODEL, TX, make_mesh(1, 8, 1), seed=0)
+    batches = Prefetcher(demo_iterator(seq_len=16), 0)
+    with pytest.raises(ValueError, match="holds the data position of other data settings") as error:
+        Checkpointer(directory, keep=5).restore_latest(spec.abstract, batches)
+    assert "\n" not in str(error.value) and "saved by a different pipeline" in str(error.value)
     assert sorted(os.walk(directory)) == before
 
 
