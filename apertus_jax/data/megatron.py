@@ -314,15 +314,24 @@ def write_indexed_dataset(
     return {"documents": len(writer.lengths), "tokens": writer.tokens}
 
 
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
 def parse_blend(value: str | Sequence[str]) -> tuple[tuple[str, ...], tuple[float, ...] | None]:
     """The prefixes and weights of a Megatron blend, as Megatron's `--data-path` words are read.
 
     `value` is one string of whitespace-separated words or a list of words. An even number of words whose
     odd ones (1st, 3rd, ...) are all numbers is weighted ("0.3 /data/a 0.7 /data/b"); otherwise every word
-    is a prefix and the weights are None.
+    is a prefix and the weights are None. A number among unweighted words is refused: it is a blend with a
+    word missing or out of place ("0.3 /data/a 0.7"), not a prefix.
 
     Raises:
-      ValueError: no prefix, or a weight <= 0.
+      ValueError: no prefix, a weight <= 0, or a number among unweighted words.
     """
     words = tuple(value.split()) if isinstance(value, str) else tuple(str(w).strip() for w in value)
     if not words:
@@ -334,6 +343,11 @@ def parse_blend(value: str | Sequence[str]) -> tuple[tuple[str, ...], tuple[floa
         except ValueError:
             weights = None
     if weights is None:
+        if numbers := [w for w in words if _is_number(w)]:
+            raise ValueError(
+                f"paths {' '.join(words)!r}: {numbers[0]!r} reads as a weight, but the words are not weight "
+                "and prefix pairs; write a blend as 'w1 prefix1 w2 prefix2', or prefixes alone"
+            )
         return words, None
     if any(not w > 0 for w in weights):
         raise ValueError(f"paths {' '.join(words)!r}: blend weights must be > 0, got {list(weights)}")

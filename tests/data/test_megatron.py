@@ -147,6 +147,11 @@ def test_blend_strings_read_as_megatron_reads_data_path():
     assert parse_blend("/a") == (("/a",), None)
     with pytest.raises(ValueError, match="blend weights must be > 0"):
         parse_blend("0 /a 1 /b")
+    for missing_a_word in ("0.3 /a 0.7", "0.3 /a /b 0.7 /c"):
+        with pytest.raises(
+            ValueError, match="'0.3' reads as a weight, but the words are not weight and prefix"
+        ):
+            parse_blend(missing_a_word)
     assert MegatronSpec(paths="1 /a 2 /b").paths == ("1", "/a", "2", "/b")
     with pytest.raises(
         ValueError, match="data.pipeline.components.web: order='sorted' needs document scores"
