@@ -126,8 +126,8 @@ def check_same_model(saved: dict[str, list[int]], current: dict[str, list[int]],
     raise ValueError(
         f"{where} holds a checkpoint of another model: the checkpoint has {describe_model(saved)}; the config "
         f"asks for {describe_model(current)} (first difference: "
-        f"{_first_difference(saved, current, 'no such parameter')}); use a new --workdir or the config the "
-        "checkpoint was trained with"
+        f"{_first_difference(saved, current, 'no such parameter')}); use the model config the checkpoint was "
+        "trained with, or another workdir"
     )
 
 

@@ -160,6 +160,9 @@ def train(run: Run, workdir: str) -> str:
             f"checkpoint.init_from={init_from} has no checkpoints/: it must be a workdir written by "
             "`python -m experiments.pretrain`, or hf:DIR for a HF checkpoint (or leave it empty)"
         )
+    # A run that starts from another run's parameters reads them before it writes anything of its own: a source
+    # of another model is refused with the workdir as it was.
+    started = _initial_state(run) if init_from and not _has_checkpoints(workdir) else None
     logging.info(
         "mesh %s over %d devices (%d processes)",
         dict(run.mesh.shape),
@@ -179,7 +182,7 @@ def train(run: Run, workdir: str) -> str:
                 logging.info("resumed from step %d (%d tokens)", progress.step, progress.tokens)
             else:
                 start = time.time()
-                state, progress = _initial_state(run), Progress()
+                state, progress = started or _initial_state(run), Progress()
                 logging.info("state: ready in %.1f s", time.time() - start)
             # Under the mesh, the model's activation constraints (partitioning.constrain) take effect; without it
             # XLA picks activation shardings itself and may replicate the batch.
@@ -188,6 +191,12 @@ def train(run: Run, workdir: str) -> str:
         finally:
             checkpointer.close()
             batches.close()
+
+
+def _has_checkpoints(workdir: str) -> bool:
+    """Whether `workdir` holds a checkpoint step folder (the run resumes rather than starts)."""
+    directory = os.path.join(workdir, "checkpoints")
+    return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
 
 
 def _initial_state(run: Run) -> dict:
@@ -202,7 +211,10 @@ def _initial_state(run: Run) -> dict:
         params = read_params(source[len(HF_PREFIX) :], run.config.model, run.spec.abstract["params"])
         logging.info("initialized the parameters from the HF checkpoint %s", source[len(HF_PREFIX) :])
     else:
-        params, meta = restore_workdir_params(source, run.spec.abstract["params"])
+        try:
+            params, meta = restore_workdir_params(source, run.spec.abstract["params"])
+        except ValueError as e:
+            raise ValueError(f"checkpoint.init_from={source}: {e}") from None
         logging.info("initialized the parameters from %s (step %d)", source, meta["progress"]["step"])
     return {"params": params, "opt_state": run.spec.init_opt_state(params)}
 

@@ -116,6 +116,22 @@ def test_bad_inputs_fail_in_one_line_and_write_nothing(uninterrupted, changes, m
     assert _tree_snapshot(uninterrupted) == before
 
 
+@pytest.mark.slow
+def test_a_run_from_another_models_parameters_is_refused_before_it_writes_its_workdir(
+    uninterrupted, tmp_path
+):
+    """checkpoint.init_from of another model: one line naming init_from, the new workdir not created (no lock
+    file, no empty checkpoints/), the source as it was."""
+    before, workdir = _tree_snapshot(uninterrupted), tmp_path / "from_another_model"
+    config = _bad(**{"checkpoint.init_from": uninterrupted, "model.d_model": 64})
+    with pytest.raises(
+        ValueError, match=f"^checkpoint.init_from={uninterrupted}: .* of another model"
+    ) as error:
+        train(config, str(workdir))
+    assert "\n" not in str(error.value)
+    assert not workdir.exists() and _tree_snapshot(uninterrupted) == before
+
+
 def test_config_json_keeps_the_original_run_config(tmp_path):
     from apertus_jax.jobs.records import record_config
 
