@@ -84,13 +84,21 @@ class Apertus(nnx.Module):
         """Logits for packed rows.
 
         Args:
-          tokens: `[B, T]` int32 token ids (< vocab_size).
+          tokens: `[B, T]` int32 token ids in [0, vocab_size): not checked, as values cannot be under `jit`; an
+            id outside gives NaN logits (`generate` checks its prompts).
           positions: `[B, T]` int32, restarting at 0 for every document.
           segment_ids: `[B, T]` int32, 1.. per document within a row, 0 for padding.
         Returns:
           logits `[B, T, vocab]` float32 (matmul inputs in compute dtype, float32 accumulation; float64 for
           a float64 model).
+        Raises:
+          ValueError: the three inputs are not `[B, T]` arrays of one shape.
         """
+        if tokens.ndim != 2 or positions.shape != tokens.shape or segment_ids.shape != tokens.shape:
+            raise ValueError(
+                f"tokens, positions and segment_ids must be [B, T] arrays of one shape, got {tokens.shape}, "
+                f"{positions.shape} and {segment_ids.shape}"
+            )
         x_BxTxD = self.embed_tokens(tokens)
         x_BxTxD = self._run_layers(x_BxTxD, positions, segment_ids)
         return self.head(x_BxTxD)

@@ -101,6 +101,16 @@ def test_each_segment_equals_its_solo_run(lengths, seed):
         start += n
 
 
+def test_inputs_of_other_shapes_are_refused_in_one_line():
+    """1-D rows, or positions / segment_ids of another shape than the tokens: named, before any op."""
+    model = _model(**SMALL)
+    tokens, positions, segments = _rows([[5, 6, 7, 8]], [[0, 1, 2, 3]], [[1, 1, 1, 1]])
+    for args in [(tokens[0], positions[0], segments[0]), (tokens, positions[:, :3], segments)]:
+        with pytest.raises(ValueError, match=r"must be \[B, T\] arrays of one shape, got \(") as error:
+            model(*args)
+        assert "\n" not in str(error.value)
+
+
 @pytest.mark.slow
 def test_fully_padded_row_gives_finite_logits_and_gradients():
     model = _model(**SMALL)
