@@ -63,7 +63,12 @@ class MeshConfig:
         named = ", ".join(f"{n}={s}" for n, s in zip(MESH_AXES, sizes))
         for name, size in zip(MESH_AXES, sizes):
             if size != -1:
-                check_number(f"mesh.{name}", size, low=1, integer=True)
+                try:
+                    check_number(f"mesh.{name}", size, low=1, integer=True)
+                except ValueError:
+                    raise ValueError(
+                        f"mesh.{name} must be a positive integer or -1 (fill), got {size!r}"
+                    ) from None
         if sizes.count(-1) > 1:
             raise ValueError(f"mesh ({named}): sizes must be >= 1, with at most one -1 (fill)")
 

@@ -48,6 +48,7 @@ def test_the_listing_is_every_field_of_base_config_with_its_default():
         ("posttrain.data", "tuple[str, ...]", ""),
         ("data.tokenizer", "str", ""),
         ("seed", "int", "an integer >= 0"),
+        ("mesh.data", "int", "a positive integer or -1 (fill)"),
     ],
 )
 def test_types_and_ranges_are_those_of_the_sections(key, kind, value_range):
