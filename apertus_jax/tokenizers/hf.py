@@ -34,7 +34,9 @@ class HFTokenizer(Tokenizer):
 
     Raises:
       FileNotFoundError: `path` does not exist.
-      ValueError: no EoD token can be found, or an explicit token is not in the vocabulary.
+      ValueError: `path` is a directory (an export's folder, say: pass its tokenizer.json) or a file the
+        `tokenizers` library cannot read as a tokenizer.json; no EoD token can be found; an explicit token is
+        not in the vocabulary.
     """
 
     def __init__(
@@ -47,8 +49,18 @@ class HFTokenizer(Tokenizer):
     ):
         if not os.path.exists(path):
             raise FileNotFoundError(f"HF tokenizer file {path} not found; pass the path of a tokenizer.json")
+        if os.path.isdir(path):
+            raise ValueError(
+                f"HF tokenizer {path} is a directory; pass the path of its tokenizer.json "
+                f"({os.path.join(path, 'tokenizer.json')})"
+            )
         self.path = path
-        self._tokenizer = tokenizers.Tokenizer.from_file(path)
+        try:
+            self._tokenizer = tokenizers.Tokenizer.from_file(path)
+        except Exception as error:  # noqa: BLE001 - the Rust library raises a bare Exception
+            raise ValueError(
+                f"HF tokenizer {path} is not a tokenizer.json file ({error}); pass the path of a tokenizer.json"
+            ) from None
         eod_id = self._find_id(path, eod_token, EOD_TOKENS)
         if eod_id is None:
             raise ValueError(

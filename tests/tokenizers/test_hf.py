@@ -73,3 +73,19 @@ def test_errors(tmp_path, udhr_sample):
         HFTokenizer(path)
     with pytest.raises(ValueError, match="not in HF tokenizer"):
         HFTokenizer(path, eod_token="<no-such-token>")
+
+
+def test_a_folder_or_a_file_of_another_kind_is_one_value_error_naming_the_fix(tmp_path):
+    """`hf:DIR` (an export's folder) and a JSON that is no tokenizer.json (its config.json): the `tokenizers`
+    library's bare Exception ("Is a directory (os error 21)") became a ValueError, one line in every CLI."""
+    (tmp_path / "config.json").write_text('{"model_type": "apertus"}')
+    with pytest.raises(ValueError) as folder:
+        load_tokenizer(f"hf:{tmp_path}")
+    assert str(folder.value) == (
+        f"HF tokenizer {tmp_path} is a directory; pass the path of its tokenizer.json "
+        f"({tmp_path / 'tokenizer.json'})"
+    )
+    with pytest.raises(
+        ValueError, match=r"^HF tokenizer .*config\.json is not a tokenizer\.json file \(.+\); "
+    ):
+        load_tokenizer(f"hf:{tmp_path / 'config.json'}")
