@@ -14,8 +14,9 @@ costs are optimistic. The column `gini_unseen_languages` is computed over the 5%
 whole, languages the demo BPE has not seen. `gini` covers all translations (several for some languages, e.g. 7
 for Mandarin), `gini_one_per_language` the first translation of each identified ISO 639-3 language,
 `gini_latin` / `gini_non_latin` the translations whose dominant script is / is not Latin. The report is
-`apertus_jax.tokenizers.report.write_fairness_report`; an unknown UDHR code ends with one line on stderr and
-exit status 2 (nothing written).
+`apertus_jax.tokenizers.report.write_fairness_report`; a subset of fewer than 2 evaluated translations has
+a blank Gini (summary.md says why). An unknown UDHR code, a missing or unreadable --hf_tokenizer file or a
+--bpe_vocab_size below 261 ends with one line on stderr naming the flag and exit status 2, nothing written.
 
   python -m experiments.tokenizer_fairness --out=/tmp/fairness \
       --hf_tokenizer=llama3.1=/tmp/llama/package/models/tokenizer.json

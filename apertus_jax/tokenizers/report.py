@@ -26,7 +26,7 @@ from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.tokenizers.hf import HFTokenizer
 from apertus_jax.tokenizers.load import load_tokenizer
 from apertus_jax.tokenizers.scripts import dominant_script
-from apertus_jax.tokenizers.train import BPEConfig, DemoDocuments, train_sentencepiece
+from apertus_jax.tokenizers.train import RESERVED_PIECES, BPEConfig, DemoDocuments, train_sentencepiece
 from apertus_jax.tokenizers.words import count_words
 
 LANGUAGE_COLUMNS = (
@@ -58,6 +58,9 @@ SUMMARY_COLUMNS = (
     "max_parity",
     "max_parity_lang",
 )
+# A Gini over fewer translations is not defined (one cost is "perfectly fair" by arithmetic alone): its
+# summary cell is blank and summary.md says why.
+MIN_GINI_TRANSLATIONS = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,6 +189,31 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
 
 
+def _hf_tokenizer(entry: str) -> HFTokenizer:
+    """The HF tokenizer of a `--hf_tokenizer` entry, PATH or NAME=PATH."""
+    name, separator, path = entry.partition("=")
+    return HFTokenizer(path, name=name) if separator else HFTokenizer(entry)
+
+
+def check_tokenizer_inputs(bpe_vocab_size: int, hf_tokenizers: Sequence[str]) -> None:
+    """Checks the tokenizers of a report before anything is trained or written: each HF file is loaded here
+    once (and dropped: the report loads them again one at a time, Gemma-3's file alone is 33 MB).
+
+    Raises:
+      ValueError: one line naming the flag (`--bpe_vocab_size`, `--hf_tokenizer`), the problem and the fix.
+    """
+    if bpe_vocab_size < 0 or 0 < bpe_vocab_size <= RESERVED_PIECES:
+        raise ValueError(
+            f"--bpe_vocab_size={bpe_vocab_size}: the demo BPE needs more than {RESERVED_PIECES} ids (its special "
+            "and byte-fallback pieces), e.g. 32000; 0 skips it"
+        )
+    for entry in hf_tokenizers:
+        try:
+            _hf_tokenizer(entry)
+        except (ValueError, OSError) as error:
+            raise ValueError(f"--hf_tokenizer={entry}: {error}") from None
+
+
 def _compared_tokenizers(
     out: str,
     bpe_vocab_size: int,
@@ -199,10 +227,12 @@ def _compared_tokenizers(
         texts = [doc["text"] for doc in demo_documents("train", None)]
         path = os.path.join(out, f"bpe{bpe_vocab_size // 1000}k_demo.model")
         log(f"training SentencePiece BPE ({bpe_vocab_size} ids) on {len(texts)} demo documents")
-        yield train_sentencepiece(texts, path, BPEConfig(vocab_size=bpe_vocab_size))
+        try:
+            yield train_sentencepiece(texts, path, BPEConfig(vocab_size=bpe_vocab_size))
+        except ValueError as error:  # e.g. fewer ids than the corpus has characters
+            raise ValueError(f"--bpe_vocab_size={bpe_vocab_size}: {error}") from None
     for entry in hf_tokenizers:
-        name, separator, path = entry.partition("=")
-        yield HFTokenizer(path, name=name) if separator else HFTokenizer(entry)
+        yield _hf_tokenizer(entry)
 
 
 def one_per_language(codes: Iterable[str], languages: Iterable[Mapping]) -> list[str]:
@@ -221,15 +251,18 @@ def one_per_language(codes: Iterable[str], languages: Iterable[Mapping]) -> list
 
 
 def summary_row(report: TokenizerReport, subsets: Mapping[str, Sequence[str]]) -> dict:
-    """One row of SUMMARY_COLUMNS; `subsets` {name: language codes} gives the `gini_<name>` columns ("" for
-    an empty subset)."""
+    """One row of SUMMARY_COLUMNS; `subsets` {name: language codes} gives the `gini_<name>` columns ("", not
+    defined, for a subset of fewer than MIN_GINI_TRANSLATIONS translations)."""
     worst = report.rows[-1]
     return {
         "tokenizer": report.name,
         "vocab_size": report.vocab_size,
         "translations": len(report.rows),
         "gini": report.gini,
-        **{f"gini_{name}": report.subset_gini(codes) if codes else "" for name, codes in subsets.items()},
+        **{
+            f"gini_{name}": report.subset_gini(codes) if len(codes) >= MIN_GINI_TRANSLATIONS else ""
+            for name, codes in subsets.items()
+        },
         "fertility": report.fertility,
         "bytes_per_token": report.bytes_per_token,
         "chars_per_token": report.chars_per_token,
@@ -278,7 +311,10 @@ def write_fairness_report(
     seconds of its evaluation}}: the figures the log and summary.md print); the BPE model is
     trained into `out/bpe<N>k_demo.model`. The subset columns: `gini_one_per_language` (first translation of
     each identified language), `gini_unseen_languages` (the demo corpus's UDHR translations held out whole: languages
-    the demo BPE has not seen), `gini_latin` / `gini_non_latin` (dominant script).
+    the demo BPE has not seen), `gini_latin` / `gini_non_latin` (dominant script); a subset of fewer than
+    MIN_GINI_TRANSLATIONS translations has a blank cell, and summary.md says so. Nothing is written before
+    every tokenizer is evaluated: the tokenizer inputs are checked first (`check_tokenizer_inputs`) and the
+    tables are written at the end.
 
     Args:
       out: the output folder (created if missing).
@@ -296,9 +332,9 @@ def write_fairness_report(
       The summary rows (SUMMARY_COLUMNS), sorted by ascending Gini.
 
     Raises:
-      ValueError: an unknown UDHR code, a reference outside the evaluated codes (both before anything is
-        written), a tokenizer file that cannot be used.
-      FileNotFoundError: a missing HF tokenizer file.
+      ValueError: an unknown UDHR code, a reference outside the evaluated codes, a BPE vocabulary size below
+        RESERVED_PIECES, a missing or unusable HF tokenizer file (all before anything is written; naming the
+        flag of `python -m experiments.tokenizer_fairness`), a BPE vocabulary SentencePiece cannot train.
     """
     start = time.time()
     texts = dict(udhr)
@@ -311,6 +347,7 @@ def write_fairness_report(
         texts = {code: texts[code] for code in languages}
     if reference not in texts:
         raise ValueError(f"reference language {reference!r} is not among the evaluated UDHR codes")
+    check_tokenizer_inputs(bpe_vocab_size, hf_tokenizers)
     script_of = {code: dominant_script(text) for code, text in texts.items()}
     subsets = {
         "one_per_language": one_per_language(texts, udhr_languages),
@@ -336,9 +373,6 @@ def write_fairness_report(
     for tokenizer in _compared_tokenizers(out, bpe_vocab_size, hf_tokenizers, demo_documents, log):
         tick = time.time()
         report = evaluate(tokenizer, texts, reference)
-        slug = _slug(report.name)
-        write_text(os.path.join(out, f"{slug}.csv"), csv_table(LANGUAGE_COLUMNS, report.rows))
-        write_text(os.path.join(out, f"{slug}.md"), markdown_table(LANGUAGE_COLUMNS, report.rows))
         reports.append(report)
         seconds_of[report.name] = time.time() - tick
         log(
@@ -346,6 +380,10 @@ def write_fairness_report(
             f"{seconds_of[report.name]:.1f} s"
         )
 
+    for report in reports:
+        slug = _slug(report.name)
+        write_text(os.path.join(out, f"{slug}.csv"), csv_table(LANGUAGE_COLUMNS, report.rows))
+        write_text(os.path.join(out, f"{slug}.md"), markdown_table(LANGUAGE_COLUMNS, report.rows))
     rows = sorted((summary_row(r, subsets) for r in reports), key=lambda row: row["gini"])
     write_text(os.path.join(out, "summary.csv"), csv_table(SUMMARY_COLUMNS, rows))
     # Reference points without a tokenizer: the spread of the translations' lengths themselves.
@@ -354,9 +392,16 @@ def write_fairness_report(
         for unit in ("bytes", "chars", "words")
     }
     baselines = ", ".join(f"{unit} {gini:.4f}" for unit, gini in text_gini.items())
+    undefined = "".join(
+        f"gini_{name} is blank: it covers {len(codes)} of the evaluated translations, a Gini needs "
+        f"{MIN_GINI_TRANSLATIONS} or more\n"
+        for name, codes in subsets.items()
+        if len(codes) < MIN_GINI_TRANSLATIONS
+    )
     summary = (
         markdown_table(SUMMARY_COLUMNS, rows)
         + f"\nGini of the texts' lengths in UTF-8 bytes, characters, words: {baselines}\n"
+        + undefined
     )
     write_text(os.path.join(out, "summary.md"), summary)
     write_json(

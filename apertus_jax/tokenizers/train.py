@@ -23,6 +23,8 @@ from apertus_jax import files
 from apertus_jax.tokenizers.sentencepiece_model import SentencePieceTokenizer
 
 SPECIAL_IDS = {"unk_id": 0, "bos_id": 1, "eos_id": 2, "pad_id": 3}
+# Pieces every trained model holds (the special ids and the 256 byte-fallback pieces): a vocabulary needs more.
+RESERVED_PIECES = len(SPECIAL_IDS) + 256
 
 
 @dataclasses.dataclass(frozen=True)
