@@ -22,6 +22,8 @@ Request handling (the harness's `TemplateLM` contract, as its `--model hf` does 
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
 from collections.abc import Sequence
 
@@ -32,7 +34,7 @@ import numpy as np
 from flax import nnx
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
-from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window, simple_parse_args_string
 from tqdm import tqdm
 
 from apertus_jax.eval.scoring import batched_token_logprobs, pack_requests
@@ -167,6 +169,29 @@ class ApertusJaxLM(TemplateLM):
         self.max_gen_toks = int(max_gen_toks)
         self.seed = int(seed)
         self._scores = _make_scores_fn(self._model)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None) -> ApertusJaxLM:
+        """The model of `--model_args` as lm-eval's CLI parses them ({key: value}).
+
+        Raises:
+          ValueError: a key `__init__` does not take (a typo such as `workdr=`), naming the closest key; lm-eval
+            would raise a TypeError about `__init__`'s keyword arguments.
+        """
+        known = [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
+        for key in arg_dict:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f"did you mean {close[0]}=? " if close else ""
+                raise ValueError(
+                    f"apertus_jax: unknown --model_args key {key!r}; {hint}the keys: {', '.join(known)}"
+                )
+        return super().create_from_arg_obj(arg_dict, additional_config)
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> ApertusJaxLM:
+        """The model of `--model_args key=value,...` given as one string (`create_from_arg_obj`'s check)."""
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
 
     # ------------------------------------------------------------ tokens
 

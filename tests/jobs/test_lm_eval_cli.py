@@ -41,3 +41,26 @@ def test_cli_runs_a_local_task_on_a_hf_directory(hf_dir, exams_task_dir, tmp_pat
     metrics = results["results"]["german_exams_qa"]
     assert {"acc,none", "acc_norm,none", "acc_bytes,none"} <= set(metrics)
     assert all(metrics[m] in (0.0, 0.25, 0.5, 0.75, 1.0) for m in ("acc,none", "acc_norm,none"))
+
+
+@pytest.mark.parametrize(
+    "model_args, message",
+    [
+        ("workdir={tmp}/nonexistent", "workdir {tmp}/nonexistent does not exist"),
+        ("workdir={tmp}", "{tmp} has no config.json or checkpoints/: --workdir must be "),
+        (
+            "workdr={tmp}",
+            "apertus_jax: unknown --model_args key 'workdr'; did you mean workdir=? the keys: workdir, pretrained, ",
+        ),
+    ],
+)
+@pytest.mark.slow
+def test_a_bad_model_args_is_one_line_and_exit_2(model_args, message, exams_task_dir, tmp_path, run_job):
+    """Before: a raw traceback and exit 1 (FileNotFoundError; for the typo a TypeError about __init__)."""
+    command = ["run", "--model", "apertus_jax", "--model_args", model_args.format(tmp=tmp_path)]
+    command += ["--tasks", "german_exams_qa", "--include_path", exams_task_dir, "--limit", "2"]
+    done = run_job("apertus_jax.jobs.lm_eval_cli", *command)
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("error: ") or "Traceback" in line]
+    assert line.startswith("error: " + message.format(tmp=tmp_path)), line
+    assert done.stderr.strip().splitlines()[-1] == line
