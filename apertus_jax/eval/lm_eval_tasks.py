@@ -4,7 +4,7 @@ The harness loads task data with `datasets.load_dataset`; `dataset_path: json` p
 `dataset_kwargs.data_files` reads a local file instead of a hub dataset, so nothing is downloaded.
 
     python -m experiments.lm_eval_task --output_dir=/tmp/lm_eval_tasks            # german-exams-qa
-    python -m experiments.lm_eval_task --output_dir=DIR --samples=samples.jsonl --limit=20
+    python -m experiments.lm_eval_task --output_dir=DIR --samples=tests/eval/assets/german_exams_qa_first20.jsonl
 
 (`write_exams_qa_task`) writes `DIR/german_exams_qa.jsonl` (one question a line: `question_id`, `prompt`,
 `options`, `answer`) and
@@ -92,7 +92,9 @@ def write_exams_qa_task(
     Args:
       directory: the folder of `<task>.jsonl` and `<task>.yaml` (created if missing).
       language: the exams-qa language.
-      samples: a local exams-qa `samples.jsonl` instead of the pinned evals wheel.
+      samples: a local exams-qa `samples.jsonl` instead of the pinned evals wheel (the wheel's
+        `evals/registry/data/<language>-exams-qa/samples.jsonl`, or the repository's extract of its first 20
+        German questions, `tests/eval/assets/german_exams_qa_first20.jsonl`).
       wheel: a local evals==3.0.1.post1 wheel (None: fetched into the cache).
       limit: the first `limit` questions only (0: all).
 
@@ -100,15 +102,22 @@ def write_exams_qa_task(
       (path of the YAML file, number of questions written).
 
     Raises:
-      ValueError: a negative `limit`, a language the wheel does not have, a bad samples line.
-      OSError: `samples` or `wheel` cannot be read, `directory` cannot be written.
+      ValueError: a negative `limit`, a language the wheel does not have, a `samples` file that cannot be read
+        or holds a line that is not an exams-qa row (one line naming `--samples` and the line).
+      OSError: `wheel` cannot be read, `directory` cannot be written.
       Nothing is written when an error is raised.
     """
     if limit < 0:
         raise ValueError(f"--limit={limit} must be >= 0")
     if samples:
-        with open(samples, encoding="utf-8") as f:
-            questions = parse_exams_qa_lines(f.read().splitlines(), f"{language}-exams-qa")
+        try:
+            with open(samples, encoding="utf-8") as f:
+                questions = parse_exams_qa_lines(f.read().splitlines(), f"{language}-exams-qa")
+        except (OSError, ValueError) as error:
+            raise ValueError(
+                f"--samples={samples}: {error}; pass an exams-qa samples.jsonl (the evals wheel's "
+                f"evals/registry/data/{language}-exams-qa/samples.jsonl)"
+            ) from None
     else:
         questions = load_exams_qa(language, wheel_path=wheel)
     questions = questions[:limit] if limit else questions

@@ -70,8 +70,20 @@ def parse_exams_qa(row: dict, question_id: str) -> MultipleChoiceQuestion:
 
 
 def parse_exams_qa_lines(lines: Iterable[str], name: str) -> list[MultipleChoiceQuestion]:
-    """Parses JSON lines of an exams-qa `samples.jsonl`; ids are `<name>/<line index>`."""
-    return [parse_exams_qa(json.loads(line), f"{name}/{i}") for i, line in enumerate(lines) if line.strip()]
+    """Parses JSON lines of an exams-qa `samples.jsonl`; ids are `<name>/<line index>`.
+
+    Raises:
+      ValueError: a line that is not JSON or not an exams-qa row, named by its id.
+    """
+    questions = []
+    for i, line in enumerate(lines):
+        if line.strip():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{name}/{i}: not a JSON line ({error.msg})") from None
+            questions.append(parse_exams_qa(row, f"{name}/{i}"))
+    return questions
 
 
 def load_exams_qa(language: str = "german", wheel_path: str | None = None) -> list[MultipleChoiceQuestion]:

@@ -53,7 +53,7 @@ def test_exams_qa_task_is_limited_and_bad_input_writes_nothing(tmp_path):
     assert len((out / "german_exams_qa.jsonl").read_text("utf-8").splitlines()) == 3
     assert sorted(os.listdir(out)) == ["german_exams_qa.jsonl", "german_exams_qa.yaml"]  # no temp file left
     bad = tmp_path / "bad"
-    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+    with pytest.raises(ValueError, match=r"^--samples=.*missing\.jsonl: \[Errno 2\] No such file"):
         write_exams_qa_task(str(bad), samples=str(tmp_path / "missing.jsonl"))
     with pytest.raises(ValueError, match="--limit=-1"):
         write_exams_qa_task(str(bad), samples=str(EXTRACT), limit=-1)
