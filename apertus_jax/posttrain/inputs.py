@@ -11,8 +11,10 @@ Preference line (QRPO, DPO):
      "reference_rewards": [0.1, 0.4, ...]}                        # >= 1 rewards of reference completions
 
 Every problem (bad JSON, an unknown role, an empty conversation or prompt, a conversation without an
-assistant message, a non-numeric reward, ...) raises one `ValueError` line `PATH:LINE: problem`. Blank lines
-are skipped.
+assistant message, a non-numeric reward, ...) raises one `ValueError` line `PATH:LINE: problem`; a line of the
+other kind (a preference record given to SFT, a conversation to QRPO/DPO) says which kind it is and which
+command takes it. Blank lines are skipped; a missing file is one `FileNotFoundError` line naming
+`posttrain.data`.
 """
 
 import json
@@ -26,9 +28,16 @@ def read_jsonl(path: str) -> Iterator[tuple[str, dict]]:
     """Yields `("PATH:LINE", object)` for every non-blank line of a JSONL file.
 
     Raises:
-      FileNotFoundError: `path` does not exist. ValueError: a line that is not a JSON object.
+      FileNotFoundError: `path` (a file of `posttrain.data`) does not exist. ValueError: a line that is not a
+        JSON object.
     """
-    with open(path, encoding="utf-8") as f:
+    try:
+        f = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"posttrain.data: {path} does not exist; set --config.posttrain.data to the JSONL files to train on"
+        ) from None
+    with f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -68,7 +77,10 @@ def parse_conversation(obj: dict, where: str) -> list[dict]:
     Raises:
       ValueError: `where: problem`.
     """
-    messages = parse_messages(obj.get("messages"), where)
+    if "messages" not in obj:
+        kind = "a preference record: use experiments.qrpo" if "completions" in obj else f"keys {sorted(obj)}"
+        raise ValueError(f"{where}: expected a conversation {{'messages': [...]}} (SFT), found {kind}")
+    messages = parse_messages(obj["messages"], where)
     if not any(m["role"] == "assistant" for m in messages):
         raise ValueError(f"{where}: conversation without an assistant message has nothing to train on")
     return messages
@@ -86,7 +98,13 @@ def parse_preference(obj: dict, where: str) -> dict:
     Raises:
       ValueError: `where: problem`.
     """
-    prompt = obj.get("prompt")
+    if "prompt" not in obj:
+        kind = "a conversation: use experiments.sft" if "messages" in obj else f"keys {sorted(obj)}"
+        raise ValueError(
+            f"{where}: expected a preference record {{'prompt', 'completions', 'reference_rewards'}} "
+            f"(QRPO, DPO), found {kind}"
+        )
+    prompt = obj["prompt"]
     if isinstance(prompt, str):
         prompt = [{"role": "user", "content": prompt}] if prompt else []
     prompt = parse_messages(prompt, where)

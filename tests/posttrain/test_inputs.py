@@ -73,3 +73,30 @@ def test_string_prompt_is_one_user_message(write_jsonl):
         "completions": [("Leben.", 0.5)],
         "reference_rewards": [0.1, 0.9],
     }
+
+
+def test_a_line_of_the_other_kind_says_what_was_expected_and_found(write_jsonl, tmp_path):
+    """The preference file given to SFT, the chat file to QRPO: before, both were `empty conversation`."""
+    conversation = {
+        "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    }
+    preference = {"prompt": "Hi", "completions": [{"text": "Hello", "reward": 1}], "reference_rewards": [0]}
+    with pytest.raises(ValueError) as sft:
+        _first_error(write_jsonl([preference]), inputs.parse_conversation)
+    assert str(sft.value).endswith(
+        ":1: expected a conversation {'messages': [...]} (SFT), found a preference record: use experiments.qrpo"
+    )
+    with pytest.raises(ValueError) as qrpo:
+        _first_error(write_jsonl([conversation]), inputs.parse_preference)
+    assert str(qrpo.value).endswith(
+        ":1: expected a preference record {'prompt', 'completions', 'reference_rewards'} (QRPO, DPO), found a "
+        "conversation: use experiments.sft"
+    )
+    with pytest.raises(ValueError, match=r":1: expected a conversation .*, found keys \['text'\]$"):
+        _first_error(write_jsonl([{"text": "plain"}]), inputs.parse_conversation)
+    with pytest.raises(FileNotFoundError) as missing:
+        next(inputs.read_jsonl(str(tmp_path / "nope.jsonl")))
+    assert str(missing.value) == (
+        f"posttrain.data: {tmp_path / 'nope.jsonl'} does not exist; set --config.posttrain.data to the JSONL "
+        "files to train on"
+    )
