@@ -48,7 +48,7 @@ from apertus_jax.jobs.config import (
     parse,
 )
 from apertus_jax.jobs.config_fields import config_fields, format_fields
-from apertus_jax.train.checkpoint import WorkdirLockedError
+from apertus_jax.train.checkpoint import WorkdirLockedError, check_workdir_usable
 
 USAGE_ERROR = 2
 INTERRUPTED = 130
@@ -302,6 +302,20 @@ def parsed_config(holder: flags.FlagHolder):
     if fitted:
         logging.info(fitted)
     return config
+
+
+def check_output_file(path: str, flag: str) -> None:
+    """Checks, before a job works, that it can write its output file `path` (flag `flag`): an existing file is
+    replaced at the end; a missing one is probed as `check_workdir_usable` probes a workdir (a folder on the
+    way that is a file, a read-only or pseudo file system).
+
+    Raises:
+      ValueError: one line naming the flag, the problem and the fix.
+    """
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path} is a directory; pass {flag}= a file name")
+    if not os.path.exists(path):
+        check_workdir_usable(path, flag)
 
 
 def required(**values) -> None:

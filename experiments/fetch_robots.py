@@ -5,8 +5,8 @@
 `domains.txt` holds one host per line (e.g. the top domains of your crawl). Each host gets one line
 `{"domain", "robots_txt", "status", "fetched_at"}` in the output JSONL, which `RobotsSnapshot` reads
 (`apertus_jax.prep.robots_fetch`: https falling back to http, a body only for a 2xx answer, 500 KiB at most).
-The file appears atomically at the end. A missing --domains file ends with one line on stderr and exit
-status 2.
+The file appears atomically at the end. A missing --domains file or an --out that cannot be written ends
+with one line on stderr and exit status 2, before any fetch.
 """
 
 from absl import flags
@@ -28,6 +28,7 @@ def main(argv) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments {argv[1:]}")
     cli.required(domains=_DOMAINS.value, out=_OUT.value)
+    cli.check_output_file(_OUT.value, "--out")  # before the fetches: the snapshot is written at the end
     hosts = read_hosts(_DOMAINS.value)
     write_snapshot(hosts, _OUT.value, _THREADS.value, _TIMEOUT.value, _USER_AGENT.value)
     print(f"{len(hosts)} hosts -> {_OUT.value}")

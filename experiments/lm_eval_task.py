@@ -12,6 +12,7 @@ nothing is written then.
 from absl import flags
 
 from apertus_jax.eval.lm_eval_tasks import write_exams_qa_task
+from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Directory for <task>.yaml and <task>.jsonl.")
@@ -32,6 +33,7 @@ _LIMIT = flags.DEFINE_integer("limit", 0, "First N questions only (0 = all).")
 def main(argv) -> None:
     del argv
     cli.required(output_dir=_OUTPUT_DIR.value)
+    check_workdir_usable(_OUTPUT_DIR.value, "--output_dir")
     path, count = write_exams_qa_task(
         _OUTPUT_DIR.value, _LANGUAGE.value, samples=_SAMPLES.value, wheel=_WHEEL.value, limit=_LIMIT.value
     )

@@ -17,6 +17,7 @@ from absl import flags, logging
 
 from apertus_jax.jobs.long_context import load_stages, run_stages
 from apertus_jax.train import distributed
+from apertus_jax.train.checkpoint import check_workdir_usable
 from apertus_jax.train.config import check_layout
 from experiments import cli
 
@@ -34,6 +35,7 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Root of the stage workdirs.")
 def main(argv) -> None:
     del argv
     cli.required(config=_CONFIG.value, init_from=_INIT_FROM.value, workdir=_WORKDIR.value)
+    check_workdir_usable(_WORKDIR.value)  # before devices start and the stages are validated
     distributed.initialize_from_env()
     stages = load_stages(cli.config_file(_CONFIG.value))
     for name, config in stages:

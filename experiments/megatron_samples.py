@@ -6,7 +6,8 @@
 Prints per prefix its dtype, sequences, tokens, epochs, whether the last epoch is shuffled on its own and the
 samples built, then writes the first `--rows` rows (int64 `[rows, seq_len + extra]`) to `--out` as .npy, e.g.
 to compare with the fork's data loader or to inspect a blend before a run. Every prefix is opened and checked
-first: a broken or missing file ends with one line on stderr and exit status 2, and nothing is written.
+first: a broken or missing file, or an --out that cannot be written, ends with one line on stderr and exit
+status 2, and nothing is written or printed.
 """
 
 import sys
@@ -38,6 +39,8 @@ _OUT = flags.DEFINE_string("out", None, "A .npy file for the first --rows rows (
 def main(argv) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments {argv[1:]}")
+    if _OUT.value:
+        cli.check_output_file(_OUT.value, "--out")  # before the summary is printed
     stream = megatron_samples.gpt_samples(
         _DATA_PATH.value,
         seq_len=_SEQ_LEN.value,

@@ -15,8 +15,8 @@ whole, languages the demo BPE has not seen. `gini` covers all translations (seve
 for Mandarin), `gini_one_per_language` the first translation of each identified ISO 639-3 language,
 `gini_latin` / `gini_non_latin` the translations whose dominant script is / is not Latin. The report is
 `apertus_jax.tokenizers.report.write_fairness_report`; a subset of fewer than 2 evaluated translations has
-a blank Gini (summary.md says why). An unknown UDHR code, a missing or unreadable --hf_tokenizer file or a
---bpe_vocab_size below 261 ends with one line on stderr naming the flag and exit status 2, nothing written.
+a blank Gini (summary.md says why). An unknown UDHR code, a missing or unreadable --hf_tokenizer file, a
+--bpe_vocab_size below 261 or an --out that cannot be a folder ends with one line on stderr naming the flag and exit status 2, nothing written.
 
   python -m experiments.tokenizer_fairness --out=/tmp/fairness \
       --hf_tokenizer=llama3.1=/tmp/llama/package/models/tokenizer.json
@@ -26,6 +26,7 @@ from absl import flags
 
 from apertus_jax.data.demo_corpus import load_demo_documents, load_udhr, udhr_languages
 from apertus_jax.tokenizers.report import write_fairness_report
+from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
 OUT = flags.DEFINE_string("out", None, "output folder", required=True)
@@ -43,6 +44,7 @@ LANGUAGES = flags.DEFINE_list("languages", None, "UDHR codes to evaluate (defaul
 
 def main(argv):
     del argv
+    check_workdir_usable(OUT.value, "--out")
     write_fairness_report(
         OUT.value,
         load_udhr(),

@@ -277,23 +277,35 @@ def test_log_lines_carry_a_short_prefix_or_absl_s_behind_a_flag(flag, prefix, ru
 
 
 @pytest.mark.parametrize(
-    "job, args",
+    "job, args, flag",
     [
-        ("goldfish_study", []),
-        ("goldfish_formats", []),
-        ("memorization", []),
-        ("distill_study", ["--teacher=workdir/teacher"]),
-        ("export_hf", ["--workdir=workdir/tiny_demo"]),
+        ("goldfish_study", [], "--out"),
+        ("goldfish_formats", [], "--out"),
+        ("memorization", [], "--out"),
+        ("distill_study", ["--teacher=workdir/teacher"], "--out"),
+        ("export_hf", ["--workdir=workdir/tiny_demo"], "--out"),
+        ("tokenizer_fairness", ["--languages=eng,fra", "--bpe_vocab_size=0"], "--out"),
+        ("lm_eval_task", [], "--output_dir"),
+        (
+            "long_context",
+            ["--config=configs/runs/tiny_long_context.py", "--init_from=workdir/pretrain"],
+            "--workdir",
+        ),
+        ("fetch_robots", ["--domains=domains.txt"], "--out"),
+        ("megatron_samples", ["--data_path=workdir/meg", "--num_samples=10"], "--out"),
     ],
 )
-def test_an_output_folder_under_a_file_is_refused_before_the_study_trains(job, args, tmp_path, run_job):
-    """The studies (and the export) write their results at the end: an --out that cannot be a directory is one
-    line and exit 2 at the start, not after minutes of training (or a raw error naming a staging folder)."""
+def test_an_output_folder_under_a_file_is_refused_before_the_study_trains(job, args, flag, tmp_path, run_job):
+    """The studies (and the export, the reports, the fetch) write their results at the end: an output path that
+    cannot be created is one line naming the flag and exit 2 at the start, not after minutes of training (or a
+    raw errno naming no flag; megatron_samples printed its summary first)."""
     (tmp_path / "afile").write_text("x")
     out = tmp_path / "afile" / "study"
-    result = run_job(f"experiments.{job}", *args, f"--out={out}", cwd=tmp_path)
+    result = run_job(f"experiments.{job}", *args, f"{flag}={out}", cwd=tmp_path)
+    name = "workdir" if flag == "--workdir" else flag
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
-        f"error: --out {out} cannot be created: {tmp_path / 'afile'} is a file, not a directory; "
-        "pass --out= a directory you can write (or fix its permissions / mount)"
+        f"error: {name} {out} cannot be created: {tmp_path / 'afile'} is a file, not a directory; "
+        f"pass {flag}= a directory you can write (or fix its permissions / mount)"
     ], result.stderr[-2000:]
+    assert result.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
