@@ -251,6 +251,27 @@ def define_config(default: str | None, help_text: str, example: str = "") -> fla
         usage_error(_unknown_key(sys.argv, error, default))
 
 
+class _IntegerListParser(flags.ListParser):
+    """A comma-separated list of integers; anything else is absl's one-line `flag --NAME=VALUE: ...` error."""
+
+    def parse(self, argument):
+        try:
+            return [int(value) for value in super().parse(argument)]
+        except ValueError:
+            raise ValueError("give comma-separated integers, e.g. 4,50") from None
+
+    def flag_type(self) -> str:
+        return "comma separated list of integers"
+
+
+def define_integer_list(name: str, default: list[int], help_text: str) -> flags.FlagHolder:
+    """A flag `--NAME=1,2,3` whose value is a list of ints, checked when the flags are parsed: a value that is
+    not one (`--k=abc`) is one line naming the flag, exit 2."""
+    return flags.DEFINE(
+        _IntegerListParser(), name, default, help_text, serializer=flags.CsvListSerializer(",")
+    )
+
+
 _run_config: flags.FlagHolder | None = None  # the `--config` of a run config (`define_run_config`)
 
 

@@ -5,8 +5,8 @@
 `domains.txt` holds one host per line (e.g. the top domains of your crawl). Each host gets one line
 `{"domain", "robots_txt", "status", "fetched_at"}` in the output JSONL, which `RobotsSnapshot` reads
 (`apertus_jax.prep.robots_fetch`: https falling back to http, a body only for a 2xx answer, 500 KiB at most).
-The file appears atomically at the end. A missing --domains file or an --out that cannot be written ends
-with one line on stderr and exit status 2, before any fetch.
+The file appears atomically at the end. A missing --domains file, an --out that cannot be written or a --threads
+below 1 ends with one line on stderr and exit status 2, before any fetch.
 """
 
 from absl import flags
@@ -19,7 +19,7 @@ from apertus_jax.prep.robots_fetch import USER_AGENT, read_hosts, write_snapshot
 
 _DOMAINS = flags.DEFINE_string("domains", None, "File with one host per line.")
 _OUT = flags.DEFINE_string("out", None, "Output JSONL snapshot.")
-_THREADS = flags.DEFINE_integer("threads", 32, "Concurrent fetches.")
+_THREADS = flags.DEFINE_integer("threads", 32, "Concurrent fetches.", lower_bound=1)
 _TIMEOUT = flags.DEFINE_float("timeout", 10.0, "Seconds per request.")
 _USER_AGENT = flags.DEFINE_string("user_agent", USER_AGENT, "User-Agent header.")
 

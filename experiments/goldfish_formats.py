@@ -4,8 +4,8 @@
     python -m experiments.goldfish_formats --out=workdir/goldfish_formats [--plays=hamlet,macbeth]
 
 Writes `goldfish_formats.json` and `goldfish_formats.md` into `--out` and prints the table; progress per play
-on stdout. An unknown play or a k or h below 1 ends with one line on stderr and exit status 2, with nothing
-written.
+on stdout. An unknown play, a k or h that is not an integer or is below 1 ends with one line on stderr and exit status 2,
+with nothing written.
 """
 
 from absl import flags
@@ -17,8 +17,8 @@ from experiments import cli
 _OUT = flags.DEFINE_string("out", "workdir/goldfish_formats", "Output directory (JSON + markdown).")
 _PLAYS = flags.DEFINE_list("plays", [], "Plays to compare (default: all 28 with both versions).")
 _TOKENIZER = flags.DEFINE_string("tokenizer", "tekken", "apertus_jax.tokenizers.load_tokenizer spec.")
-_KS = flags.DEFINE_list("k", ["4", "50"], "Drop rates 1/k.")
-_HS = flags.DEFINE_list("h", ["4", "13", "50"], "Context widths (tokens; words for canonical).")
+_KS = cli.define_integer_list("k", [4, 50], "Drop rates 1/k.")
+_HS = cli.define_integer_list("h", [4, 13, 50], "Context widths (tokens; words for canonical).")
 
 
 def main(argv) -> None:
@@ -28,8 +28,8 @@ def main(argv) -> None:
         _OUT.value,
         plays=_PLAYS.value,
         tokenizer=_TOKENIZER.value,
-        ks=[int(k) for k in _KS.value],
-        hs=[int(h) for h in _HS.value],
+        ks=_KS.value,
+        hs=_HS.value,
         log=lambda line: print(line, flush=True),
     )
     print(markdown(report["results"], report["plays"], report["tokenizer"]))

@@ -309,3 +309,25 @@ def test_an_output_folder_under_a_file_is_refused_before_the_study_trains(job, a
     ], result.stderr[-2000:]
     assert result.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+@pytest.mark.parametrize(
+    "job, args, message",
+    [
+        ("goldfish_formats", ["--k=abc"], "flag --k=abc: give comma-separated integers, e.g. 4,50"),
+        ("goldfish_formats", ["--h=4,x"], "flag --h=4,x: give comma-separated integers, e.g. 4,50"),
+        (
+            "fetch_robots",
+            ["--threads=0", "--domains=domains.txt"],
+            "flag --threads=0: 0 is not a positive integer",
+        ),
+    ],
+)
+def test_a_malformed_number_is_one_line_naming_its_flag(job, args, message, tmp_path, run_job):
+    """Before: `invalid literal for int() with base 10: 'abc'` and `max_workers must be greater than 0`, no flag
+    named (cli.define_integer_list; absl's lower_bound)."""
+    result = run_job(f"experiments.{job}", *args, f"--out={tmp_path}/out", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: {message} (see --helpshort)"
+    ], result.stderr[-2000:]
+    assert not list(tmp_path.iterdir())
