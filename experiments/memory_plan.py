@@ -24,7 +24,8 @@ with its attention kernel (splash on TPU, cuDNN on GPU): per device params, opti
 against HBM, the kernels and collectives in the program, and on TPU the estimated step time and MFU;
 `--json=PATH` writes the reports; `--nostep_estimate` skips the estimate's four extra compiles. It needs the `accelerators` extra. The meshes default to the config's mesh
 over the target's devices. A bad mesh or target, a missing extra, an unknown optimizer or a config a mesh does
-not fit ends with one line on stderr and exit status 2.
+not fit ends with one line on stderr and exit status 2; on the CPU plan every mesh and optimizer is checked
+before the first line is printed.
 """
 
 import os

@@ -49,7 +49,8 @@ from apertus_jax.models import partitioning
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.transformer import param_logical_axes
 from apertus_jax.optim.config import make_lr_schedule, make_tx
-from apertus_jax.train.config import RunConfig
+from apertus_jax.optim.factory import OPTIMIZERS
+from apertus_jax.train.config import RunConfig, check_layout
 from apertus_jax.train.run import Run
 from apertus_jax.train.train_state import make_abstract_params, opt_state_shardings
 
@@ -99,21 +100,40 @@ def plan_run(
       ValueError: a mesh with more devices than exist, or a config the mesh does not fit (one line).
     """
     devices = list(jax.devices() if devices is None else devices)
-    needed = int(np.prod(mesh_shape))
-    if needed > len(devices):
-        raise ValueError(
-            f"mesh {'x'.join(map(str, mesh_shape))} needs {needed} devices, {len(devices)} exist"
-        )
-    data, fsdp, tensor, context = (*mesh_shape, 1)[:4]
-    config = config.replace(
-        mesh=MeshConfig(data=data, fsdp=fsdp, tensor=tensor, context=context),
-        model=config.model.replace(attention_impl=attention_impl),
+    config = planned_config(config, mesh_shape, rows_per_device, len(devices))
+    return Run(
+        config.replace(model=config.model.replace(attention_impl=attention_impl)),
+        devices=devices[: int(np.prod(mesh_shape))],
     )
+
+
+def _check_devices(mesh_shape: tuple[int, ...], num_devices: int) -> None:
+    needed = int(np.prod(mesh_shape))
+    if needed > num_devices:
+        raise ValueError(f"mesh {'x'.join(map(str, mesh_shape))} needs {needed} devices, {num_devices} exist")
+
+
+def planned_config(
+    config: RunConfig, mesh_shape: tuple[int, ...], rows_per_device: int = 0, num_devices: int | None = None
+) -> RunConfig:
+    """`config` on a `mesh_shape` mesh (rows_per_device as `plan_run`), checked without compiling: that many
+    of the `num_devices` (default this process's) exist and the batch plan splits over it (`check_layout`).
+
+    Raises:
+      ValueError: one line naming the mesh and the problem.
+    """
+    _check_devices(mesh_shape, jax.device_count() if num_devices is None else num_devices)
+    data, fsdp, tensor, context = (*mesh_shape, 1)[:4]
+    config = config.replace(mesh=MeshConfig(data=data, fsdp=fsdp, tensor=tensor, context=context))
     if rows_per_device:
         config = config.replace(
             train=dataclasses.replace(config.train, microbatch_size=data * fsdp * rows_per_device)
         )
-    return Run(config, devices=devices[:needed])
+    try:
+        check_layout(config, int(np.prod(mesh_shape)))
+    except ValueError as error:
+        raise ValueError(f"mesh {'x'.join(map(str, mesh_shape))}: {error}") from None
+    return config
 
 
 def state_spec(config, mesh_shape: tuple[int, ...]):
@@ -203,8 +223,11 @@ def plan_lines(
     there after the last.
 
     Raises:
-      ValueError: a mesh with more devices than exist, or a config the mesh does not fit (`plan_run`).
+      ValueError: a mesh with more devices than exist, or a config the mesh does not fit (`planned_config`),
+        raised for every mesh before the first line.
     """
+    for shape in shapes:
+        planned_config(config, shape, rows_per_device)
     per_device = (
         f"{rows_per_device} row(s) per batch-sharded device" if rows_per_device else "train.microbatch_size"
     )
@@ -275,11 +298,8 @@ def optimizer_plan(config: RunConfig, mesh_shape: tuple[int, ...], name: str) ->
     Raises:
       ValueError: a mesh with more devices than exist, or an unknown optimizer (one line).
     """
+    _check_devices(mesh_shape, jax.device_count())
     devices = int(np.prod(mesh_shape))
-    if devices > jax.device_count():
-        raise ValueError(
-            f"mesh {'x'.join(map(str, mesh_shape))} needs {devices} devices, {jax.device_count()} exist"
-        )
     data, fsdp, tensor, context = (*mesh_shape, 1)[:4]
     mesh = partitioning.make_mesh(data, fsdp, tensor, jax.devices()[:devices], context)
     optim = dataclasses.replace(config.optim, name=name)
@@ -311,8 +331,17 @@ def optimizer_lines(
     opt_state (bytes per device), collectives {kind: {ops, bytes}} (the kinds the update has)}.
 
     Raises:
-      ValueError: as `optimizer_plan`.
+      ValueError: as `optimizer_plan`; an unknown optimizer or a mesh with more devices than exist is raised
+        before the first line, naming `--optimizers` / the mesh.
     """
+    unknown = [optimizer for optimizer in optimizers if optimizer not in OPTIMIZERS]
+    if unknown:
+        raise ValueError(
+            f"--optimizers={','.join(optimizers)}: unknown {', '.join(map(repr, unknown))}; use "
+            f"{', '.join(sorted(OPTIMIZERS))}"
+        )
+    for shape in shapes:
+        _check_devices(shape, jax.device_count())
     yield (
         f"{name}: optimizer state and the collectives of one optimizer update (clipping included), per device, "
         "GB = 1e9 bytes"

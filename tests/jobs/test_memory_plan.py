@@ -71,6 +71,26 @@ def test_mesh_argument_errors():
         memory_plan.state_spec(parse(tiny_demo.get_config()).run, (1, 16, 1))
 
 
+def test_every_flag_value_is_checked_before_the_first_line(config):
+    """Before: the title and header (and an ademamix row, compiled) came out first, then the error of a mesh
+    the batch does not divide, or of an unknown optimizer naming optim.name instead of --optimizers."""
+    lines = memory_plan.plan_lines(config, "tiny", [(1, 2, 1), (1, 7, 1)])
+    with pytest.raises(ValueError) as mesh:
+        next(lines)
+    assert str(mesh.value) == (
+        "mesh 1x7x1: train.batch_plan: a batch of 16 rows is not divisible by the data*fsdp mesh axes (7); "
+        "change the batch or --config.mesh.*"
+    )
+    with pytest.raises(ValueError, match=r"^mesh 1x16x1 needs 16 devices, 8 exist$"):
+        next(memory_plan.plan_lines(config, "tiny", [(1, 16, 1)]))
+    lines = memory_plan.optimizer_lines(config, "tiny", [(1, 2, 1)], ["ademamix", "adam"])
+    with pytest.raises(ValueError) as optimizer:
+        next(lines)
+    assert str(optimizer.value) == (
+        "--optimizers=ademamix,adam: unknown 'adam'; use adamw, ademamix, lion, muon"
+    )
+
+
 @pytest.mark.slow
 def test_context_axis_splits_activations_and_parameters():
     """1,024-token rows of the tiny demo model, where a row's activations outweigh the weights' gradients."""
