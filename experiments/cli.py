@@ -151,7 +151,8 @@ def _unknown_key(argv: list[str], error: Exception, default: str | None = None) 
     """The one-line message of an override of a key that the config does not have, with the closest keys
     of the config's schema (any section) and where its keys are defined: the run config schema, or the
     config file of another kind of config (a preparation or study config); `default` is the config file
-    when `argv` names none."""
+    when `argv` names none. A config file without get_config() (ml_collections' AttributeError too) is
+    named as such."""
     arg = _config_arg(argv) or default
     path = "apertus_jax/jobs/config.py"
     try:
@@ -160,6 +161,11 @@ def _unknown_key(argv: list[str], error: Exception, default: str | None = None) 
         else:
             file, _, config_arg = arg.partition(":")
             module = load_module(file)
+            if not callable(getattr(module, "get_config", None)):  # not a key at all: the file is no config
+                return (
+                    f"--config={arg}: {file} defines no get_config(); a config file defines get_config() "
+                    "returning its config (e.g. configs/runs/tiny_demo.py)"
+                )
             config = module.get_config(config_arg) if config_arg else module.get_config()
             if not set(base_config().keys()) <= set(config.keys()):  # not a run config's sections
                 path = os.path.relpath(file, CONFIG_ROOT) if file.startswith(CONFIG_ROOT + os.sep) else file

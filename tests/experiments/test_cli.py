@@ -5,6 +5,7 @@ import ast
 import os
 import pathlib
 import re
+import sys
 
 import pytest
 
@@ -331,3 +332,20 @@ def test_a_malformed_number_is_one_line_naming_its_flag(job, args, message, tmp_
         f"error: {message} (see --helpshort)"
     ], result.stderr[-2000:]
     assert not list(tmp_path.iterdir())
+
+
+def test_a_config_file_without_get_config_is_named_as_such(tmp_path, run_job, monkeypatch):
+    """Before: `unknown config key: module config_config has no attribute get_config`: no key was unknown, and
+    config_config is not the file's name."""
+    # ml_collections executes a --config file into sys.modules["config_config"], reusing the module of an
+    # earlier in-process job: its get_config() would survive into this file's module.
+    monkeypatch.delitem(sys.modules, "config_config", raising=False)
+    (tmp_path / "nofn.py").write_text("X = 1\n")
+    result = run_job(
+        "experiments.pretrain", f"--config={tmp_path / 'nofn.py'}", f"--workdir={tmp_path / 'w'}"
+    )
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: --config={tmp_path / 'nofn.py'}: {tmp_path / 'nofn.py'} defines no get_config(); a config file "
+        "defines get_config() returning its config (e.g. configs/runs/tiny_demo.py)"
+    ], result.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nofn.py"]
