@@ -6,8 +6,9 @@ and canaries injected at controlled repetition counts (`apertus_jax.jobs.memoriz
 Trains the standard and the Goldfish run (and, with `resume_check`, the standard run stopped after its first
 checkpoint and resumed) in `--out`/<run>, reusing finished workdirs; scores every probe and canary; writes
 `memorization.json`, `memorization.md`, `heatmap_<run>_<decoding>.png` and `canary_exposure.png` into
-`--out` and prints the tables. Progress with ETA on stdout. A bad study setting ends with one line on stderr
-and exit status 2 before anything is trained or written.
+`--out` and prints the tables. Progress with ETA on stdout. A SIGTERM or Ctrl-C stops the current
+run at a checkpoint and ends the study without scoring or writing results (rerun the command to continue). A
+bad study setting ends with one line on stderr and exit status 2 before anything is trained or written.
 """
 
 from absl import flags
@@ -24,6 +25,8 @@ def main(argv) -> None:
     del argv
     check_workdir_usable(_OUT.value, "--out")  # before the training runs: the results are written at the end
     report = run_study(_CONFIG.value, _OUT.value, log=lambda line: print(line, flush=True))
+    if report is None:  # a run was preempted: it said so; nothing scored or written
+        return
     print(markdown(report))
     print(f"wrote {_OUT.value}/memorization.json, memorization.md and the PNGs in {report['seconds']:.0f}s")
 

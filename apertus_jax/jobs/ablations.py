@@ -39,7 +39,7 @@ from absl import logging
 from apertus_jax import files
 from apertus_jax.jobs.compare import compare
 from apertus_jax.jobs.config import Config, fit_schedule_to_steps, load_module, parse
-from apertus_jax.jobs.pretrain import pretrain
+from apertus_jax.jobs.pretrain import RERUN, pretrain
 from apertus_jax.models.presets import model_section
 from apertus_jax.train.config import check_layout
 
@@ -191,7 +191,7 @@ def run_ablation(
         os.makedirs(run_dir, exist_ok=True)
         outcome = pretrain(config, run_dir)
         if outcome != "done":
-            logging.warning("%s: %s; rerun the command to continue", label, outcome)
+            logging.warning("%s: %s; %s", label, outcome, RERUN)
             return {"trained": trained, "skipped": skipped, "outcome": outcome, "comparison": None}
         files.write_json(
             os.path.join(run_dir, DONE_FILE), {"variant": name, "seed": seed, "outcome": outcome}

@@ -43,7 +43,7 @@ from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.eval.exposure import canary_exposures
 from apertus_jax.eval.memorization import exact_match_length, lccs_length, rouge_l, type_token_ratio
 from apertus_jax.jobs.config import parse
-from apertus_jax.jobs.pretrain import pretrain, run_training
+from apertus_jax.jobs.pretrain import RERUN, pretrain, run_training
 from apertus_jax.jobs.probes import manifest_path
 from apertus_jax.jobs.workdir import load_workdir
 from apertus_jax.models.generate import generate
@@ -110,38 +110,57 @@ def check_probe_lengths(lengths: list[int], study: ml_collections.ConfigDict, wh
 class StopAfterFirstCheckpoint(Hook):
     """The resume check's interruption: after the run's first checkpoint (and its probe manifest, written by
     the standard hook before this one), asks the loop for the clean stop of a SIGTERM; the run ends
-    "preempted" at that step and the next `train` call resumes it."""
+    "preempted" at that step and the next `train` call resumes it. `requested`: whether it asked (a
+    "preempted" run it did not stop was stopped by a real SIGTERM)."""
+
+    requested = False
 
     def on_save(self, step: int, context: LoopContext) -> None:
         if step > context.step:
+            self.requested = True
             context.request_stop(f"resume check: stop after the checkpoint of step {step}")
 
 
-def train_runs(study: ml_collections.ConfigDict, out: str, log: Callable[[str], None] = print) -> dict:
+def train_runs(
+    study: ml_collections.ConfigDict, out: str, log: Callable[[str], None] = print
+) -> dict[str, str] | None:
     """Trains (or reuses) every run of `run_configs(study)` in OUT/<name>; with `resume_check`, also
     "standard_resumed": the standard run stopped after its first checkpoint (its outcome and step recorded
-    in `preempted.json`) and resumed. Returns `{name: workdir}`; one line per run goes to `log`.
+    in `preempted.json`) and resumed. Returns `{name: workdir}`, or None when a SIGTERM / Ctrl-C preempted a
+    run (it saved a checkpoint; no later run is started; the next call resumes it). One line per run goes to
+    `log`.
 
     Raises:
       ValueError / FileNotFoundError / WorkdirLockedError: as `apertus_jax.jobs.pretrain.pretrain`.
     """
+
+    def finished(name: str, outcome: str, start: float) -> bool:
+        log(f"[{name}] training {outcome} in {time.time() - start:.0f}s")
+        if outcome != "done":
+            log(f"[{name}] {outcome}: the study stops without scoring; {RERUN}")
+        return outcome == "done"
+
     workdirs = {}
     for name, config in run_configs(study).items():
         workdirs[name] = os.path.join(out, name)
         start = time.time()
-        outcome = pretrain(parse(config), workdirs[name])
-        log(f"[{name}] training {outcome} in {time.time() - start:.0f}s")
+        if not finished(name, pretrain(parse(config), workdirs[name]), start):
+            return None
     if study.resume_check:
         workdir = workdirs["standard_resumed"] = os.path.join(out, "standard_resumed")
         config = parse(run_configs(study)["standard"])
+        start = time.time()
         if not os.path.exists(manifest_path(workdir, 0)):
-            outcome = run_training(config, workdir, hooks=[StopAfterFirstCheckpoint()])
+            stop = StopAfterFirstCheckpoint()
+            outcome = run_training(config, workdir, hooks=[stop])
+            if not (stop.requested or finished("standard_resumed", outcome, start)):
+                return None  # a SIGTERM before the hook's stop
             with open(os.path.join(workdir, "metrics.jsonl")) as f:
                 step = max(json.loads(line)["step"] for line in f)
             files.write_json(os.path.join(workdir, PREEMPTED_FILE), {"outcome": outcome, "step": step})
             log(f"[standard_resumed] {outcome} at step {step} (stopped after its first checkpoint); resuming")
-        outcome = pretrain(config, workdir)
-        log(f"[standard_resumed] training {outcome}")
+        if not finished("standard_resumed", pretrain(config, workdir), start):
+            return None
     return workdirs
 
 
@@ -361,11 +380,12 @@ def _preempted_step(workdir: str) -> int | None:
         return json.load(f)["step"]
 
 
-def run_study(study: ml_collections.ConfigDict, out: str, log: Callable[[str], None] = print) -> dict:
+def run_study(study: ml_collections.ConfigDict, out: str, log: Callable[[str], None] = print) -> dict | None:
     """The whole study (module docstring): checks `study`, trains (or reuses) the runs in OUT/<run name>,
     scores them and writes OUT/memorization.json (the returned report: config, runs, train_seconds,
     resume_check, seconds), OUT/memorization.md, the heatmaps and OUT/canary_exposure.png. Progress (one line
-    per run and per generation batch, with ETA) and warnings go to `log`.
+    per run and per generation batch, with ETA) and warnings go to `log`. A preempted run (`train_runs`)
+    ends it at once: None, nothing scored or written.
 
     Raises:
       ValueError: a bad study setting (`check_study`), before anything is trained or written; as
@@ -376,6 +396,8 @@ def run_study(study: ml_collections.ConfigDict, out: str, log: Callable[[str], N
     check_study(study)
     os.makedirs(out, exist_ok=True)
     workdirs = train_runs(study, out, log=log)
+    if workdirs is None:
+        return None
     train_seconds = time.time() - start
     results, evaluated = {}, [0]
     total = len(configs) * len(study.offsets) * len(study.prefix_lengths) * len(DECODINGS)

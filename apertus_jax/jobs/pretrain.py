@@ -27,6 +27,9 @@ from apertus_jax.train.hooks import Hook
 from apertus_jax.train.run import Run
 from apertus_jax.train.step import Objective
 
+# The fix a job driving several runs gives when one was preempted (it stops there; the next call resumes).
+RERUN = "rerun the command to continue"
+
 
 def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[Hook]:
     """The hooks of every run of `config` (module docstring), in the order they run.

@@ -136,6 +136,36 @@ def test_the_resume_check_hook_asks_for_the_clean_stop_after_a_checkpoint():
     assert reasons == ["resume check: stop after the checkpoint of step 6"]
 
 
+@pytest.mark.parametrize("preempted", ["standard", "goldfish_k4", "resume check", "standard_resumed"])
+def test_a_preempted_run_ends_the_study_with_nothing_scored_or_written(
+    study, tmp_path, monkeypatch, preempted
+):
+    # A SIGTERM makes the trainer save a checkpoint and return "preempted": no later run starts, no results.
+    calls, lines = [], []
+
+    def pretrain(config, workdir):
+        name = workdir.rpartition("/")[2]
+        calls.append(name)
+        return "preempted" if name == preempted else "done"
+
+    def run_training(config, workdir, hooks):
+        calls.append("resume check")
+        if preempted != "resume check":  # the hook's own stop after the first checkpoint, at step 6
+            hooks[0].requested = True
+            (tmp_path / "standard_resumed").mkdir()
+            (tmp_path / "standard_resumed" / "metrics.jsonl").write_text('{"step": 6}\n')
+        return "preempted"
+
+    monkeypatch.setattr(study_lib, "pretrain", pretrain)
+    monkeypatch.setattr(study_lib, "run_training", run_training)
+    assert study_lib.run_study(study, str(tmp_path), log=lines.append) is None
+    order = ["standard", "goldfish_k4", "resume check", "standard_resumed"]
+    assert calls == order[: order.index(preempted) + 1]
+    name = "standard_resumed" if preempted == "resume check" else preempted
+    assert lines[-1] == f"[{name}] preempted: the study stops without scoring; rerun the command to continue"
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == []  # no memorization.json, .md, PNGs
+
+
 @pytest.fixture
 def memorization(run_job):
     """(out, *overrides) -> the finished `experiments.memorization` command on the tiny study config."""
