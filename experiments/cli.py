@@ -304,9 +304,14 @@ def _apply_overrides(config) -> str | None:
     follows it; `apertus_jax.jobs.config.fit_schedule_to_steps`). Returns the line for the log that says so,
     or None."""
     apply_preset_override(config, sys.argv)
-    return fit_schedule_to_steps(
-        config, [a[len("--config.") :].split("=")[0] for a in sys.argv if a.startswith("--config.")]
-    )
+    return fit_schedule_to_steps(config, overridden_keys())
+
+
+def overridden_keys(prefix: str = "") -> list[str]:
+    """The dotted keys that the command line's `--config.<prefix>KEY=VALUE` overrides set, without the prefix
+    (`prefix="run."`: the run config of a study config)."""
+    start = "--config." + prefix
+    return [a[len(start) :].split("=")[0] for a in sys.argv if a.startswith(start)]
 
 
 def parsed_config(holder: flags.FlagHolder):

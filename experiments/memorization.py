@@ -6,13 +6,15 @@ and canaries injected at controlled repetition counts (`apertus_jax.jobs.memoriz
 Trains the standard and the Goldfish run (and, with `resume_check`, the standard run stopped after its first
 checkpoint and resumed) in `--out`/<run>, reusing finished workdirs; scores every probe and canary; writes
 `memorization.json`, `memorization.md`, `heatmap_<run>_<decoding>.png` and `canary_exposure.png` into
-`--out` and prints the tables. Progress with ETA on stdout. A SIGTERM or Ctrl-C stops the current
+`--out` and prints the tables. `--config.run.train.steps=N` alone makes the run's LR schedule follow N (as in
+`experiments.pretrain`; said in the log). Progress with ETA on stdout. A SIGTERM or Ctrl-C stops the current
 run at a checkpoint and ends the study without scoring or writing results (rerun the command to continue). A
 bad study setting ends with one line on stderr and exit status 2 before anything is trained or written.
 """
 
-from absl import flags
+from absl import flags, logging
 
+from apertus_jax.jobs.config import fit_schedule_to_steps
 from apertus_jax.jobs.memorization import markdown, run_study
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
@@ -24,6 +26,9 @@ _OUT = flags.DEFINE_string("out", "workdir/memorization", "Output directory: the
 def main(argv) -> None:
     del argv
     check_workdir_usable(_OUT.value, "--out")  # before the training runs: the results are written at the end
+    fitted = fit_schedule_to_steps(_CONFIG.value.run, cli.overridden_keys("run."), flag="--config.run.")
+    if fitted:
+        logging.info(fitted)
     report = run_study(_CONFIG.value, _OUT.value, log=lambda line: print(line, flush=True))
     if report is None:  # a run was preempted: it said so; nothing scored or written
         return

@@ -177,6 +177,19 @@ def memorization(run_job):
     )
 
 
+def test_a_step_count_alone_takes_the_schedule_with_it(tmp_path, memorization, monkeypatch):
+    # --config.run.train.steps=N makes the schedule end with N (as in experiments.pretrain); its advice names
+    # the study's key of the run's schedule, --config.run.optim.*
+    studies = []
+    monkeypatch.setattr(study_lib, "run_study", lambda study, out, log: studies.append(study))
+    proc = memorization(tmp_path / "study", "--config.run.train.steps=30")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    optim = studies[0].run.optim
+    assert optim.total_tokens == 30 * 16 * 128  # 30 steps of 16 rows of 128 tokens
+    assert optim.decay_tokens == 30 * 16 * 128 * 60 // 400  # the config's share: 60 of its 400 steps
+    assert "set --config.run.optim.total_tokens etc. to choose it" in proc.stderr
+
+
 def test_a_bad_setting_is_one_line_and_writes_nothing(tmp_path, memorization):
     proc = memorization(tmp_path / "study", "--config.suffix_len=0")
     assert proc.returncode == 2
