@@ -6,8 +6,9 @@
 
 Each DIR is a run workdir (holding `metrics.jsonl`) or a folder searched for them; a workdir called `seed<N>`
 belongs to the variant named by its parent folder (the layout of `experiments.ablate`). Writes OUT.png and
-OUT.md (default DIR0/comparison) and prints the table. No DIR, a DIR without runs or an unknown baseline ends
-with one line on stderr and exit status 2.
+OUT.md (default DIR0/comparison) and prints the table. An unfinished run (fewer steps than its config.json's
+`train.steps`) is left out and named in a warning and in OUT.md. No DIR, a DIR without runs, none finished or an
+unknown baseline ends with one line on stderr and exit status 2.
 """
 
 from absl import flags

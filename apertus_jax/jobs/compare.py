@@ -5,7 +5,8 @@
 Each path is a run workdir (holding `metrics.jsonl`) or a folder searched for them. Runs are grouped into
 variants by name: a workdir called `seed<N>` belongs to the variant named by its parent folder (the layout of
 `apertus_jax.jobs.ablations`), any other workdir is its own variant. Curves are the mean over a variant's
-seeds. Notebooks use the parts: `load_runs(dirs)`, `summarize(runs, baseline)`, `plot(runs, baseline, path)`,
+seeds. `compare` leaves out unfinished runs (`RunRecords.finished`), naming them in a warning and in the table's
+file. Notebooks use the parts: `load_runs(dirs)`, `summarize(runs, baseline)`, `plot(runs, baseline, path)`,
 `markdown_table(rows)`; the command line is `python -m experiments.compare_runs`.
 
 Definitions (per seed, then mean over seeds; "±" is half the range over seeds):
@@ -14,8 +15,8 @@ Definitions (per seed, then mean over seeds; "±" is half the range over seeds):
 - held-out loss: the in-loop eval's held-out loss over all components (nats per token, token-weighted), without
   the unseen-language sets (`eval/unseen_languages/...`);
 - tokens to baseline: the first token count at which a variant reaches the baseline's final value, as a
-  fraction of the baseline's tokens ("-" if never), read on the held-out loss where the runs have in-loop
-  evals (interpolated between evals), else on the smoothed training loss;
+  fraction of the baseline's tokens ("-" if never), read on the held-out loss when every run has in-loop
+  evals (interpolated between evals), else on the smoothed training loss for every run;
 - token-matched difference: smoothed loss minus the baseline's at the same token count (interpolated);
 - tokens/s: the median over training steps.
 """
@@ -28,22 +29,31 @@ import os
 import re
 
 import numpy as np
+from absl import logging
 
 from apertus_jax import files, plots
 from apertus_jax.eval.config import UNSEEN_LANGUAGES
+from apertus_jax.jobs.records import newest_config
 
 SMOOTHING_FRACTION = 0.1
 
 
 @dataclasses.dataclass
 class RunRecords:
-    """One workdir's metrics: `variant`, `seed` label, training records and eval records (dicts)."""
+    """One workdir's metrics: `variant`, `seed` label, training records and eval records (dicts), and the
+    `train.steps` of its newest recorded config (None: the workdir records none)."""
 
     path: str
     variant: str
     seed: str
     train: list[dict]
     evals: list[dict]
+    planned_steps: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has training records up to its planned steps (any, when it records no config)."""
+        return bool(self.train) and self.train[-1]["step"] >= (self.planned_steps or 0)
 
     @property
     def tokens(self) -> np.ndarray:
@@ -88,7 +98,8 @@ def load_run(path: str) -> RunRecords:
         variant, seed = name, "seed?"
     train = [r for r in records if "loss" in r]
     evals = [r for r in records if any(k.startswith("eval/") for k in r)]
-    return RunRecords(path, variant, seed, train, evals)
+    config = newest_config(path)
+    return RunRecords(path, variant, seed, train, evals, config["train"]["steps"] if config else None)
 
 
 def load_runs(paths: list[str]) -> list[RunRecords]:
@@ -148,10 +159,11 @@ def heldout_curve(run: RunRecords) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray(tokens, np.float64), np.asarray(values)
 
 
-def target_curve(run: RunRecords) -> tuple[np.ndarray, np.ndarray]:
-    """The curve "tokens to the baseline's final loss" is read on: the mean held-out loss where the run has
-    in-loop evals (less noisy than the training loss of single batches), else the smoothed training loss."""
-    return heldout_curve(run) or (run.tokens, run.smoothed_loss())
+def target_curve(run: RunRecords, heldout: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The curve "tokens to the baseline's final loss" is read on: with `heldout` (every run of the table has
+    in-loop evals) the mean held-out loss (less noisy than the training loss of single batches), else the
+    smoothed training loss."""
+    return heldout_curve(run) if heldout else (run.tokens, run.smoothed_loss())
 
 
 def tokens_to_reach(tokens: np.ndarray, values: np.ndarray, target: float) -> float | None:
@@ -178,8 +190,9 @@ def summarize(runs: list[RunRecords], baseline: str | None = None) -> list[dict]
     variants = _variants(runs)
     variants = {baseline: variants.pop(baseline), **variants}  # the baseline's row first
     base_runs = variants[baseline]
-    target = float(np.mean([target_curve(r)[1][-1] for r in base_runs]))  # final value, mean over seeds
-    base_tokens = float(np.mean([target_curve(r)[0][-1] for r in base_runs]))
+    heldout = all(heldout_curve(r) is not None for r in runs)  # one kind of curve for every run
+    target = float(np.mean([target_curve(r, heldout)[1][-1] for r in base_runs]))  # final value, seed mean
+    base_tokens = float(np.mean([target_curve(r, heldout)[0][-1] for r in base_runs]))
     keys = eval_keys(runs)
     rows = []
     for name, members in variants.items():
@@ -193,8 +206,8 @@ def summarize(runs: list[RunRecords], baseline: str | None = None) -> list[dict]
         if all(c is not None for c in curves):
             row["heldout_loss"], row["heldout_loss_spread"] = _mean_spread([c[1][-1] for c in curves])
         # on the mean curve over seeds (as the baseline's final value is a mean over its seeds)
-        grid = target_curve(members[0])[0]
-        mean_curve = np.mean([np.interp(grid, *target_curve(r)) for r in members], axis=0)
+        grid = target_curve(members[0], heldout)[0]
+        mean_curve = np.mean([np.interp(grid, *target_curve(r, heldout)) for r in members], axis=0)
         reached = tokens_to_reach(grid, mean_curve, target)
         row["tokens_to_baseline"] = None if reached is None else reached / base_tokens
         row["tokens_per_s"] = float(
@@ -288,16 +301,28 @@ def plot(runs: list[RunRecords], baseline: str | None, path: str) -> None:
 
 
 def compare(paths: list[str], baseline: str | None = None, out: str | None = None) -> tuple[str, str]:
-    """Loads the runs under `paths`, writes `out`.png and `out`.md (default: `paths[0]/comparison`);
-    returns their paths.
+    """Loads the finished runs under `paths`, writes `out`.png and `out`.md (default: `paths[0]/comparison`);
+    returns their paths. Unfinished runs are left out, named in a logged warning and in `out`.md.
 
     Raises:
-      FileNotFoundError: a path without runs; ValueError: an unknown baseline.
+      FileNotFoundError: a path without runs; ValueError: no finished run, or an unknown baseline.
     """
     runs = load_runs(paths)
+    unfinished = ", ".join(
+        f"{r.path} (step {r.train[-1]['step'] if r.train else 0} of {r.planned_steps or '?'})"
+        for r in runs
+        if not r.finished
+    )
+    runs = [r for r in runs if r.finished]
+    if not runs:
+        raise ValueError(f"no run under {' '.join(paths)} is finished ({unfinished}): finish one to compare")
     baseline = _check_baseline(runs, baseline)
     out = out or os.path.join(paths[0], "comparison")
     table = markdown_table(summarize(runs, baseline))
+    note = ""
+    if unfinished:
+        note = f"Left out, unfinished: {unfinished}.\n\n"
+        logging.warning("left out of the comparison, unfinished: %s; finish them to compare them", unfinished)
     plot(runs, baseline, out + ".png")
-    files.write_text(out + ".md", f"Baseline: `{baseline}`.\n\n" + table)
+    files.write_text(out + ".md", f"Baseline: `{baseline}`.\n\n{note}" + table)
     return out + ".png", out + ".md"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import jax
 import numpy as np
@@ -45,6 +46,22 @@ def record_config(workdir: str, config_dict: dict, resumed_step: int | None) -> 
         logging.warning("resumed with a config that differs from config.json; recorded it in %s", path)
     files.write_json(path, config_dict, indent=2)
     return path
+
+
+def newest_config(workdir: str) -> dict | None:
+    """The run config `workdir` last ran with: its `config.stepN.json` of the largest N, else its
+    `config.json` (module docstring); None without either."""
+    steps = [
+        int(name[len("config.step") : -len(".json")])
+        for name in (os.listdir(workdir) if os.path.isdir(workdir) else ())
+        if re.fullmatch(r"config\.step\d+\.json", name)
+    ]
+    name = f"config.step{max(steps)}.json" if steps else CONFIG
+    try:
+        with open(os.path.join(workdir, name)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
 
 
 class RecordConfig(Hook):

