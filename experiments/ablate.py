@@ -9,9 +9,10 @@
 first; `model.preset=NAME` makes the model section preset NAME's and `train.steps=N` without a schedule field
 makes the schedule follow N (as `experiments.pretrain` does). Each run
 trains in WORKDIR/<variant>/seed<N> (resuming if it has checkpoints); finished runs are skipped by the next
-call. At the end the comparison is written to WORKDIR/comparison.png and WORKDIR/comparison.md; the result
-and the table are printed. A SIGTERM stops the current run at a checkpoint and ends the ablation (rerun the
-command to continue). A bad file, variant name or override ends with one line on stderr and exit status 2,
+call, which refuses them (one line, exit 2) if they recorded another config than its `--set` gives them. At the
+end the comparison of every run in WORKDIR (earlier calls' too) is written to WORKDIR/comparison.png and
+WORKDIR/comparison.md; the result and the table are printed. A SIGTERM stops the current run at a checkpoint
+and ends the ablation (rerun the command to continue). A bad file, variant name or override ends with one line on stderr and exit status 2,
 with nothing written.
 """
 

@@ -18,9 +18,11 @@ a variant's `model.mlp_type`) applied on top; `train.steps=N` without a schedule
 follow it (`apertus_jax.jobs.config.fit_schedule_to_steps`, said in the log).
 
 Each run trains in WORKDIR/<variant>/seed<N> with `apertus_jax.jobs.pretrain.pretrain` (resuming if it has
-checkpoints); a finished run leaves `ablation_done.json` and is skipped by the next call. All variants are
-validated before any run starts. At the end (and when every run was already finished) the comparison
-(`apertus_jax.jobs.compare`) is written to WORKDIR/comparison.png and WORKDIR/comparison.md. A SIGTERM stops
+checkpoints); a finished run leaves `ablation_done.json` and is skipped by the next call. All variants, and the
+recorded config of every run finished in WORKDIR (`check_finished_runs`), are checked before any run starts. At
+the end (and when every run was already finished) the comparison (`apertus_jax.jobs.compare`) of every run of
+the ablation in WORKDIR, this call's and earlier ones', is written to WORKDIR/comparison.png and
+WORKDIR/comparison.md. A SIGTERM stops
 the current run at a checkpoint and ends the ablation (call again to continue). The command line is
 `python -m experiments.ablate`.
 """
@@ -29,6 +31,8 @@ from __future__ import annotations
 
 import ast
 import copy
+import glob
+import json
 import os
 import time
 
@@ -40,6 +44,7 @@ from apertus_jax import files
 from apertus_jax.jobs.compare import compare
 from apertus_jax.jobs.config import Config, fit_schedule_to_steps, load_module, parse
 from apertus_jax.jobs.pretrain import RERUN, pretrain
+from apertus_jax.jobs.records import first_difference, newest_config
 from apertus_jax.models.presets import model_section
 from apertus_jax.train.config import check_layout
 
@@ -118,6 +123,36 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> None:
                 raise ValueError(f"override {dotted}={value!r}: {error}") from None
 
 
+def _base(ablation: dict, sets: dict) -> tuple[ml_collections.ConfigDict, str | None]:
+    """The ablation's base with `sets` applied, and the line saying the schedule follows `train.steps` (or
+    None).
+
+    Raises:
+      ValueError: a bad `sets` key (one line naming --set).
+    """
+    base = copy.deepcopy(ablation["base"])
+    try:
+        apply_overrides(base, sets)
+    except ValueError as error:
+        raise ValueError(f"--set: {error}") from None
+    return base, fit_schedule_to_steps(base, sets, flag="--set=")
+
+
+def _run_config(ablation: dict, base: ml_collections.ConfigDict, name: str, seed: int) -> Config:
+    """The validated config of variant `name`, seed `seed`, on `base` (raises ValueError naming the variant)."""
+    config = copy.deepcopy(base)
+    try:
+        steps = ablation["variants"][name]
+        for overrides in [steps] if isinstance(steps, dict) else steps:
+            apply_overrides(config, overrides)
+        apply_overrides(config, {"seed": int(seed)})
+        parsed = parse(config)
+        check_layout(parsed.run, jax.device_count(), jax.process_count())
+    except ValueError as error:
+        raise ValueError(f"variant {name!r}: {error}") from None
+    return parsed
+
+
 def variant_configs(
     ablation: dict, variants: list[str] | None, seeds: list[int] | None, sets: dict
 ) -> list[tuple[str, int, Config]]:
@@ -131,29 +166,47 @@ def variant_configs(
     unknown = [v for v in variants or [] if v not in names]
     if unknown:
         raise ValueError(f"--variants: unknown {unknown}; the ablation has {names}")
-    base = copy.deepcopy(ablation["base"])
-    try:
-        apply_overrides(base, sets)
-    except ValueError as error:
-        raise ValueError(f"--set: {error}") from None
-    fitted = fit_schedule_to_steps(base, sets, flag="--set=")
+    base, fitted = _base(ablation, sets)
     if fitted:
         logging.info(fitted)
-    runs = []
-    for name in variants or names:
-        for seed in seeds if seeds is not None else ablation["seeds"]:
-            config = copy.deepcopy(base)
-            try:
-                steps = ablation["variants"][name]
-                for overrides in [steps] if isinstance(steps, dict) else steps:
-                    apply_overrides(config, overrides)
-                apply_overrides(config, {"seed": int(seed)})
-                parsed = parse(config)
-                check_layout(parsed.run, jax.device_count(), jax.process_count())
-            except ValueError as error:
-                raise ValueError(f"variant {name!r}: {error}") from None
-            runs.append((name, int(seed), parsed))
-    return runs
+    return [
+        (name, int(seed), _run_config(ablation, base, name, seed))
+        for name in variants or names
+        for seed in (seeds if seeds is not None else ablation["seeds"])
+    ]
+
+
+def finished_runs(workdir: str) -> list[tuple[str, int]]:
+    """`(variant, seed)` of every run in WORKDIR that an earlier call finished (its `ablation_done.json`)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(workdir, "*", "seed*", DONE_FILE))):
+        with open(path) as f:
+            done = json.load(f)
+        found.append((done["variant"], done["seed"]))
+    return found
+
+
+def check_finished_runs(ablation: dict, workdir: str, sets: dict) -> None:
+    """Checks that every run an earlier call finished in WORKDIR recorded the config this call (its `sets`)
+    gives it: the comparison covers them all.
+
+    Raises:
+      ValueError: one line naming the first run and setting that differ, and the fix.
+    """
+    base, _ = _base(ablation, sets)
+    for name, seed in finished_runs(workdir):
+        run_dir = os.path.join(workdir, name, f"seed{seed}")
+        recorded = newest_config(run_dir)
+        if name not in ablation["variants"] or recorded is None:
+            continue
+        wanted = json.loads(json.dumps(_run_config(ablation, base, name, seed).to_dict()))
+        difference = first_difference(recorded, wanted, first=tuple(sets))  # a --set key first
+        if difference:
+            key, old, new = difference
+            raise ValueError(
+                f"{run_dir} finished earlier with {key}={old!r}, but this call gives it {key}={new!r}: repeat "
+                "the --set of the call that trained it, or pass a new --workdir for these settings"
+            )
 
 
 def run_ablation(
@@ -164,13 +217,14 @@ def run_ablation(
     seeds: list[int] | None = None,
     sets: dict | None = None,
 ) -> dict:
-    """Trains every run not yet finished, then writes the comparison; returns `{"trained": [...],
-    "skipped": [...], "outcome": "done" | "preempted", "comparison": (png, md) or None}`.
+    """Trains every run not yet finished, then writes the comparison of every run in WORKDIR; returns
+    `{"trained": [...], "skipped": [...], "outcome": "done" | "preempted", "comparison": (png, md) or None}`.
 
     Raises:
-      ValueError: as `variant_configs` (before anything is written).
+      ValueError: as `variant_configs` and `check_finished_runs` (before anything is written).
     """
     runs = variant_configs(ablation, variants, seeds, sets or {})
+    check_finished_runs(ablation, workdir, sets or {})
     trained, skipped, started = [], [], time.time()
     for index, (name, seed, config) in enumerate(runs):
         run_dir = os.path.join(workdir, name, f"seed{seed}")
@@ -197,7 +251,13 @@ def run_ablation(
             os.path.join(run_dir, DONE_FILE), {"variant": name, "seed": seed, "outcome": outcome}
         )
         trained.append(label)
-    dirs = [os.path.join(workdir, name, f"seed{seed}") for name, seed, _ in runs]
-    baseline = ablation["baseline"] if any(n == ablation["baseline"] for n, _, _ in runs) else runs[0][0]
+    # every run of the ablation in WORKDIR, not only this call's (compare leaves out unfinished ones)
+    dirs = [
+        os.path.dirname(path)
+        for name in ablation["variants"]
+        for path in sorted(glob.glob(os.path.join(workdir, name, "seed*", "metrics.jsonl")))
+    ]
+    finished = {name for name, _ in finished_runs(workdir)}
+    baseline = ablation["baseline"] if ablation["baseline"] in finished else None
     comparison = compare(dirs, baseline, os.path.join(workdir, "comparison"))
     return {"trained": trained, "skipped": skipped, "outcome": "done", "comparison": comparison}

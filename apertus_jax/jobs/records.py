@@ -64,6 +64,32 @@ def newest_config(workdir: str) -> dict | None:
         return None
 
 
+def first_difference(
+    recorded: dict, wanted: dict, first: tuple[str, ...] = ()
+) -> tuple[str, object, object] | None:
+    """`(dotted key, recorded value, wanted value)` of the first setting that differs between two config dicts
+    as JSON holds them (the dotted keys `first`, then in `wanted`'s order, then keys only `recorded` has); None
+    when equal. A key one of them lacks has the value None there."""
+
+    def at(config: dict, dotted: str):
+        for part in dotted.split("."):
+            config = config.get(part) if isinstance(config, dict) else None
+        return config
+
+    for key in first:
+        if at(recorded, key) != at(wanted, key):
+            return key, at(recorded, key), at(wanted, key)
+    for key in [*wanted, *(k for k in recorded if k not in wanted)]:
+        old, new = recorded.get(key), wanted.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            inner = first_difference(old, new)
+            if inner:
+                return (f"{key}.{inner[0]}", *inner[1:])
+        elif old != new:
+            return key, old, new
+    return None
+
+
 class RecordConfig(Hook):
     """Writes `config.json` (process 0) when the loop starts."""
 

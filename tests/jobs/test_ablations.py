@@ -9,7 +9,7 @@ import sys
 import ml_collections
 import pytest
 
-from apertus_jax.jobs import ablations
+from apertus_jax.jobs import ablations, records
 from tools.measure import ablation_studies
 
 from ..conftest import COMPILE_FLAGS
@@ -118,6 +118,74 @@ def test_a_set_step_count_alone_takes_the_schedule_with_it(caplog):
     sets = ablations.parse_sets(["train.steps=4", "optim.decay_tokens=256", *mesh])
     runs = ablations.variant_configs(ablation, None, [0], sets)
     assert {(c.run.optim.total_tokens, c.run.optim.decay_tokens) for _, _, c in runs} == {(8 * 256, 256)}
+
+
+MESH = ["mesh.data=1", "mesh.fsdp=2", "mesh.tensor=-1"]  # 8 virtual devices here (tests/conftest.py)
+
+
+@pytest.fixture
+def fake_training(monkeypatch):
+    """`ablations.pretrain` replaced by a run that records its config and a falling loss over its steps."""
+
+    def pretrain(config, run_dir):
+        records.record_config(run_dir, config.to_dict(), None)
+        with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+            for step in range(1, config.run.train.steps + 1):
+                loss = 5.0 - step * config.run.optim.peak_lr
+                f.write(
+                    json.dumps({"step": step, "tokens": 256 * step, "loss": loss, "tokens_per_s": 1.0}) + "\n"
+                )
+        return "done"
+
+    monkeypatch.setattr(ablations, "pretrain", pretrain)
+
+
+def _table_rows(workdir):
+    lines = (workdir / "comparison.md").read_text().splitlines()
+    return [
+        line.split(" | ")[:2]
+        for line in lines
+        if line.startswith("| ") and not line.startswith(("| variant", "| ---"))
+    ]
+
+
+def test_a_later_call_compares_every_finished_run(tmp_path, fake_training):
+    ablation = ablations.load_ablation(TINY)
+    ablations.run_ablation(ablation, str(tmp_path), seeds=[0], sets=ablations.parse_sets(MESH))
+    result = ablations.run_ablation(
+        ablation, str(tmp_path), variants=["lr3e-3"], seeds=[5], sets=ablations.parse_sets(MESH)
+    )
+    assert result["trained"] == ["lr3e-3/seed5"]
+    # the seed-0 runs of the first call stay in the table, lr3e-3 now with both seeds
+    assert _table_rows(tmp_path) == [["| baseline", "1"], ["| lr3e-3", "2"], ["| no_qk_norm", "1"]]
+
+
+def test_finished_runs_of_other_settings_are_refused(tmp_path, fake_training, run_job):
+    ablations.run_ablation(
+        ablations.load_ablation(TINY), str(tmp_path), seeds=[0], sets=ablations.parse_sets(MESH)
+    )
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    sets = [f"--set={s}" for s in MESH]
+    done = run_job(
+        "experiments.ablate", f"--config={TINY}", f"--workdir={tmp_path}", *sets, "--set=optim.peak_lr=0.5"
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: {tmp_path}/baseline/seed0 finished earlier with optim.peak_lr=0.01, but this call gives it "
+        "optim.peak_lr=0.5: repeat the --set of the call that trained it, or pass a new --workdir for these settings"
+    )
+    # a subset call checks the other finished runs too: the comparison covers them
+    done = run_job(
+        "experiments.ablate",
+        f"--config={TINY}",
+        f"--workdir={tmp_path}",
+        *sets,
+        "--set=train.steps=4",
+        "--variants=no_qk_norm",
+        "--seeds=1",
+    )
+    assert done.returncode == 2 and "baseline/seed0 finished earlier with train.steps=8" in done.stderr
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before  # nothing written
 
 
 @pytest.mark.parametrize(
