@@ -12,8 +12,8 @@ trains in WORKDIR/<variant>/seed<N> (resuming if it has checkpoints); finished r
 call, which refuses them (one line, exit 2) if they recorded another config than its `--set` gives them. At the
 end the comparison of every run in WORKDIR (earlier calls' too) is written to WORKDIR/comparison.png and
 WORKDIR/comparison.md; the result and the table are printed. A SIGTERM stops the current run at a checkpoint
-and ends the ablation (rerun the command to continue). A bad file, variant name or override ends with one line on stderr and exit status 2,
-with nothing written.
+and ends the ablation (rerun the command to continue). A bad file, variant name, seed or override ends with one
+line on stderr and exit status 2, with nothing written.
 """
 
 import json
@@ -38,7 +38,12 @@ def main(argv) -> None:
     cli.required(config=_CONFIG.value)
     name = os.path.splitext(os.path.basename(_CONFIG.value))[0]
     workdir = _WORKDIR.value or os.path.join("workdir", "ablations", name)
-    seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
+    try:
+        seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
+    except ValueError:
+        raise ValueError(
+            f"--seeds={','.join(_SEEDS.value)}: seeds must be integers, e.g. --seeds=0,1"
+        ) from None
     result = run_ablation(
         load_ablation(cli.config_file(_CONFIG.value)),
         workdir,

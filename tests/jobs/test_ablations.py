@@ -82,6 +82,15 @@ def test_bad_variant_is_one_line_and_writes_nothing(tmp_path):
     assert not (tmp_path / "w").exists()
 
 
+def test_seeds_that_are_not_integers_are_one_line(tmp_path, run_job):
+    done = run_job("experiments.ablate", f"--config={TINY}", f"--workdir={tmp_path / 'w'}", "--seeds=0,x")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: --seeds=0,x: seeds must be integers, e.g. --seeds=0,1"
+    ]
+    assert not (tmp_path / "w").exists()
+
+
 def test_overrides_reach_every_variant_and_unknown_keys_are_refused():
     ablation = ablations.load_ablation(TINY)
     # this process has 8 virtual devices (tests/conftest.py): a mesh the 4-row batches split over
