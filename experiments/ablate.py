@@ -28,7 +28,7 @@ _CONFIG = flags.DEFINE_string(
     "config", None, "Ablation file (configs/ablations/NAME.py, from this directory or the repository)."
 )
 _VARIANTS = flags.DEFINE_list("variants", None, "Run only these variants (default: all).")
-_SEEDS = flags.DEFINE_list("seeds", None, "Run only these seeds (default: the ablation's).")
+_SEEDS = cli.define_integer_list("seeds", None, "Run only these seeds (default: the ablation's).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Parent folder of the runs (default workdir/ablations/NAME).")
 _SET = flags.DEFINE_multi_string("set", [], "KEY=VALUE override of the base config (repeatable).")
 
@@ -38,12 +38,7 @@ def main(argv) -> None:
     cli.required(config=_CONFIG.value)
     name = os.path.splitext(os.path.basename(_CONFIG.value))[0]
     workdir = _WORKDIR.value or os.path.join("workdir", "ablations", name)
-    try:
-        seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else None
-    except ValueError:
-        raise ValueError(
-            f"--seeds={','.join(_SEEDS.value)}: seeds must be integers, e.g. --seeds=0,1"
-        ) from None
+    seeds = _SEEDS.value or None
     result = run_ablation(
         load_ablation(cli.config_file(_CONFIG.value)),
         workdir,

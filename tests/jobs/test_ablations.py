@@ -86,7 +86,7 @@ def test_seeds_that_are_not_integers_are_one_line(tmp_path, run_job):
     done = run_job("experiments.ablate", f"--config={TINY}", f"--workdir={tmp_path / 'w'}", "--seeds=0,x")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "error: --seeds=0,x: seeds must be integers, e.g. --seeds=0,1"
+        "error: flag --seeds=0,x: give comma-separated integers, e.g. 4,50 (see --helpshort)"
     ]
     assert not (tmp_path / "w").exists()
 
