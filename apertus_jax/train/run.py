@@ -197,7 +197,7 @@ class Run:
         if end_tokens < self.config.optim.total_tokens:
             logging.warning(
                 "train.steps=%d ends at %d tokens but the LR schedule runs to optim.total_tokens=%d: the "
-                "run stops before the cooldown; set --config.optim.total_tokens (and decay_tokens) to match",
+                "run stops before the cooldown; set optim.total_tokens (and decay_tokens) to match",
                 self.config.train.steps,
                 end_tokens,
                 self.config.optim.total_tokens,
