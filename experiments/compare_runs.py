@@ -24,6 +24,8 @@ def main(argv) -> None:
     dirs = argv[1:]
     if not dirs:
         raise ValueError("pass one or more run workdirs or folders holding them: compare_runs DIR [DIR ...]")
+    if _OUT.value:
+        cli.check_output_file(_OUT.value + ".md", "--out")
     png, table = compare(dirs, _BASELINE.value, _OUT.value)
     with open(table) as f:
         print(f.read())

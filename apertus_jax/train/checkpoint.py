@@ -140,9 +140,9 @@ def check_same_optimizer(saved: dict[str, list[int]], current: dict[str, list[in
     raise ValueError(
         f"{where} holds the optimizer state of other optimizer settings: {len(saved)} state arrays in the "
         f"checkpoint, {len(current)} for the config (first difference: "
-        f"{_first_difference(saved, current, 'no such entry')}); resume with the settings it was trained with "
-        "(the workdir's config.json), or start a new --workdir from its parameters with "
-        f"--config.checkpoint.init_from={os.path.dirname(where)}"
+        f"{_first_difference(saved, current, 'no such entry')}); rerun with the settings it was trained with "
+        "(its config file and overrides, recorded in the workdir's config.json), or start a new --workdir from "
+        f"its parameters with --config.checkpoint.init_from={os.path.dirname(where)}"
     )
 
 
@@ -240,7 +240,6 @@ class Checkpointer:
                 max_to_keep=keep,
                 enable_async_checkpointing=async_save,
                 create=not read_only,
-                read_only=read_only,
             ),
         )
 
@@ -335,8 +334,8 @@ class Checkpointer:
                 if mismatch := _raised_from(e, DataStateMismatchError):
                     raise ValueError(
                         f"checkpoint {step} in {self.directory} holds the data position of other data settings "
-                        f"({_first_line(mismatch)}); resume with the settings it was trained with (the "
-                        "workdir's config.json), or use a new --workdir"
+                        f"({_first_line(mismatch)}); rerun with the settings it was trained with (its "
+                        "config file and overrides, recorded in the workdir's config.json), or use a new --workdir"
                     ) from None
                 self._set_aside(step, e)
                 continue

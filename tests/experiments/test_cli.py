@@ -312,6 +312,18 @@ def test_an_output_folder_under_a_file_is_refused_before_the_study_trains(job, a
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
+def test_a_comparison_under_a_file_is_refused_before_the_runs_are_read(tmp_path, run_job):
+    """Before: `error: [Errno 17] File exists: '.../afile'`, naming no flag."""
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "cmp"
+    result = run_job("experiments.compare_runs", str(tmp_path / "runs"), f"--out={out}", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: --out {out}.md cannot be created: {tmp_path / 'afile'} is a file, not a directory; "
+        "pass --out= a directory you can write (or fix its permissions / mount)"
+    ], result.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
 @pytest.mark.parametrize(
     "job, args, message",
     [
