@@ -82,7 +82,8 @@ def tree_shapes(tree) -> dict[str, list[int]]:
 
 
 def describe_model(shapes: dict[str, list[int]]) -> str:
-    """The model of a `tree_shapes` record of its parameters in words: layers, d_model, heads, MLP width, vocabulary.
+    """The model of a `tree_shapes` record of its parameters in words: layers, d_model, heads, MLP width,
+    vocabulary.
 
     Reads the Apertus parameter names (`embed` [V, D]; `layers/<i>/...` unscanned, or `layers/...` with a
     leading layer axis when scanned); a field whose parameter is absent is left out.
@@ -141,13 +142,13 @@ def check_same_optimizer(saved: dict[str, list[int]], current: dict[str, list[in
         f"{where} holds the optimizer state of other optimizer settings: {len(saved)} state arrays in the "
         f"checkpoint, {len(current)} for the config (first difference: "
         f"{_first_difference(saved, current, 'no such entry')}); rerun with the settings it was trained with "
-        "(its config file and overrides, recorded in the workdir's config.json), or start a new --workdir from "
-        f"its parameters with --config.checkpoint.init_from={os.path.dirname(where)}"
+        "(its config file and overrides, recorded in the workdir's config.json), or start a new --workdir "
+        f"from its parameters with --config.checkpoint.init_from={os.path.dirname(where)}"
     )
 
 
 def _first_line(error: BaseException) -> str:
-    """The first line of an error's message, without TensorStore's pointer to details, at most 200 characters."""
+    """An error message's first line without TensorStore's pointer to details, at most 200 characters."""
     return (str(error).splitlines() or [""])[0].split(" See full TensorStore details")[0][:200]
 
 
@@ -333,9 +334,10 @@ class Checkpointer:
             except Exception as e:  # noqa: BLE001
                 if mismatch := _raised_from(e, DataStateMismatchError):
                     raise ValueError(
-                        f"checkpoint {step} in {self.directory} holds the data position of other data settings "
-                        f"({_first_line(mismatch)}); rerun with the settings it was trained with (its "
-                        "config file and overrides, recorded in the workdir's config.json), or use a new --workdir"
+                        f"checkpoint {step} in {self.directory} holds the data position of other data "
+                        f"settings ({_first_line(mismatch)}); rerun with the settings it was trained with "
+                        "(its config file and overrides, recorded in the workdir's config.json), or train in "
+                        "another workdir"
                     ) from None
                 self._set_aside(step, e)
                 continue
@@ -419,12 +421,14 @@ def check_workdir_usable(workdir: str, flag: str = "--workdir") -> None:
         directory, written at its end.
       flag: the command-line flag that names it, for the fix in the message.
     Raises:
-      ValueError: one line naming the workdir, the reason and the fix: a path component is a file, the
-        workdir is not a directory, or a probe file / directory cannot be created (read-only file system,
-        permissions, pseudo file systems such as /proc).
+      ValueError: one line naming the workdir, the reason and the fix: it is empty, a path component is a
+        file, the workdir is not a directory, or a probe file / directory cannot be created (read-only file
+        system, permissions, pseudo file systems such as /proc).
     """
     fix = f"pass {flag}= a directory you can write (or fix its permissions / mount)"
     name = "workdir" if flag == "--workdir" else flag
+    if not workdir:
+        raise ValueError(f"{flag} is empty; {fix}")
     path = os.path.abspath(workdir)
     if os.path.lexists(path) and not os.path.isdir(path):
         raise ValueError(f"{name} {workdir} exists and is not a directory; {fix}")

@@ -32,6 +32,12 @@ def test_unusable_workdirs_raise_one_line_naming_the_workdir(tmp_path, make, mes
     assert os.listdir(tmp_path) in ([], ["file"])
 
 
+def test_an_empty_workdir_is_named_as_such():
+    """Before: accepted (it resolves to the working directory), then `[Errno 2] No such file or directory: ''`."""
+    with pytest.raises(ValueError, match="^--out is empty; pass --out= a directory you can write"):
+        check_workdir_usable("", "--out")
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into 0o500 directories")
 def test_read_only_directory(tmp_path):
     (tmp_path / "ro").mkdir(mode=0o500)
