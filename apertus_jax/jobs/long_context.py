@@ -196,7 +196,6 @@ def run_stages(
             f"--init_from={init_from} has no checkpoints/: point it at a pretraining workdir, or hf:DIR for a HF "
             "checkpoint"
         )
-    os.makedirs(root, exist_ok=True)
     source = init_from
     for name, config in stages:
         workdir = os.path.join(root, name)

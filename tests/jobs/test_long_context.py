@@ -23,6 +23,7 @@ from apertus_jax.train.config import check_layout
 from configs.runs import tiny_long_context
 
 from ..conftest import train
+from .conftest import write_tiny_workdir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "runs", "tiny_long_context.py")
@@ -180,3 +181,15 @@ def test_cli_rejects_a_missing_init_from_in_one_line(tmp_path, run_job):
         "for a HF checkpoint"
     ]
     assert not os.path.exists(f"{tmp_path}/w")
+
+
+@pytest.mark.slow
+def test_stages_from_another_models_workdir_write_nothing(tmp_path):
+    """The first stage's trainer refuses a source of another model before it writes: no stage folder, no root
+    (before: an empty ROOT/ was left)."""
+    source = str(tmp_path / "other_model")
+    os.makedirs(source)
+    write_tiny_workdir(source, 2)
+    with pytest.raises(ValueError, match=f"^checkpoint.init_from={source}: .* of another model"):
+        run_stages(load_stages(CONFIG), str(tmp_path / "stages"), source)
+    assert sorted(os.listdir(tmp_path)) == ["other_model"]
