@@ -45,6 +45,7 @@ from apertus_jax.jobs.config import (
     fit_schedule_to_steps,
     key_paths,
     load_module,
+    overridden_keys,
     parse,
 )
 from apertus_jax.jobs.config_fields import config_fields, format_fields
@@ -173,7 +174,7 @@ def _unknown_key(argv: list[str], error: Exception, default: str | None = None) 
     except Exception:  # noqa: BLE001 - the config itself is broken: report ml_collections' own words
         detail = re.sub(r"[\\'\"]+", "", re.sub(r"(\\+n)+", " ", str(error))).strip()
         return f"unknown config key: {detail}; the schema is in apertus_jax/jobs/config.py"
-    overrides = [a[len("--config.") :].split("=")[0] for a in argv if a.startswith("--config.")]
+    overrides = overridden_keys(argv)
     unknown = next((key for key in overrides if key not in known), "?")
     close = closest_keys(unknown, known)
     hint = f"; did you mean --config.{' or --config.'.join(close)}?" if close else ""
@@ -304,14 +305,7 @@ def _apply_overrides(config) -> str | None:
     follows it; `apertus_jax.jobs.config.fit_schedule_to_steps`). Returns the line for the log that says so,
     or None."""
     apply_preset_override(config, sys.argv)
-    return fit_schedule_to_steps(config, overridden_keys())
-
-
-def overridden_keys(prefix: str = "") -> list[str]:
-    """The dotted keys that the command line's `--config.<prefix>KEY=VALUE` overrides set, without the prefix
-    (`prefix="run."`: the run config of a study config)."""
-    start = "--config." + prefix
-    return [a[len(start) :].split("=")[0] for a in sys.argv if a.startswith(start)]
+    return fit_schedule_to_steps(config, overridden_keys(sys.argv))
 
 
 def parsed_config(holder: flags.FlagHolder):

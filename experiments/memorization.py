@@ -12,9 +12,11 @@ run at a checkpoint and ends the study without scoring or writing results (rerun
 bad study setting ends with one line on stderr and exit status 2 before anything is trained or written.
 """
 
+import sys
+
 from absl import flags, logging
 
-from apertus_jax.jobs.config import fit_schedule_to_steps
+from apertus_jax.jobs.config import fit_schedule_to_steps, overridden_keys
 from apertus_jax.jobs.memorization import markdown, run_study
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
@@ -26,7 +28,7 @@ _OUT = flags.DEFINE_string("out", "workdir/memorization", "Output directory: the
 def main(argv) -> None:
     del argv
     check_workdir_usable(_OUT.value, "--out")  # before the training runs: the results are written at the end
-    fitted = fit_schedule_to_steps(_CONFIG.value.run, cli.overridden_keys("run."), flag="--config.run.")
+    fitted = fit_schedule_to_steps(_CONFIG.value.run, overridden_keys(sys.argv, "run."), flag="--config.run.")
     if fitted:
         logging.info(fitted)
     report = run_study(_CONFIG.value, _OUT.value, log=lambda line: print(line, flush=True))

@@ -201,6 +201,13 @@ def parse_recorded(record: dict) -> Config:
     return parse(fill(base_config().to_dict(), record, ""))
 
 
+def overridden_keys(argv: list[str], prefix: str = "") -> list[str]:
+    """The dotted keys that `--config.<prefix>KEY=VALUE` overrides in `argv` set, without the prefix
+    (`prefix="run."`: the run config of a study config)."""
+    start = "--config." + prefix
+    return [a[len(start) :].split("=")[0] for a in argv if a.startswith(start)]
+
+
 def apply_preset_override(config: ml_collections.ConfigDict, argv: list[str]) -> None:
     """Gives `--config.model.preset=NAME` its meaning: the model section becomes preset NAME's fields, with the
     other `--config.model.*` overrides in `argv` applied on top (the config file's own model fields are
@@ -209,7 +216,7 @@ def apply_preset_override(config: ml_collections.ConfigDict, argv: list[str]) ->
     Raises:
       ValueError: NAME is not a model preset (one line listing the valid names).
     """
-    names = {a[len("--config.model.") :].split("=")[0] for a in argv if a.startswith("--config.model.")}
+    names = set(overridden_keys(argv, "model."))
     if "preset" not in names:
         return
     overrides = {name: config.model[name] for name in names - {"preset"}}
