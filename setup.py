@@ -37,7 +37,7 @@ DATA_PACKAGES = {
     "apertus_jax.data.assets.licenses": ["*"],
     "apertus_jax.prep.assets": ["*"],
     "apertus_jax.posttrain.assets": ["*"],
-    "apertus_jax.jobs.gpu_targets": ["*.txtpb"],
+    "apertus_jax.aot.gpu_target_configs": ["*.txtpb"],
 }
 
 setup(
@@ -49,7 +49,7 @@ setup(
     + list(DATA_PACKAGES),
     package_data=DATA_PACKAGES,
     include_package_data=True,
-    entry_points={"console_scripts": ["apertus-lm-eval=apertus_jax.jobs.lm_eval_cli:main"]},
+    entry_points={"console_scripts": ["apertus-lm-eval=experiments.lm_eval:main"]},
     install_requires=CORE,
     extras_require={
         # The test runner alone: the accelerators CI step (.ci/accelerators) needs no more.
@@ -67,7 +67,7 @@ setup(
         # Torch-based parity tests against transformers' ApertusForCausalLM (CPU torch from disk/PyPI).
         # (accelerate: lm-eval's `--model hf`, the reference of the lm-eval adapter tests.)
         "hf": ["torch==2.13.0", "transformers>=5.0", "accelerate==1.15.0"],
-        # EleutherAI lm-evaluation-harness on our checkpoints (apertus_jax.jobs.lm_eval, docs/lm_eval.md).
+        # EleutherAI lm-evaluation-harness on our checkpoints (apertus_jax.trained.lm_eval, docs/lm_eval.md).
         "eval": ["lm-eval==0.4.13", "pyyaml>=6.0"],
         # Optional Weights & Biases metrics (--config.metrics.wandb_project=...).
         "wandb": ["wandb==0.31.0"],

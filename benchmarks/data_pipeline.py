@@ -26,9 +26,10 @@ import numpy as np
 from absl import flags
 
 from apertus_jax import files
-from apertus_jax.data import goldfish, shards
+from apertus_jax.data import shards
 from apertus_jax.data.config import parse_pipeline
 from apertus_jax.data.demo_corpus import load_demo_documents
+from apertus_jax.data.goldfish import drop_masks as goldfish
 from apertus_jax.data.pipeline import TrainIterator
 from apertus_jax.tokenizers import load_tokenizer
 from experiments import cli

@@ -20,7 +20,7 @@ import time
 import jax
 from absl import flags
 
-from apertus_jax.jobs.config import base_config, parse
+from apertus_jax.config.schema import base_config, parse
 from apertus_jax.models.presets import model_section
 from apertus_jax.train import loop
 from apertus_jax.train.run import Run

@@ -28,7 +28,7 @@ import sys
 
 from absl import flags
 
-from apertus_jax.jobs.memory_plan import collective_bytes
+from apertus_jax.aot.memory_plan import collective_bytes
 from benchmarks.peak_buffers import peak_groups
 from experiments import cli
 
@@ -55,7 +55,7 @@ def maxtext_values(log: str, hlo_text: str) -> dict:
     """GB per chip (1e9 bytes: `temps_gb`, `total_gb` = arguments + outputs - aliased + temporaries) and the
     roofline `flops` and `optimal_seconds` from the lines MaxText's `train_compile` prints, and the
     `collectives` of its compiled program (`hlo_text`, the dumped HLO after optimizations) counted as our plans
-    count them (`apertus_jax.jobs.memory_plan.collective_bytes`).
+    count them (`apertus_jax.aot.memory_plan.collective_bytes`).
 
     Raises:
       ValueError: the log has no memory or cost analysis (the compile failed).
@@ -115,7 +115,7 @@ def peak(dump_dir: str) -> dict:
 
 
 def _run(argv: list[str], log_path: str, dump_dir: str | None = None) -> str:
-    # compile-only: libtpu's lock on the chips guards none here (apertus_jax.jobs.targets)
+    # compile-only: libtpu's lock on the chips guards none here (apertus_jax.aot.compile_targets)
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "ALLOW_MULTIPLE_LIBTPU_LOAD": "true"}
     if dump_dir:
         env["XLA_FLAGS"] = f"--xla_dump_to={dump_dir} --xla_dump_hlo_module_re=.*train_step.*"

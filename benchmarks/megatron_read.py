@@ -12,7 +12,7 @@ single-threaded, per CPU second of this process (= per core), each pair back to 
 - the whole pipeline (shuffled reads -> packing -> masks -> Goldfish k 50, h 50 -> batches) on each kind;
   the batches of both are asserted equal (same documents, same order).
 The ratio column is Megatron's tokens/s over ArrayRecord's. Then the GPTDataset indices of
-`apertus_jax.data.megatron_samples` at scale: `--index_samples` samples of seq_len 4096 over `--index_documents`
+`apertus_jax.data.megatron.gpt_samples` at scale: `--index_samples` samples of seq_len 4096 over `--index_documents`
 documents of 1 to 4,000 tokens (uniform, seed 0; epochs as Megatron counts them), the document, sample and
 shuffle index each timed once.
 """
@@ -28,9 +28,12 @@ import time
 import numpy as np
 from absl import flags
 
-from apertus_jax.data import goldfish, megatron, megatron_samples, shards
+from apertus_jax.data import shards
 from apertus_jax.data.config import BATCH_KEYS, parse_pipeline
 from apertus_jax.data.demo_corpus import load_demo_documents
+from apertus_jax.data.goldfish import drop_masks as goldfish
+from apertus_jax.data.megatron import gpt_samples
+from apertus_jax.data.megatron import indexed as megatron
 from apertus_jax.data.pipeline import TrainIterator
 from apertus_jax.tokenizers import load_tokenizer
 from experiments import cli
@@ -61,14 +64,14 @@ def index_timings(
     """(epochs, samples built, [(index, wall seconds)]) of the GPTDataset indices at scale (module docstring)."""
     sizes = np.random.default_rng(0).integers(1, 4001, documents).astype(np.int32)
     tokens = int(sizes.sum())
-    epochs = megatron_samples.number_of_epochs(tokens, samples, seq_len, True)
+    epochs = gpt_samples.number_of_epochs(tokens, samples, seq_len, True)
     rng = np.random.RandomState(1234)
     start = time.perf_counter()
-    document_index = megatron_samples.document_index(np.arange(documents, dtype=np.int32), epochs, rng, False)
+    document_index = gpt_samples.document_index(np.arange(documents, dtype=np.int32), epochs, rng, False)
     built = time.perf_counter()
-    sample_index = megatron_samples.sample_index(sizes, document_index, seq_len, epochs, tokens, True)
+    sample_index = gpt_samples.sample_index(sizes, document_index, seq_len, epochs, tokens, True)
     counted = time.perf_counter()
-    megatron_samples.shuffle_index(len(sample_index) - 1, len(sample_index) - 1, rng)
+    gpt_samples.shuffle_index(len(sample_index) - 1, len(sample_index) - 1, rng)
     shuffled = time.perf_counter()
     timings = [
         ("document index (RandomState shuffle)", built - start),

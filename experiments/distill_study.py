@@ -1,5 +1,5 @@
 """The distillation study: a distilled student against the same student trained from scratch on the same
-tokens, over seeds (`apertus_jax.jobs.distill_study`; docs/usage.md "Pretraining distillation").
+tokens, over seeds (`apertus_jax.studies.distillation.study`; docs/usage.md "Pretraining distillation").
 
     python -m experiments.distill_study --teacher=/tmp/apertus_demo --config=configs/runs/tiny_demo.py \\
         --config.model.n_layers=1 --config.train.steps=100 --out=/tmp/distill_study
@@ -10,7 +10,7 @@ held-out losses. A bad flag or path ends with one line on stderr and exit status
 
 from absl import flags
 
-from apertus_jax.jobs.distill_study import ARMS, run_study
+from apertus_jax.studies.distillation.study import ARMS, run_study
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 

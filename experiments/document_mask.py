@@ -1,5 +1,5 @@
 """The packed-document mask on cuDNN: one layer's attention compiled for GPUs with the dense mask and causal
-only (`apertus_jax.jobs.document_mask`; docs/accelerators.md). Needs the `accelerators` extra.
+only (`apertus_jax.aot.document_mask`; docs/accelerators.md). Needs the `accelerators` extra.
 
     python -m experiments.document_mask --config=configs/runs/apertus_8b.py --target=h100:1x8
 
@@ -13,8 +13,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from absl import flags  # noqa: E402
 
-from apertus_jax.jobs.document_mask import document_mask_cost  # noqa: E402
-from apertus_jax.jobs.targets import parse_target, target_devices  # noqa: E402
+from apertus_jax.aot.compile_targets import parse_target, target_devices  # noqa: E402
+from apertus_jax.aot.document_mask import document_mask_cost  # noqa: E402
 from experiments import cli  # noqa: E402
 
 _CONFIG = cli.define_run_config("configs/runs/apertus_8b.py")

@@ -1,10 +1,10 @@
-"""Evaluate a trained workdir: multiple choice, perplexity or memorization (`apertus_jax.jobs.evaluate`).
+"""Evaluate a trained workdir: multiple choice, perplexity or memorization (`apertus_jax.trained.evaluate`).
 
     python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=german_exams_qa
     python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=perplexity
     python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=memorization --limit=64
 
-Tasks (`<language>_exams_qa`, `perplexity`, `memorization`) and their scores: `apertus_jax/jobs/evaluate.py`.
+Tasks (`<language>_exams_qa`, `perplexity`, `memorization`) and their scores: `apertus_jax/trained/evaluate.py`.
 The result is printed and written as JSON to `--output` (default WORKDIR/eval/TASK.json, atomically). A bad
 workdir, task or limit ends with one line on stderr and exit status 2.
 """
@@ -15,7 +15,7 @@ import os
 from absl import flags
 
 from apertus_jax import files
-from apertus_jax.jobs.evaluate import evaluate
+from apertus_jax.trained.evaluate import evaluate
 from experiments import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir (config.json + checkpoints/).")

@@ -1,5 +1,5 @@
 """Export a training run as a HF checkpoint with its tokenizer and data statement
-(`apertus_jax.jobs.export.export_hf`, docs/export.md).
+(`apertus_jax.trained.export.export_hf`, docs/export.md).
 
     python -m experiments.export_hf --workdir=/tmp/apertus_demo --out=/tmp/apertus_demo_hf
 
@@ -15,8 +15,8 @@ line on stderr and exit status 2, before the model is read.
 
 from absl import flags
 
-from apertus_jax.jobs.export import export_hf
 from apertus_jax.train.checkpoint import check_workdir_usable
+from apertus_jax.trained.export import export_hf
 from experiments import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training workdir (experiments.pretrain output).")

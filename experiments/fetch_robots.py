@@ -4,7 +4,7 @@
 
 `domains.txt` holds one host per line (e.g. the top domains of your crawl). Each host gets one line
 `{"domain", "robots_txt", "status", "fetched_at"}` in the output JSONL, which `RobotsSnapshot` reads
-(`apertus_jax.prep.robots_fetch`: https falling back to http, a body only for a 2xx answer, 500 KiB at most).
+(`apertus_jax.prep.robots.fetch`: https falling back to http, a body only for a 2xx answer, 500 KiB at most).
 The file appears atomically at the end. A missing --domains file, an --out that cannot be written or a --threads
 below 1 ends with one line on stderr and exit status 2, before any fetch.
 """
@@ -15,7 +15,7 @@ from experiments import cli
 
 cli.require_extras("prep")  # before the modules that import it: one line and exit 2 without it
 
-from apertus_jax.prep.robots_fetch import USER_AGENT, read_hosts, write_snapshot  # noqa: E402
+from apertus_jax.prep.robots.fetch import USER_AGENT, read_hosts, write_snapshot  # noqa: E402
 
 _DOMAINS = flags.DEFINE_string("domains", None, "File with one host per line.")
 _OUT = flags.DEFINE_string("out", None, "Output JSONL snapshot.")

@@ -1,5 +1,5 @@
 """Do two versions of one text drop the same words? Goldfish hashes on Gutenberg vs First Folio Shakespeare
-(`apertus_jax.jobs.goldfish_formats`, where the method and the statistics are described).
+(`apertus_jax.studies.goldfish.formats`, where the method and the statistics are described).
 
     python -m experiments.goldfish_formats --out=workdir/goldfish_formats [--plays=hamlet,macbeth]
 
@@ -10,7 +10,7 @@ with nothing written.
 
 from absl import flags
 
-from apertus_jax.jobs.goldfish_formats import markdown, run_study
+from apertus_jax.studies.goldfish.formats import markdown, run_study
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 

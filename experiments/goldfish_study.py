@@ -1,5 +1,5 @@
 """Small-scale Goldfish memorization study: standard loss vs Goldfish on Shakespeare's sonnets
-(`apertus_jax.jobs.goldfish_study`, where the setup is described; docs/recipe.md section 3).
+(`apertus_jax.studies.goldfish.study`, where the setup is described; docs/recipe.md section 3).
 
     python -m experiments.goldfish_study --out=workdir/goldfish_study
 
@@ -12,7 +12,7 @@ prefix/suffix length ends with one line on stderr and exit status 2.
 
 from absl import flags
 
-from apertus_jax.jobs.goldfish_study import GoldfishStudy, run_study, summary_table
+from apertus_jax.studies.goldfish.study import GoldfishStudy, run_study, summary_table
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
@@ -25,7 +25,7 @@ _BATCH_SIZE = flags.DEFINE_integer("batch_size", 20, "Documents per step.")
 _K = flags.DEFINE_integer("k", 4, "Goldfish drop rate 1/k.")
 _H = flags.DEFINE_integer("h", 13, "Goldfish hash context width (tokens).")
 _HASH = flags.DEFINE_enum(
-    "hash", "apertus", ["apertus", "mixed"], "Goldfish hash (apertus_jax.data.goldfish)."
+    "hash", "apertus", ["apertus", "mixed"], "Goldfish hash (apertus_jax.data.goldfish.drop_masks)."
 )
 _LR = flags.DEFINE_float("lr", 3e-3, "Peak learning rate (AdamW, WSD schedule).")
 _D_MODEL = flags.DEFINE_integer("d_model", 128, "Width of the tiny model.")

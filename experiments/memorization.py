@@ -1,5 +1,5 @@
 """The Apertus memorization study (section 5.4.1, Figure 8; App. H.1): standard vs Goldfish loss on probes
-and canaries injected at controlled repetition counts (`apertus_jax.jobs.memorization`, where the method is).
+and canaries injected at controlled repetition counts (`apertus_jax.studies.memorization.study`, where the method is).
 
     python -m experiments.memorization --config=configs/studies/memorization_tiny.py --out=workdir/memorization
 
@@ -16,8 +16,8 @@ import sys
 
 from absl import flags, logging
 
-from apertus_jax.jobs.config import fit_schedule_to_steps, overridden_keys
-from apertus_jax.jobs.memorization import markdown, run_study
+from apertus_jax.config.schema import fit_schedule_to_steps, overridden_keys
+from apertus_jax.studies.memorization.study import markdown, run_study
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 

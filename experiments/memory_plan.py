@@ -1,5 +1,5 @@
 """Memory plan: AOT-compile the train step on virtual CPU meshes, or with a TPU or GPU compiler for a real
-target, and print per-device bytes (`apertus_jax.jobs.memory_plan` and `apertus_jax.jobs.target_plan`, where
+target, and print per-device bytes (`apertus_jax.aot.memory_plan` and `apertus_jax.aot.target_plan`, where
 the columns and caveats are described).
 
     python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --json=/tmp/plan_8b.json
@@ -19,7 +19,7 @@ and optimizer, the optimizer state per device and the collectives of one optimiz
 compiled). `--json=PATH` also writes the rows as JSON (bytes per device, `plan_lines`, `optimizer_lines`).
 
 With `--target=NAME` (a TPU slice `v5p-128`, `v5e-256`, ... with `--num_slices`, or a GPU cluster `h100:1x8`;
-`apertus_jax.jobs.targets`) the same step is compiled by that target's own compiler for compile-only devices,
+`apertus_jax.aot.compile_targets`) the same step is compiled by that target's own compiler for compile-only devices,
 with its attention kernel (splash on TPU, cuDNN on GPU): per device params, optimizer, temporaries, total
 against HBM, the kernels and collectives in the program, and on TPU the estimated step time and MFU;
 `--json=PATH` writes the reports; `--nostep_estimate` skips the estimate's four extra compiles. It needs the `accelerators` extra. The meshes default to the config's mesh
@@ -36,9 +36,9 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 
 from absl import flags  # noqa: E402
 
-from apertus_jax.jobs.memory_plan import mesh_shapes, optimizer_lines, plan_lines  # noqa: E402
-from apertus_jax.jobs.target_plan import target_lines, target_meshes  # noqa: E402
-from apertus_jax.jobs.targets import parse_target, target_devices  # noqa: E402
+from apertus_jax.aot.compile_targets import parse_target, target_devices  # noqa: E402
+from apertus_jax.aot.memory_plan import mesh_shapes, optimizer_lines, plan_lines  # noqa: E402
+from apertus_jax.aot.target_plan import target_lines, target_meshes  # noqa: E402
 from experiments import cli  # noqa: E402
 
 _CONFIG = cli.define_run_config("configs/runs/apertus_8b.py")

@@ -9,7 +9,7 @@ Needs the `prep` extra (`pip install -e ".[prep]"`: datatrove, protego, pyarrow,
 statistics table and writes it as JSON to `<work_dir>/prep_stats.json` (demo: /tmp/apertus_prep/demo); the
 ArrayRecord shards (read with `apertus_jax.data.shards.ShardSource(output_dir, tokenizer)`) go to
 `output_dir` (demo: `<work_dir>/shards`). Datatrove's per-task logs are in `<work_dir>/logs/<stage>/`.
-The run is `apertus_jax.prep.run.run_prepare`.
+The run is `apertus_jax.prep.prepare.run_prepare`.
 
 A re-run on the same work_dir reuses the tasks an earlier run completed (datatrove's `skip_completed`):
 settings that do not change the output, such as `executor.workers`, then change nothing and the printed
@@ -24,7 +24,7 @@ from experiments import cli
 
 cli.require_extras("prep")  # before the modules that import it: one line and exit 2 without it
 
-from apertus_jax.prep.run import run_prepare  # noqa: E402
+from apertus_jax.prep.prepare import run_prepare  # noqa: E402
 from apertus_jax.prep.stats import format_report  # noqa: E402
 
 _CONFIG = cli.define_config(None, "Preparation config file (configs/prep/*.py).")

@@ -32,7 +32,7 @@ from apertus_jax.data import sources  # noqa: E402
 from apertus_jax.data.config import DataConfig  # noqa: E402
 from apertus_jax.data.run_tokenizer import demo_tokenizer  # noqa: E402
 from apertus_jax.data.shards import SHARD_TOKENS  # noqa: E402
-from apertus_jax.prep.pipeline import EXECUTORS  # noqa: E402
+from apertus_jax.prep.executors import EXECUTORS  # noqa: E402
 from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS  # noqa: E402
 from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job  # noqa: E402
 

@@ -12,12 +12,15 @@ XLA reads the flags when jax initializes its backend, so they are set before any
 
 `train(config, workdir)` runs a config file's ConfigDict as `experiments.pretrain` does; `uninterrupted` is the
 reference run of every resume test. `run_job` runs a command of experiments/ in this process, as its subprocess
-would run.
+would run. `write_tiny_workdir` writes a trained workdir of a tiny model as the trainer does; `hf_dir` is a tiny
+exported HF checkpoint and `exams_task_dir` a local German exams task for lm-eval.
 """
 
 import contextlib
+import dataclasses
 import functools
 import io
+import json
 import logging as std_logging
 import os
 import pathlib
@@ -33,9 +36,11 @@ XLA_FLAGS = f"--xla_force_host_platform_device_count=8 {COMPILE_FLAGS}"
 os.environ.setdefault("XLA_FLAGS", XLA_FLAGS)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import jax  # noqa: E402
 import pytest  # noqa: E402
 
 import experiments  # noqa: E402, F401  (the jobs' garbage-collector thresholds in the test workers as well)
+from apertus_jax.models import create_model, get_config  # noqa: E402
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker appends the groups to the test ids
@@ -66,7 +71,7 @@ def _slow_minutes(item) -> float:
 def train(config, workdir: str) -> str:
     """The run of a config file's ConfigDict as `experiments.pretrain` trains it: parsed, with the standard
     hooks (config and provenance records, in-loop evaluation)."""
-    from apertus_jax.jobs.config import parse
+    from apertus_jax.config.schema import parse
     from apertus_jax.jobs.pretrain import pretrain
 
     return pretrain(parse(config), workdir)
@@ -204,3 +209,132 @@ def run_job(monkeypatch):
             return _run_job(module, *args, cwd=cwd)
 
     return run
+
+
+# The committed exams extract of the evaluation tests (tests/eval/assets/README.md).
+EXAMS_EXTRACT = pathlib.Path(__file__).parent / "eval" / "assets" / "german_exams_qa_first20.jsonl"
+
+
+def write_tiny_workdir(
+    workdir: str,
+    step: int,
+    init_std: float | None = None,
+    tokenizer: str = "demo",
+    vocab_size: int = 1024,
+    posttrain_data: tuple[str, ...] = (),
+) -> dict:
+    """Writes a workdir as the trainer does (config.json + an Orbax checkpoint at `step`, the trainer's own
+    assembly and checkpointer, and the provenance record its hook writes at start-up, nothing consumed) of a
+    tiny model with the 1,024-id demo BPE (or `tokenizer` with `vocab_size` ids; `posttrain_data` makes it
+    a post-training run's workdir); returns its parameters."""
+    from apertus_jax.config.schema import base_config, parse
+    from apertus_jax.models.presets import model_section
+    from apertus_jax.train.batches import Prefetcher
+    from apertus_jax.train.checkpoint import Checkpointer, tree_shapes
+    from apertus_jax.train.run import Run
+
+    config = base_config()
+    config.model = model_section(
+        "tiny",
+        vocab_size=vocab_size,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=8,
+        mlp_hidden=64,
+        max_seq_len=64,
+    )
+    if init_std is not None:
+        config.model.init_std = init_std
+    config.data.demo_tokenizer_vocab = 1024
+    config.data.tokenizer = tokenizer
+    config.posttrain.data = list(posttrain_data)
+    config.data.seq_len = 64
+    config.train.batch_plan = ((0, 8 * 64),)
+    config.seed, config.mesh.data = 5, 1
+    parsed = parse(config)
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+        json.dump(parsed.to_dict(), f)
+    run = Run(parsed.run, devices=jax.devices()[:1])
+    state = run.spec.init()
+    checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=2, async_save=False)
+    checkpointer.save(
+        step,
+        state,
+        Prefetcher(run.batch_source(), 0),  # the data state as the loop saves it
+        {"progress": {"step": step}, "param_shapes": tree_shapes(state["params"])},
+    )
+    checkpointer.close()
+    record = {"step": step, "tokenizer": {"name": run.tokenizer.name, "checksum": run.tokenizer.checksum}}
+    record.update(tokens_consumed={}, tokens_consumed_total=0, components={})
+    with open(os.path.join(workdir, "provenance.json"), "w") as f:
+        json.dump(record, f)
+    return jax.device_get(state["params"])
+
+
+@pytest.fixture(scope="session")
+def hf_dir(tmp_path_factory):
+    """A tiny Llama checkpoint exported by `save_hf`, with a 512-id byte-level BPE of the demo corpus."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    from apertus_jax.data import demo_corpus
+    from apertus_jax.models.hf import save_hf
+
+    directory = tmp_path_factory.mktemp("hf")
+    texts = [d["text"] for d in demo_corpus.load_demo_documents("train")][:300]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    specials = ["<unk>", "<s>", "</s>", "<pad>"]
+    bpe.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=512, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    # transformers' add_special_tokens=True (lm-eval's add_bos_token=True) then prepends <s>.
+    bpe.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    config = get_config("tiny-llama", vocab_size=512, d_model=64, head_dim=16, mlp_hidden=128, init_std=0.1)
+    save_hf(create_model(config, seed=3), directory)
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    ).save_pretrained(directory)
+    assert json.loads((directory / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+    return str(directory)
+
+
+@pytest.fixture(scope="session")
+def exams_task_dir(tmp_path_factory):
+    """A local lm-eval task `german_exams_qa` over the committed first 20 questions."""
+    from apertus_jax.eval.lm_eval_tasks import write_multiple_choice_task
+    from apertus_jax.eval.tasks import parse_exams_qa_lines
+
+    directory = tmp_path_factory.mktemp("tasks")
+    questions = parse_exams_qa_lines(
+        EXAMS_EXTRACT.read_text(encoding="utf-8").splitlines(), "german-exams-qa"
+    )
+    write_multiple_choice_task(str(directory), "german_exams_qa", questions)
+    return str(directory)
+
+
+@pytest.fixture(scope="session")
+def teacher_logits_store(tmp_path_factory):
+    """(teacher workdir, student config, logits dir of 3 steps): a tiny teacher, a one-layer student, the
+    teacher's top 8 (`apertus_jax.jobs.distill.write_teacher_logits`)."""
+    from apertus_jax.jobs.distill import write_teacher_logits
+    from apertus_jax.trained.workdir import read_config
+
+    teacher = str(tmp_path_factory.mktemp("teacher"))
+    write_tiny_workdir(teacher, 3, init_std=0.5)
+    config = read_config(teacher)
+    run = config.run.replace(
+        model=dataclasses.replace(config.run.model, n_layers=1),
+        train=dataclasses.replace(config.run.train, steps=3),
+        mesh=dataclasses.replace(config.run.mesh, data=-1),
+    )
+    student = dataclasses.replace(config, run=run)
+    logits_dir = str(tmp_path_factory.mktemp("logits"))
+    meta = write_teacher_logits(teacher, student, logits_dir, steps=3, k=8)
+    assert meta["k"] == 8 and meta["steps"] == 3
+    return teacher, student, logits_dir

@@ -12,11 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from apertus_jax.config.schema import Config, base_config, parse
 from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.documents import tokenize_documents
 from apertus_jax.data.kinds import DocumentSpec, register_kind
 from apertus_jax.data.run_tokenizer import demo_tokenizer
-from apertus_jax.jobs.config import Config, base_config, parse
 from apertus_jax.jobs.pretrain import assemble
 from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.presets import model_section

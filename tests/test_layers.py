@@ -1,9 +1,10 @@
 """The layers of docs/architecture.md hold: every import, those inside functions included, points down.
 
 Three rules over the repository's packages (`apertus_jax`, `configs`, `experiments`, `benchmarks`, `tools`):
-1. a unit (a top-level module of `apertus_jax`, a subpackage of it, or an outer package) imports only units of
-   lower layers and itself: no upward import and no import between units of one layer, hence no package
-   cycle;
+1. a unit (a top-level module of `apertus_jax`, a subpackage of it, a study of `apertus_jax.studies`, or an outer
+   package) imports only units of lower layers and itself: no upward import and no import between units of one
+   layer, hence no package cycle; the studies share the top layer of `apertus_jax`, so no core package imports a
+   study and no study imports another;
 2. no cycle between modules;
 3. an import inside a function is of an optional extra only (the packages of `setup.py`'s extras, or a
    project module that needs one to import): no function-level import of the project's own modules or of a
@@ -25,6 +26,9 @@ import apertus_jax
 
 REPO = pathlib.Path(apertus_jax.__file__).parent.parent
 PACKAGES = ("apertus_jax", "configs", "experiments", "benchmarks", "tools")
+STUDIES = sorted(
+    p.name for p in (REPO / "apertus_jax" / "studies").iterdir() if (p / "__init__.py").is_file()
+)
 LAYERS = (
     (
         "apertus_jax",
@@ -38,9 +42,14 @@ LAYERS = (
     ("apertus_jax.models", "apertus_jax.optim"),
     ("apertus_jax.data",),
     ("apertus_jax.train", "apertus_jax.prep"),
-    ("apertus_jax.eval",),
+    ("apertus_jax.eval", "apertus_jax.records"),
     ("apertus_jax.posttrain",),
+    ("apertus_jax.config",),
+    ("apertus_jax.trained", "apertus_jax.aot"),
     ("apertus_jax.jobs",),
+    # Each study is a unit of its own (`unit_of`), all on one layer: a study imports the core, never another study,
+    # and nothing below imports a study.
+    ("apertus_jax.studies", *(f"apertus_jax.studies.{name}" for name in STUDIES)),
     ("configs",),
     ("experiments",),
     ("benchmarks",),
@@ -82,8 +91,11 @@ def modules() -> dict[str, pathlib.Path]:
 
 
 def unit_of(module: str) -> str:
-    """The layered unit of a module: `apertus_jax.data.pipeline` -> `apertus_jax.data`."""
+    """The layered unit of a module: `apertus_jax.data.pipeline` -> `apertus_jax.data`; a study's module its
+    study, `apertus_jax.studies.goldfish.study` -> `apertus_jax.studies.goldfish`."""
     parts = module.split(".")
+    if parts[:2] == ["apertus_jax", "studies"] and len(parts) > 2:
+        return ".".join(parts[:3])
     return ".".join(parts[:2]) if parts[0] == "apertus_jax" and len(parts) > 1 else parts[0]
 
 
@@ -189,10 +201,24 @@ def test_find_cycle_and_layer_rules_on_toy_graphs(tmp_path):
         ("x.py:2", "apertus_jax.data.pipeline", "apertus_jax.train.loop"),  # up
         ("x.py:3", "apertus_jax.train.loop", "apertus_jax.prep.steps"),  # same layer, other unit
         ("x.py:4", "apertus_jax.train.loop", "apertus_jax.train.step"),  # within a unit
+        ("x.py:5", "apertus_jax.studies.goldfish.study", "apertus_jax.jobs.pretrain"),  # a study on the core
+        ("x.py:6", "apertus_jax.jobs.pretrain", "apertus_jax.studies.goldfish.study"),  # the core on a study
+        (
+            "x.py:7",
+            "apertus_jax.studies.memorization.study",
+            "apertus_jax.studies.goldfish.formats",
+        ),  # study on study
+        (
+            "x.py:8",
+            "apertus_jax.studies.goldfish.study",
+            "apertus_jax.studies.goldfish.formats",
+        ),  # within a study
     ]
     assert layer_violations(edges) == [
         "x.py:2: apertus_jax.data -> apertus_jax.train",
         "x.py:3: apertus_jax.train -> apertus_jax.prep",
+        "x.py:6: apertus_jax.jobs -> apertus_jax.studies.goldfish",
+        "x.py:7: apertus_jax.studies.memorization -> apertus_jax.studies.goldfish",
     ]
     source = "import os\n\ndef f():\n    import torch\n    from apertus_jax.data import config\n"
     path = tmp_path / "probe.py"
@@ -231,7 +257,11 @@ def test_function_level_imports_are_optional_extras_only():
 def test_extra_bound_modules_are_found_through_their_imports():
     known = modules()
     bound = extra_bound(known)
-    assert {"apertus_jax.data.seqio_import", "apertus_jax.jobs.lm_eval", "apertus_jax.prep.steps"} <= bound
+    assert {
+        "apertus_jax.data.seqio.import_tasks",
+        "apertus_jax.trained.lm_eval",
+        "apertus_jax.prep.steps",
+    } <= bound
     assert "apertus_jax.train.loop" not in bound and "apertus_jax.data.pipeline" not in bound
 
 
@@ -239,7 +269,7 @@ def test_extra_bound_modules_are_found_through_their_imports():
 # sections, and nothing loaded before a run uses it (`apertus_jax.named`): no data pipeline or tokenizer (the
 # default data side, `apertus_jax.train.run.PIPELINE_SOURCE`), no data kind (`apertus_jax.data.kinds.BUILTIN_KINDS`),
 # no optimizer (`apertus_jax.optim.factory.OPTIMIZERS`), no study (the canonical Goldfish hash) and no job.
-TRAINER_IMPORT_BOUND = 35
+TRAINER_IMPORT_BOUND = 36
 
 
 @pytest.mark.slow
@@ -250,12 +280,19 @@ def test_importing_the_trainer_loads_no_kind_study_or_job():
     )
     modules = set(loaded.stdout.split())
     assert "apertus_jax.train.loop" in modules and len(modules) <= TRAINER_IMPORT_BOUND, sorted(modules)
-    absent_modules = ("data.megatron", "data.components", "data.probes", "data.sonnets", "data.canaries")
-    absent_modules += ("data.pipeline", "data.run_tokenizer", "data.goldfish_canonical", "tokenizers")
+    absent_modules = (
+        "data.megatron.indexed",
+        "data.components",
+        "data.memorization.probes",
+        "data.memorization.sonnets",
+        "data.memorization.canaries",
+    )
+    absent_modules += ("data.pipeline", "data.run_tokenizer", "data.goldfish.canonical", "tokenizers")
     absent_modules += ("optim.muon", "optim.lion")
     for absent in absent_modules:
         assert f"apertus_jax.{absent}" not in modules
-    assert not any(m.split(".")[1] in ("jobs", "eval", "posttrain", "prep") for m in modules if "." in m)
+    above = ("eval", "records", "posttrain", "prep", "config", "trained", "aot", "jobs", "studies")
+    assert not any(m.split(".")[1] in above for m in modules if "." in m)
 
 
 def test_the_tensorboard_writer_leaves_torch_unimported_and_importable(tmp_path):

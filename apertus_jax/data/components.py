@@ -172,7 +172,7 @@ class DemoSpec(DocumentSpec):
 @register_kind
 @dataclasses.dataclass(frozen=True)
 class SeqioSpec(DocumentSpec):
-    """A registered seqio Task or Mixture (`apertus_jax.data.seqio_import`): `task`, `split`, `feature`
+    """A registered seqio Task or Mixture (`apertus_jax.data.seqio.import_tasks`): `task`, `split`, `feature`
     (text or ids of the same tokenizer), optional numeric `score_field` for "sorted" order."""
 
     kind: ClassVar[str] = "seqio"
@@ -190,7 +190,9 @@ class SeqioSpec(DocumentSpec):
     def load(self, name: str, tokenizer) -> Component:
         key = json.dumps([name, self.to_dict(), tokenizer.checksum], sort_keys=True)
         if key not in _TOKENIZED:
-            from apertus_jax.data import seqio_import  # the optional extra "seqio" (pulls TensorFlow)
+            from apertus_jax.data.seqio import (
+                import_tasks as seqio_import,  # the optional extra "seqio" (pulls TensorFlow)
+            )
 
             _TOKENIZED[key] = seqio_import.load_component(name, self, tokenizer)
         return _TOKENIZED[key]

@@ -14,12 +14,12 @@
          "seed": 1},                        # seed optional: derived from the pipeline seed and stage index
         {"name": "cooldown", "until_tokens": None, "weights": {"web": 1.0}},
       ],
-      "goldfish": {"k": 50, "h": 50, "hash": "apertus"},   # `apertus_jax.data.goldfish.GoldfishSpec`
+      "goldfish": {"k": 50, "h": 50, "hash": "apertus"},   # `apertus_jax.data.goldfish.drop_masks.GoldfishSpec`
       "split_seed": 0,                      # fixes "take" subsets
     }
 
 The fields of each kind are those of its spec class (`apertus_jax.data.kinds` for the shared ones,
-`apertus_jax.data.components` for the document kinds, `apertus_jax.data.probes` for probes and
+`apertus_jax.data.components` for the document kinds, `apertus_jax.data.memorization.probes` for probes and
 canaries). Stage boundaries are cumulative global token counts (targets of all hosts); only the last stage
 may be endless (`until_tokens: None`). Weights are shares of tokens, turned into document proportions with
 each component's mean document length. A "phased" curriculum (A then B) is two stages; a "sorted" one is
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apertus_jax.checks import check_number
-from apertus_jax.data.goldfish import GoldfishSpec
+from apertus_jax.data.goldfish.drop_masks import GoldfishSpec
 from apertus_jax.data.kinds import ComponentSpec, DocumentSpec, parse_component
 
 
@@ -135,7 +135,7 @@ class PipelineSpec:
         return {n: s for n, s in self.components.items() if isinstance(s, DocumentSpec)}
 
     def injected(self) -> dict[str, ComponentSpec]:
-        """The injected components (probes, canaries: `apertus_jax.data.injection.InjectedSpec`s), in config
+        """The injected components (probes, canaries: `apertus_jax.data.memorization.injection.InjectedSpec`s), in config
         order."""
         return {n: s for n, s in self.components.items() if s.injected}
 

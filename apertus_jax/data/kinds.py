@@ -6,9 +6,9 @@ families:
 
 - `DocumentSpec`: a document source mixed into the stages by token share (`weight`, `epochs`, `order`, `take`,
   `length_buckets`); `load(name, tokenizer)` returns its `Component`. Built in: "arrayrecord", "jsonl",
-  "parquet", "text", "demo", "seqio" (`apertus_jax.data.components`), "megatron" (`apertus_jax.data.megatron`).
-- `InjectedSpec` (`apertus_jax.data.injection`): documents inserted into the first stage at planned repetition
-  counts, outside the mixture: "probes", "canaries" (`apertus_jax.data.probes`).
+  "parquet", "text", "demo", "seqio" (`apertus_jax.data.components`), "megatron" (`apertus_jax.data.megatron.indexed`).
+- `InjectedSpec` (`apertus_jax.data.memorization.injection`): documents inserted into the first stage at planned repetition
+  counts, outside the mixture: "probes", "canaries" (`apertus_jax.data.memorization.probes`).
 
 The built-in kinds are a table of names (`BUILTIN_KINDS`); their modules are imported when a config names
 them, so importing the trainer loads no reader it does not use.
@@ -38,9 +38,9 @@ BUILTIN_KINDS = {
     "text": "apertus_jax.data.components:TextSpec",
     "demo": "apertus_jax.data.components:DemoSpec",
     "seqio": "apertus_jax.data.components:SeqioSpec",
-    "probes": "apertus_jax.data.probes:ProbesSpec",
-    "canaries": "apertus_jax.data.probes:CanariesSpec",
-    "megatron": "apertus_jax.data.megatron:MegatronSpec",
+    "probes": "apertus_jax.data.memorization.probes:ProbesSpec",
+    "canaries": "apertus_jax.data.memorization.probes:CanariesSpec",
+    "megatron": "apertus_jax.data.megatron.indexed:MegatronSpec",
 }
 _KINDS: dict[str, type[ComponentSpec]] = {}
 
@@ -91,7 +91,7 @@ class ComponentSpec:
     """The fields every kind shares: none but the kind itself (a class attribute).
 
     `injected` (a class attribute) is True for the kinds inserted at planned counts instead of mixed by weight
-    (`apertus_jax.data.injection.InjectedSpec`).
+    (`apertus_jax.data.memorization.injection.InjectedSpec`).
     """
 
     kind: ClassVar[str] = ""

@@ -20,7 +20,7 @@ Stages end at global token boundaries: per host, stage s ends after `ceil(until_
 process_count))` rows. Each stage has its own seed; a stage starts from fresh documents of its own mix
 (the partial document at the boundary is not continued).
 
-Injected components (`InjectedSpec`: probes, canaries; `apertus_jax.data.injection`) are not mixed by weight:
+Injected components (`InjectedSpec`: probes, canaries; `apertus_jax.data.memorization.injection`) are not mixed by weight:
 their documents are inserted into the first stage's document stream at planned positions, so the packer's
 position also fixes which of them have been seen (`consumed()["exposures"]`).
 
@@ -47,10 +47,11 @@ from typing import Any
 import grain
 import numpy as np
 
-from apertus_jax.data import injection, mixture
+from apertus_jax.data import mixture
 from apertus_jax.data.config import DataConfig, PipelineSpec
-from apertus_jax.data.goldfish import GoldfishSpec, dropped_fraction
+from apertus_jax.data.goldfish.drop_masks import GoldfishSpec, dropped_fraction
 from apertus_jax.data.masks import document_masks
+from apertus_jax.data.memorization import injection
 from apertus_jax.data.packing import PackedRows
 from apertus_jax.data.process_shards import ShardedSource, sharded
 

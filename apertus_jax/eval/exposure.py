@@ -7,7 +7,7 @@ all candidates s[r'] are sorted by the model's log-perplexity (most likely first
 
 A model that never saw the canary ranks it about in the middle (exposure ~1 bit); a model that memorized
 it ranks it first (exposure log2 |R|). Here R is estimated by the true secret and `n` random candidates
-(`apertus_jax.data.canaries.candidate_secrets`), so |R| = n + 1 and the exposure lies in
+(`apertus_jax.data.memorization.canaries.candidate_secrets`), so |R| = n + 1 and the exposure lies in
 `[0, log2(n + 1)]`; Carlini et al. extrapolate beyond the sample with a distribution fit, which this
 estimate does not do (it saturates at log2(n + 1)). Ties count against the canary (rank = 1 + number of
 candidates at least as likely), so a model that scores every candidate alike gets exposure 0.
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from apertus_jax.data.canaries import candidate_secrets
+from apertus_jax.data.memorization.canaries import candidate_secrets
 from apertus_jax.eval.scoring import continuation_logprobs, make_token_logprobs_fn
 
 
@@ -69,7 +69,7 @@ def canary_exposures(
     seq_len: int = 64,
     batch_size: int = 64,
 ) -> list[float]:
-    """Exposure (bits) of each canary (`apertus_jax.data.canaries.Canary`) under `model`, ranked among
+    """Exposure (bits) of each canary (`apertus_jax.data.memorization.canaries.Canary`) under `model`, ranked among
     `num_candidates` random secrets of the same sentence.
 
     Raises:

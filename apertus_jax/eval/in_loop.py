@@ -13,7 +13,7 @@ name there that is no component adds a held-out set of its own (e.g. "german=/da
 Text in languages the component never trains on (`DocumentSpec.unseen_language_texts`: a "demo" component's
 UDHR translations held out whole) is scored as its own set, `eval/unseen_languages/<component>/...`, which
 measures transfer (or forgetting), not learning, and is left out of aggregate held-out losses
-(`apertus_jax.jobs.compare`). Each set keeps its first documents up to `eval.heldout_tokens`. Documents are packed and
+(`apertus_jax.studies.ablations.compare`). Each set keeps its first documents up to `eval.heldout_tokens`. Documents are packed and
 masked as in training (`apertus_jax.eval.perplexity`, docs/recipe.md section 2) but without Goldfish: the
 held-out loss is that of every token. Multiple choice uses the tasks of `experiments.evaluate`
 (`<language>_exams_qa`), all four normalisations (docs/recipe.md section 9), questions whose options fit the

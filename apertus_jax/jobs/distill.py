@@ -10,27 +10,12 @@ every position, with the log of the remaining probability mass, to `logits_dir/s
 step attached (`TeacherLogits`): packing, stages and exact resume are the pipeline's own, and each step's
 file carries a checksum of its tokens, so a misaligned store fails loudly instead of teaching the wrong rows.
 
-The objective (`distillation`), per unmasked position, with teacher top-k log-probabilities `l_1..l_k` (ids
-`j_i`) and the log of the rest of its mass `r = log(1 - sum_i exp(l_i))`, student logits `z`, temperature `tau`:
-
-    p = softmax(l_1 / tau, ..., l_k / tau, r / tau)          # the teacher over its top k and "the rest"
-    q_i = softmax(z / tau)[j_i],  q_rest = 1 - sum_i q_i      # the student over the same k + 1 outcomes
-    KL  = sum_{i <= k + 1} p_i * (log p_i - log q_i)
-    loss = alpha * tau^2 * KL + (1 - alpha) * CE(z, target)
-
-The KL is between both distributions coarsened to the teacher's top k plus one outcome for every other id:
-exact at tau = 1 (a lower bound of the full KL), it keeps the student's mass outside the top k where the
-teacher has it. (Renormalizing the teacher over its top k instead tells the student that the rest is
-impossible: with the demo teacher, whose true next token is often outside its top 32, the distilled student's
-held-out loss ended above the from-scratch student's.) At tau != 1 the rest is tempered as one outcome of
-log-probability r, an approximation: its ids' own logits are not stored. `tau^2` keeps the gradient scale of
-the KL term independent of the temperature (Hinton et al. 2015). The step reports `kl` and `ce` per token
-beside the loss. One process: the store holds the rows of a single-process run.
+The store's format, its batch source (`TeacherLogits`) and the objective (`distillation`, with its formula):
+`apertus_jax.posttrain.distillation`. One process: the store holds the rows of a single-process run.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
@@ -38,28 +23,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import logging
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import save_file
 
 from apertus_jax import files
-from apertus_jax.jobs.config import Config
+from apertus_jax.config.schema import Config
 from apertus_jax.jobs.pretrain import run_training
-from apertus_jax.jobs.workdir import load_workdir
-from apertus_jax.train.batches import BatchSource
+from apertus_jax.posttrain.distillation import (
+    META,
+    TeacherLogits,
+    distillation,
+    read_meta,
+    step_file,
+    tokens_checksum,
+)
 from apertus_jax.train.run import Run, pipeline_batch_source
-from apertus_jax.train.step import Objective
-
-META = "meta.json"
-ARRAYS = ("teacher_ids", "teacher_logprobs", "rest_logprob")
-LOG_FLOOR = -100.0
-
-
-def step_file(logits_dir: str, step: int) -> str:
-    """The store's file of step `step` (1-based)."""
-    return os.path.join(logits_dir, f"step_{step:08d}.safetensors")
-
-
-def _tokens_checksum(tokens: np.ndarray) -> np.ndarray:
-    return np.frombuffer(hashlib.sha256(np.ascontiguousarray(tokens, np.int32).tobytes()).digest(), np.uint8)
+from apertus_jax.trained.workdir import load_workdir
 
 
 def write_teacher_logits(
@@ -71,7 +49,7 @@ def write_teacher_logits(
     Raises:
       ValueError: k out of [1, vocab], steps < 1, more than one process, or a teacher whose vocabulary or
         tokenizer differs from the student's (one line).
-      FileNotFoundError: as `apertus_jax.jobs.workdir.load_workdir`.
+      FileNotFoundError: as `apertus_jax.trained.workdir.load_workdir`.
     """
     if jax.process_count() > 1:
         raise ValueError("write_teacher_logits runs in one process; start it without a multi-host launcher")
@@ -103,7 +81,7 @@ def write_teacher_logits(
         batch = next(source)
         ids, logprobs, rest = jax.device_get(top_k(batch["tokens"], batch["positions"], batch["segment_ids"]))
         arrays = {"teacher_ids": ids, "teacher_logprobs": logprobs, "rest_logprob": rest}
-        arrays["tokens_sha256"] = _tokens_checksum(batch["tokens"])
+        arrays["tokens_sha256"] = tokens_checksum(batch["tokens"])
         with files.atomic_path(step_file(logits_dir, step)) as path:
             save_file({name: np.ascontiguousarray(a) for name, a in arrays.items()}, path)
         if step % 50 == 0 or step == steps:
@@ -113,117 +91,6 @@ def write_teacher_logits(
     with files.atomic_path(os.path.join(logits_dir, META)) as path, open(path, "w") as f:
         json.dump(meta, f, indent=1)
     return meta
-
-
-def read_meta(logits_dir: str) -> dict:
-    """The store's `meta.json`.
-
-    Raises:
-      FileNotFoundError: `logits_dir` holds no finished store.
-    """
-    path = os.path.join(logits_dir, META)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"{logits_dir} holds no teacher logits (no {META}); write them first with "
-            "`python -m experiments.teacher_logits`"
-        )
-    with open(path) as f:
-        return json.load(f)
-
-
-class TeacherLogits:
-    """A batch source (`apertus_jax.train.batches.BatchSource`): `inner`'s batches with the stored teacher
-    arrays of the same step attached (`teacher_ids` int32 and `teacher_logprobs` float32, `[rows, T, k]`).
-
-    Raises (from `__next__`):
-      ValueError: the store ends before this step, or its rows are not this step's (token checksum).
-    """
-
-    def __init__(self, inner: BatchSource, logits_dir: str, meta: dict):
-        self.inner, self.logits_dir, self.step = inner, logits_dir, 0
-        self.k = meta["k"]
-
-    def __iter__(self) -> TeacherLogits:
-        return self
-
-    def __next__(self) -> dict[str, np.ndarray]:
-        batch = next(self.inner)
-        self.step += 1
-        path = step_file(self.logits_dir, self.step)
-        if not os.path.isfile(path):
-            raise ValueError(
-                f"{self.logits_dir} has no teacher logits for step {self.step}; write at least train.steps steps"
-            )
-        stored = load_file(path)
-        if not np.array_equal(stored["tokens_sha256"], _tokens_checksum(batch["tokens"])):
-            raise ValueError(
-                f"the teacher logits of step {self.step} in {self.logits_dir} are of other rows; write them with "
-                "the student's config (same data, seed and batch plan)"
-            )
-        expected = (*batch["tokens"].shape, self.k)
-        if any(stored[name].shape != expected for name in ARRAYS[:2]):
-            raise ValueError(
-                f"the teacher logits of step {self.step} in {self.logits_dir} have shape "
-                f"{stored['teacher_ids'].shape}, the step needs {expected}; write them with the student's config"
-            )
-        return {**batch, **{name: stored[name] for name in ARRAYS}}
-
-    def batch_metrics(self, batch: dict) -> dict[str, float]:
-        metrics = getattr(self.inner, "batch_metrics", None)
-        return metrics(batch) if metrics else {}
-
-    def get_state(self) -> dict:
-        return {"inner": self.inner.get_state(), "step": self.step}
-
-    def set_state(self, state: dict) -> None:
-        self.inner.set_state(state["inner"])
-        self.step = state["step"]
-
-    def consumed(self) -> dict:
-        return self.inner.consumed()
-
-
-def distillation(seq_len: int, k: int, alpha: float, temperature: float) -> Objective:
-    """The objective `alpha * tau^2 * KL(teacher top-k || student) + (1 - alpha) * CE` (module docstring) over
-    `[B, seq_len, k]` teacher arrays; it reads the logits.
-
-    Raises:
-      ValueError: alpha outside [0, 1] or temperature <= 0.
-    """
-    if not 0.0 <= alpha <= 1.0 or temperature <= 0:
-        raise ValueError(f"alpha={alpha} must be in [0, 1] and temperature={temperature} > 0")
-
-    def loss_fn(logits_BxTxV, batch, frozen):
-        del frozen
-        mask_BxT = batch["loss_mask"].astype(jnp.float32)
-        ids_BxTxK = batch["teacher_ids"]
-        # The teacher over its top k and the rest, tempered: [B, T, k + 1] probabilities.
-        teacher_BxTxK1 = jnp.concatenate([batch["teacher_logprobs"], batch["rest_logprob"][..., None]], -1)
-        p_BxTxK1 = jax.nn.softmax(teacher_BxTxK1 / temperature, -1)
-        # The student over the same k ids and the rest of the vocabulary, exactly.
-        logq_BxTxV = jax.nn.log_softmax(logits_BxTxV / temperature, -1)
-        top_BxTxV = jnp.put_along_axis(jnp.zeros(logq_BxTxV.shape, bool), ids_BxTxK, True, -1, inplace=False)
-        rest_BxT = jax.nn.logsumexp(jnp.where(top_BxTxV, -jnp.inf, logq_BxTxV), -1)
-        logq_BxTxK1 = jnp.concatenate(
-            [jnp.take_along_axis(logq_BxTxV, ids_BxTxK, -1), rest_BxT[..., None]], -1
-        )
-        # 0 log 0 = 0; a student probability that underflows counts as exp(-100)
-        logp_BxTxK1 = jnp.log(jnp.maximum(p_BxTxK1, 1e-30))
-        terms_BxTxK1 = p_BxTxK1 * (logp_BxTxK1 - jnp.maximum(logq_BxTxK1, LOG_FLOOR))
-        kl_BxT = jnp.sum(jnp.where(p_BxTxK1 > 0, terms_BxTxK1, 0.0), -1)
-        log_softmax_BxTxV = jax.nn.log_softmax(logits_BxTxV, -1)
-        ce_BxT = -jnp.take_along_axis(log_softmax_BxTxV, batch["targets"][..., None], -1)[..., 0]
-        loss_BxT = alpha * temperature**2 * kl_BxT + (1 - alpha) * ce_BxT
-        sums = {
-            "count": jnp.sum(mask_BxT),
-            "kl": jnp.sum(kl_BxT * mask_BxT),
-            "ce": jnp.sum(ce_BxT * mask_BxT),
-        }
-        return jnp.sum(loss_BxT * mask_BxT), sums
-
-    arrays = {"teacher_ids": ((seq_len, k), "int32"), "teacher_logprobs": ((seq_len, k), "float32")}
-    arrays["rest_logprob"] = ((seq_len,), "float32")
-    return Objective(loss_fn, reads="logits", batch_arrays=arrays)
 
 
 def _same_tokenizer(run: Run, meta: dict) -> Run:

@@ -1,4 +1,4 @@
-"""Pretraining on the exact rows of the Megatron fork's GPTDataset (`apertus_jax.data.megatron_samples`).
+"""Pretraining on the exact rows of the Megatron fork's GPTDataset (`apertus_jax.data.megatron.gpt_samples`).
 
     status = pretrain_on_gpt_samples(parse(config_dict), workdir, "0.3 /data/web 0.7 /data/code",
                                      split="969,30,1")
@@ -19,10 +19,10 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from apertus_jax.data.megatron import IndexedDataset, parse_blend
-from apertus_jax.data.megatron_samples import GPTBatches, gpt_samples, split_range
+from apertus_jax.config.schema import Config
+from apertus_jax.data.megatron.gpt_samples import GPTBatches, gpt_samples, split_range
+from apertus_jax.data.megatron.indexed import IndexedDataset, parse_blend
 from apertus_jax.data.process_shards import sharded
-from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.pretrain import run_training
 from apertus_jax.train.batches import BatchSource
 from apertus_jax.train.run import Run

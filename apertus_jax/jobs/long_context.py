@@ -23,8 +23,8 @@ from absl import logging
 
 from apertus_jax import files
 from apertus_jax.checks import check_number
+from apertus_jax.config.schema import Config, load_module, parse
 from apertus_jax.jobs import pretrain as pretrain_job
-from apertus_jax.jobs.config import Config, load_module, parse
 from apertus_jax.train.checkpoint import Checkpointer
 from apertus_jax.train.loop import HF_PREFIX
 

@@ -20,8 +20,8 @@ import os
 import jax
 from absl import logging
 
+from apertus_jax.config.schema import Config
 from apertus_jax.data.process_shards import sharded
-from apertus_jax.jobs.config import Config
 from apertus_jax.jobs.pretrain import run_training
 from apertus_jax.posttrain import epochs
 from apertus_jax.posttrain import reference as reference_lib

@@ -15,12 +15,13 @@ from collections.abc import Callable, Sequence
 
 from absl import logging
 
+from apertus_jax.config.schema import Config
 from apertus_jax.eval.in_loop import InLoopEvaluation
-from apertus_jax.jobs.config import Config
-from apertus_jax.jobs.loss_plot import LossPlot
-from apertus_jax.jobs.probes import ProbeManifest
-from apertus_jax.jobs.records import ProvenanceRecord, RecordConfig
 from apertus_jax.models import flops
+from apertus_jax.records.config_record import ConfigRecord
+from apertus_jax.records.loss_plot import LossPlot
+from apertus_jax.records.probe_manifest import ProbeManifest
+from apertus_jax.records.provenance import ProvenanceRecord
 from apertus_jax.train import loop
 from apertus_jax.train.batches import BatchSource
 from apertus_jax.train.hooks import Hook
@@ -42,7 +43,7 @@ def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[
     described = (
         data if data is not None else {name: spec.describe() for name, spec in pipeline.components.items()}
     )
-    hooks: list[Hook] = [RecordConfig(config.to_dict()), ProvenanceRecord(described), LossPlot()]
+    hooks: list[Hook] = [ConfigRecord(config.to_dict()), ProvenanceRecord(described), LossPlot()]
     # The held-out sets of data.pipeline only when the run reads it: no own description, or one that names
     # every component of the pipeline (a source that adds to the pipeline's batches, e.g. teacher logits).
     reads_pipeline = data is None or set(pipeline.components) <= set(data)

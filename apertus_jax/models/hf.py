@@ -498,7 +498,7 @@ def read_params(directory: str, config: ModelConfig, abstract_params: dict) -> d
     Every device's shard is read on its own from the memory-mapped safetensors files
     (`safe_open(...).get_slice`) and put on its device before the next is read: a process reads only the
     slices of its own devices, and its host memory holds, besides what its devices hold, one slice at a time
-    (tests/jobs/test_export.py measures it). Values are cast to each parameter's dtype (float32 from
+    (tests/trained/test_export.py measures it). Values are cast to each parameter's dtype (float32 from
     bfloat16 is exact). Call `check_init_dir` first.
 
     Args:

@@ -1,12 +1,13 @@
 """Optax transforms of the Apertus recipe: AdEMAMix with warmups, Muon by logical axes, token-based WSD,
-batch-size plans.
+batch-size plans (docs/optimizers.md).
 
-One concept per module, import from the module:
-- `factory.make_optimizer(name, learning_rate, weight_decay, clip_norm, **kwargs)`: the trainer's one call;
-  the optimizers `ademamix`, `adamw`, `lion`, `muon` (each its module), `decay_mask.default_weight_decay_mask`;
-- `schedules`: WSD and cosine schedules, AdEMAMix's alpha and beta3 schedulers; `batch_plan.BatchSizePlan`:
-  tokens per step and token-based schedules in steps;
-- `config`: the `optim` section of a run config; `presets`: the optimizer presets; `spikes`: the loss-spike
-  guard; `schedule_plot`: the schedule as a PNG. The optimizer state's shardings are the train state's
-  (`apertus_jax.train.train_state.opt_state_shardings`).
+- `factory`: `make_optimizer(name, ...)`, the trainer's one call;
+- `ademamix`, `adamw`, `lion`, `muon`: the optimizers;
+- `spikes`: the loss-spike guard around any of them;
+- `decay_mask`: which parameters get weight decay;
+- `schedules`: WSD and cosine in tokens, AdEMAMix's alpha and beta3 warmups;
+- `batch_plan`: `BatchSizePlan`, tokens per step and token-based schedules in steps;
+- `config`: the `optim` section and the optimizer it builds;
+- `presets`: the Apertus-8B and -70B optimizer settings;
+- `schedule_plot`: the schedules as a PNG.
 """

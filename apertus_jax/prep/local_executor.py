@@ -28,7 +28,7 @@ WORKER_PRELOAD = (
     "apertus_jax.prep.quiet_worker",
     "__main__",
     "apertus_jax.prep.steps",
-    "apertus_jax.prep.dedup",
+    "apertus_jax.prep.filters.dedup",
     "apertus_jax.prep.tokenize",
     "spacy",
 )

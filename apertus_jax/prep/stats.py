@@ -12,8 +12,8 @@ import os
 
 from datatrove.utils.stats import PipelineStats
 
-from apertus_jax.prep import quality
-from apertus_jax.prep.pipeline import STAGES
+from apertus_jax.prep.executors import STAGES
+from apertus_jax.prep.filters import quality
 
 
 def _total(value) -> float:

@@ -23,8 +23,10 @@ from datatrove.utils.batching import batched
 from apertus_jax import files
 from apertus_jax.data import shards
 from apertus_jax.data.shards import MANIFEST, load_manifest
-from apertus_jax.prep import decontam, pii, quality, robots, shard_parts, toxicity
-from apertus_jax.prep.classifier import Classifier
+from apertus_jax.prep import shard_parts
+from apertus_jax.prep.filters import decontam, pii, quality, toxicity
+from apertus_jax.prep.filters.classifier import Classifier
+from apertus_jax.prep.robots import compliance as robots
 from apertus_jax.tokenizers import load_tokenizer
 
 UNKNOWN_LANG = "und"

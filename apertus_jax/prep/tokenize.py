@@ -10,7 +10,7 @@ training format of `apertus_jax.data.shards`. Two stages, chained with `depends`
   merge    (1 task):  `MergeShardManifests`: one manifest over all parts (documents, tokens, files, skipped
                       and replaced counts summed), then the staging directory is renamed to `out`.
   megatron (1 task, `output_format="megatron"` only): `WriteMegatron`: the merged set, in its order, as the
-                      Megatron dataset `out.bin` + `out.idx` (`apertus_jax.data.megatron`) with its manifest
+                      Megatron dataset `out.bin` + `out.idx` (`apertus_jax.data.megatron.indexed`) with its manifest
                       as `out.json`; the staging set is removed. The fork trains on the prefix `out` unchanged.
 With T = 1 the shards are bit for bit those of a single process reading the same files in order; with T
 tasks every document is tokenized exactly once, so the multiset of token sequences is the same.
@@ -31,10 +31,11 @@ from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from apertus_jax import files
-from apertus_jax.data import megatron, shards, sources
+from apertus_jax.data import shards, sources
+from apertus_jax.data.megatron import indexed as megatron
 from apertus_jax.data.shards import load_manifest
 from apertus_jax.prep import local_executor, shard_parts
-from apertus_jax.prep.pipeline import make_executor
+from apertus_jax.prep.executors import make_executor
 from apertus_jax.prep.steps import MergeShardManifests
 from apertus_jax.tokenizers import load_tokenizer
 

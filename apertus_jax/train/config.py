@@ -7,7 +7,7 @@ ModelConfig`), `data` (`apertus_jax.data.config.DataConfig`, the pipeline typed)
 `metrics` (below). Every section checks its own fields when it is built; `check_layout` checks the rules that
 need the device and process counts (the mesh, batch and shard splits) once, when a `Run` is assembled.
 
-Nothing here reads a config file or a ConfigDict: `apertus_jax.jobs.config` parses those into a `RunConfig`
+Nothing here reads a config file or a ConfigDict: `apertus_jax.config.schema` parses those into a `RunConfig`
 (plus the sections of the jobs above the trainer) once.
 """
 

@@ -14,7 +14,7 @@ by overrides (docs/ablations.md): `--set=model.preset=apertus-1.5b` (or apertus-
 and batch of `configs/runs/ablation_1p5b.py`.
 """
 
-from apertus_jax.jobs.config import base_config
+from apertus_jax.config.schema import base_config
 from apertus_jax.models.presets import model_section
 
 STEPS = 150

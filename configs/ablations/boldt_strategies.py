@@ -10,7 +10,7 @@ Variants (same model, optimizer and budget of BUDGET tokens; only `data.pipeline
 - `phased`: the first half like `random_single`, the second half like `dense_core_repeated`;
 - `sorted`: a pool sample of SORTED_DOCUMENTS documents in ascending educational score, one pass.
 
-The subsets are the demo corpus's German prose scored by transparent rules (`apertus_jax.prep.boldt_demo`;
+The subsets are the demo corpus's German prose scored by transparent rules (`apertus_jax.prep.demo.boldt`;
 Boldt's classifiers are not available on the demo data), written once under the cache directory. Models:
 Llama-style (SwiGLU, no QK-norm), AdamW, cosine, no Goldfish; held-out loss on the corpus's held-out German
 prose and German exam questions. `apertus_jax.data.strategy_report` shows what each variant feeds the
@@ -20,9 +20,9 @@ model (unique tokens, epochs, order of components): `notebooks/boldt_strategies.
 import os
 
 from apertus_jax.cache import cache_dir
-from apertus_jax.jobs.config import base_config
+from apertus_jax.config.schema import base_config
 from apertus_jax.models.presets import model_section
-from apertus_jax.prep import boldt_demo
+from apertus_jax.prep.demo import boldt as boldt_demo
 
 STEPS, ROWS, SEQ_LEN = 200, 8, 64
 BUDGET = STEPS * ROWS * SEQ_LEN  # 102,400 tokens

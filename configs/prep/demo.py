@@ -2,7 +2,7 @@
 
 `python -m experiments.prepare_data --config=configs/prep/demo.py` builds the demo inputs (demo corpus:
 UDHR in ~440 languages and German prose; noisy German web text from de-corpus; a robots.txt snapshot for
-their fictional hosts; proxy-labeled JSONL for the heads, see apertus_jax/prep/demo.py), trains the four
+their fictional hosts; proxy-labeled JSONL for the heads, see apertus_jax/prep/demo/inputs.py), trains the four
 heads, runs the stages and prints the statistics table. Override any field on the command line, e.g.
 `--config.executor.workers=2` or `--config.work_dir=/tmp/prep2`.
 
@@ -14,7 +14,7 @@ labeled JSONL (or `path` to a trained head); see configs/prep/slurm.py for a clu
 import ml_collections
 
 from apertus_jax.data.shards import SHARD_TOKENS
-from apertus_jax.prep.robots import AI_AGENTS
+from apertus_jax.prep.robots.compliance import AI_AGENTS
 
 WORK_DIR = "{work_dir}"  # replaced by config.work_dir when the CLI loads the config
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import ml_collections
 
-from apertus_jax.jobs.config import base_config
+from apertus_jax.config.schema import base_config
 from apertus_jax.models.presets import model_section
 from apertus_jax.optim.config import OptimConfig
 from apertus_jax.optim.presets import get_optim_preset

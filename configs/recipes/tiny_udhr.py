@@ -7,7 +7,7 @@ set their own steps, batches, schedule and checkpoints.
 
 import ml_collections
 
-from apertus_jax.jobs.config import base_config
+from apertus_jax.config.schema import base_config
 from apertus_jax.models.presets import model_section
 
 

@@ -2,7 +2,7 @@
 architecture and optimizer at a scale for 100B-token ablations (AdEMAMix + WSD, Goldfish, clipping 0.1).
 """
 
-from apertus_jax.jobs.config import base_config
+from apertus_jax.config.schema import base_config
 from apertus_jax.models.presets import model_section
 
 SEQ_LEN = 4096

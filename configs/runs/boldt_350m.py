@@ -2,7 +2,7 @@
 trained on a small high-quality subset repeated for several epochs (the Boldt data-filtering study).
 """
 
-from apertus_jax.jobs.config import base_config
+from apertus_jax.config.schema import base_config
 from apertus_jax.models.presets import model_section
 
 SEQ_LEN = 2048

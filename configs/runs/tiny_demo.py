@@ -6,7 +6,7 @@ A 4,096-id SentencePiece BPE trained on the demo corpus (cached), 128-token rows
 AdEMAMix with WSD (1-sqrt cooldown), Goldfish k=50 h=50 as in Apertus. A few minutes on 2 CPU cores.
 """
 
-from apertus_jax.jobs.config import base_config
+from apertus_jax.config.schema import base_config
 from apertus_jax.models.presets import model_section
 
 

@@ -6,7 +6,7 @@
 
 The runs of `configs/studies/memorization_tiny.py` (same model, steps and schedule), with 6 sonnets injected in their
 original line-broken form and, as a second component with the same seed, the same sonnets run on in one
-paragraph (`apertus_jax.data.probes.reflow`), 16 or 64 times in each format (so the most-repeated ones
+paragraph (`apertus_jax.data.memorization.probes.reflow`), 16 or 64 times in each format (so the most-repeated ones
 are seen 128 times, as the top bucket of the single-format study). The probes scored are the original
 format. With the token hash ("apertus") the two formats drop different tokens, with "canonical" the same
 ones; the second command reuses the standard run of the first and adds "goldfish_k4_canonical".

@@ -13,7 +13,7 @@ probes, longer prefixes and suffixes.
 
 import ml_collections
 
-from apertus_jax.jobs.config import base_config
+from apertus_jax.config.schema import base_config
 from apertus_jax.models.presets import model_section
 
 STEPS, ROWS, SEQ_LEN = 400, 16, 128

@@ -6,7 +6,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from apertus_jax.jobs.config import apply_preset_override, parse
+from apertus_jax.config.schema import apply_preset_override, parse
 from apertus_jax.train.config import check_layout
 
 # (config module, devices it is validated on): the accelerator recipes on the pod sizes their comments name.

@@ -6,7 +6,7 @@ import pytest
 from apertus_jax.data import kinds
 from apertus_jax.data.components import ArrayRecordSpec, DemoSpec
 from apertus_jax.data.config import parse_pipeline
-from apertus_jax.data.goldfish import GoldfishSpec
+from apertus_jax.data.goldfish.drop_masks import GoldfishSpec
 
 T = 10**12
 

@@ -1,5 +1,5 @@
 """Tests of the vendored demo corpus (`apertus_jax/data/demo_corpus.py`); its builder's are in
-tests/prep/test_demo_corpus_build.py."""
+tests/prep/demo/test_corpus_build.py."""
 
 import collections
 import hashlib

@@ -6,7 +6,7 @@ import pytest
 from apertus_jax.data.config import parse_pipeline
 from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.data.strategy_report import strategy_report
-from apertus_jax.prep import boldt_demo
+from apertus_jax.prep.demo import boldt as boldt_demo
 from configs.ablations import boldt_strategies
 
 ROWS, SEQ_LEN = 8, 64

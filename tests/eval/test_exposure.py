@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from apertus_jax.data.canaries import make_canaries
+from apertus_jax.data.memorization.canaries import make_canaries
 from apertus_jax.eval import exposure as ex
 
 

@@ -80,7 +80,7 @@ def test_heldout_loss_matches_a_separate_evaluation_of_the_checkpoint(with_eval,
     from apertus_jax.data.config import parse_pipeline
     from apertus_jax.eval.perplexity import perplexity
     from apertus_jax.eval.scoring import make_token_logprobs_fn
-    from apertus_jax.jobs.workdir import load_workdir
+    from apertus_jax.trained.workdir import load_workdir
 
     trained = load_workdir(with_eval)
     config = _eval_config()

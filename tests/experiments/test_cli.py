@@ -97,7 +97,7 @@ def test_config_errors_name_the_fix_in_one_line(args, message, tmp_path, run_job
 @pytest.mark.parametrize(
     "job, config, where",
     [
-        ("pretrain", "configs/runs/tiny_demo.py", "apertus_jax/jobs/config.py"),
+        ("pretrain", "configs/runs/tiny_demo.py", "apertus_jax/config/schema.py"),
         ("prepare_data", "configs/prep/demo.py", "configs/prep/demo.py"),
     ],
 )
@@ -127,7 +127,7 @@ def test_unknown_key_of_a_default_study_config_points_to_its_schema(run_job):
         ("experiments.tokenize_data", ["--input=x.jsonl", "--tokenizer=demo"], "datatrove", "prep"),
         ("experiments.prepare_data", ["--config=configs/prep/demo.py"], "datatrove", "prep"),
         ("experiments.fetch_robots", ["--domains=d.txt", "--out=r.jsonl"], "protego", "prep"),
-        ("apertus_jax.jobs.lm_eval_cli", ["run", "--model", "apertus_jax"], "lm_eval", "eval"),
+        ("experiments.lm_eval", ["run", "--model", "apertus_jax"], "lm_eval", "eval"),
     ],
 )
 def test_a_command_without_its_extra_is_one_line_naming_it_and_exit_2(
@@ -242,8 +242,8 @@ def test_help_of_a_training_command_shows_config_and_how_to_override(job, run_jo
 def test_config_fields_lists_the_schema_with_the_overridden_values(run_job):
     """`--config_fields` prints the listing of the config with its overrides (the preset's model section and
     the schedule fitted to the overridden steps included) and exits 0 before anything runs."""
-    from apertus_jax.jobs.config import apply_preset_override, fit_schedule_to_steps
-    from apertus_jax.jobs.config_fields import config_fields, format_fields
+    from apertus_jax.config.fields import config_fields, format_fields
+    from apertus_jax.config.schema import apply_preset_override, fit_schedule_to_steps
     from configs.runs import tiny_demo
 
     overrides = ["--config.train.steps=20", "--config.model.preset=tiny-llama"]
@@ -293,13 +293,13 @@ def test_log_lines_carry_a_short_prefix_or_absl_s_behind_a_flag(flag, prefix, ru
             "--workdir",
         ),
         ("fetch_robots", ["--domains=domains.txt"], "--out"),
-        ("megatron_samples", ["--data_path=workdir/meg", "--num_samples=10"], "--out"),
+        ("gpt_samples", ["--data_path=workdir/meg", "--num_samples=10"], "--out"),
     ],
 )
 def test_an_output_folder_under_a_file_is_refused_before_the_study_trains(job, args, flag, tmp_path, run_job):
     """The studies (and the export, the reports, the fetch) write their results at the end: an output path that
     cannot be created is one line naming the flag and exit 2 at the start, not after minutes of training (or a
-    raw errno naming no flag; megatron_samples printed its summary first)."""
+    raw errno naming no flag; gpt_samples printed its summary first)."""
     (tmp_path / "afile").write_text("x")
     out = tmp_path / "afile" / "study"
     result = run_job(f"experiments.{job}", *args, f"{flag}={out}", cwd=tmp_path)

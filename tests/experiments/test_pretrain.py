@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from .test_pretrain_megatron import write_megatron_run
+from .test_pretrain_gpt_samples import write_megatron_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JOB = ["experiments.pretrain", "--config=configs/runs/tiny_resume.py"]
@@ -262,8 +262,8 @@ def test_kill9_of_a_distilled_student_resumes_exactly(uninterrupted, losses_of, 
     """The student of the tiny resume run (one layer) distilled from that run: kill -9 after step 4, then a
     restart, gives the losses of an uninterrupted distillation (the teacher logits' position is the batch
     source's checkpointed state)."""
+    from apertus_jax.config.schema import parse
     from apertus_jax.jobs import distill
-    from apertus_jax.jobs.config import parse
     from configs.runs import tiny_resume
 
     config = tiny_resume.get_config()

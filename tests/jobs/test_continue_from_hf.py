@@ -12,14 +12,14 @@ import pytest
 
 from apertus_jax.data import demo_corpus
 from apertus_jax.data.run_tokenizer import run_tokenizer
-from apertus_jax.jobs import export
 from apertus_jax.jobs.pretrain import pretrain
-from apertus_jax.jobs.workdir import read_config
 from apertus_jax.models import hf
 from apertus_jax.tokenizers.load import load_tokenizer
 from apertus_jax.train.run import Run
+from apertus_jax.trained import export
+from apertus_jax.trained.workdir import read_config
 
-from .conftest import write_tiny_workdir
+from ..conftest import write_tiny_workdir
 
 STEPS = 2
 # Nothing from a hub: every file is local.

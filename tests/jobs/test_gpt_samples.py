@@ -1,6 +1,6 @@
 """Pretraining on the fork's GPTDataset rows (`jobs.gpt_samples`): the batches are the stream's rows in order over
 the run's data shards, the run trains and its provenance names the blend. (The source's exact resume:
-tests/data/test_megatron_samples.py; its state goes into checkpoints like any batch source's.)"""
+tests/data/megatron/test_gpt_samples.py; its state goes into checkpoints like any batch source's.)"""
 
 import json
 import os
@@ -8,11 +8,11 @@ import os
 import numpy as np
 import pytest
 
-from apertus_jax.data import megatron_samples
+from apertus_jax.config.schema import parse
 from apertus_jax.data.demo_corpus import load_demo_documents
-from apertus_jax.data.megatron import write_indexed_dataset
+from apertus_jax.data.megatron import gpt_samples
+from apertus_jax.data.megatron.indexed import write_indexed_dataset
 from apertus_jax.data.run_tokenizer import demo_tokenizer
-from apertus_jax.jobs.config import parse
 from apertus_jax.jobs.gpt_samples import gpt_sample_source, pretrain_on_gpt_samples, run_rows
 from apertus_jax.jobs.pretrain import assemble
 from configs.runs import tiny_resume
@@ -45,15 +45,13 @@ def test_batches_are_the_streams_rows_and_the_run_trains_on_them(tmp_path):
     config, blend = _config(), _blend(tmp_path)
     rows = run_rows(config)
     assert rows == 6 * 4
-    stream = megatron_samples.gpt_samples(
-        blend, seq_len=64, seed=config.run.seed, split="98,2", num_samples=rows
-    )
+    stream = gpt_samples.gpt_samples(blend, seq_len=64, seed=config.run.seed, split="98,2", num_samples=rows)
     source = gpt_sample_source(blend, split="98,2", num_samples=rows)
     batches = assemble(config, batch_source=source, data={}).batch_source()
     # data.num_shards = 2 shards of 2 rows each; this process reads both: the global batch, in stream order.
     first = [next(batches) for _ in range(STEPS)]
     tokens = np.concatenate([np.concatenate([b["tokens"], b["targets"][:, -1:]], axis=1) for b in first])
-    np.testing.assert_array_equal(tokens, megatron_samples.first_rows(stream, rows).astype(np.int32))
+    np.testing.assert_array_equal(tokens, gpt_samples.first_rows(stream, rows).astype(np.int32))
     assert batches.consumed() == {"tokens": {"megatron": rows * 64}}
 
     workdir = str(tmp_path / "run")

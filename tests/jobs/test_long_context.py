@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from apertus_jax.jobs.config import base_config, parse
+from apertus_jax.config.schema import base_config, parse
 from apertus_jax.jobs.long_context import (
     ContextStage,
     load_stages,
@@ -22,8 +22,7 @@ from apertus_jax.optim.config import make_lr_schedule
 from apertus_jax.train.config import check_layout
 from configs.runs import tiny_long_context
 
-from ..conftest import train
-from .conftest import write_tiny_workdir
+from ..conftest import train, write_tiny_workdir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "runs", "tiny_long_context.py")
@@ -82,7 +81,7 @@ def test_the_262k_stages_double_length_and_theta_and_fit_their_devices():
 def test_the_262k_stage_compiles_in_the_memory_plan(model):
     """The train step at 262,144 tokens (the 128k stage differs only in its length), context parallel over the
     8 test devices, one row per microbatch on the one batch-sharded device."""
-    from apertus_jax.jobs import memory_plan
+    from apertus_jax.aot import memory_plan
 
     module = importlib.import_module(f"configs.runs.apertus_{model}_262k")
     config = parse(module.get_config("256k")).run

@@ -10,14 +10,15 @@ import signal
 
 import pytest
 
-from apertus_jax.jobs import export, posttrain
-from apertus_jax.jobs.config import parse
+from apertus_jax.config.schema import parse
+from apertus_jax.jobs import posttrain
 from apertus_jax.jobs.pretrain import pretrain
 from apertus_jax.models.presets import model_section
 from apertus_jax.posttrain import reference as reference_lib
 from apertus_jax.posttrain.objectives import objective_for
 from apertus_jax.train import metrics as metrics_lib
 from apertus_jax.train.run import Run
+from apertus_jax.trained import export
 from configs.posttrain import qrpo_tiny, sft_tiny
 from configs.runs import tiny_demo
 

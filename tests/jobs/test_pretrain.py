@@ -4,12 +4,13 @@ import types
 
 import pytest
 
+from apertus_jax.config.schema import parse
 from apertus_jax.eval.in_loop import InLoopEvaluation
 from apertus_jax.jobs import pretrain as pretrain_job
-from apertus_jax.jobs.config import parse
-from apertus_jax.jobs.loss_plot import LossPlot
-from apertus_jax.jobs.probes import ProbeManifest
-from apertus_jax.jobs.records import ProvenanceRecord, RecordConfig
+from apertus_jax.records.config_record import ConfigRecord
+from apertus_jax.records.loss_plot import LossPlot
+from apertus_jax.records.probe_manifest import ProbeManifest
+from apertus_jax.records.provenance import ProvenanceRecord
 from configs.runs import tiny_demo
 from configs.studies import memorization_tiny
 
@@ -18,7 +19,7 @@ def test_standard_hooks_follow_the_config():
     demo = parse(tiny_demo.get_config())  # in-loop evaluation on, no injected components
     hooks = pretrain_job.standard_hooks(demo)
     assert [type(h) for h in hooks] == [
-        RecordConfig,
+        ConfigRecord,
         ProvenanceRecord,
         LossPlot,
         InLoopEvaluation,
@@ -28,7 +29,7 @@ def test_standard_hooks_follow_the_config():
     assert set(hooks[1].components) == {"prose", "udhr"} and hooks[1].components["prose"]["kind"] == "demo"
     study = parse(memorization_tiny.get_config().run)  # probes and canaries, no evaluation
     assert [type(h) for h in pretrain_job.standard_hooks(study)] == [
-        RecordConfig,
+        ConfigRecord,
         ProvenanceRecord,
         LossPlot,
         ProbeManifest,
@@ -37,7 +38,7 @@ def test_standard_hooks_follow_the_config():
     hooks = pretrain_job.standard_hooks(
         study, data=own
     )  # a job's own data: no probe manifest of the pipeline
-    assert [type(h) for h in hooks] == [RecordConfig, ProvenanceRecord, LossPlot] and hooks[
+    assert [type(h) for h in hooks] == [ConfigRecord, ProvenanceRecord, LossPlot] and hooks[
         1
     ].components == own
     # ... and no held-out sets of the pipeline it does not read (the tasks and eval.heldout_paths stay).

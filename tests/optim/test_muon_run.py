@@ -10,7 +10,7 @@ import orbax.checkpoint as ocp
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from apertus_jax.jobs.config import parse
+from apertus_jax.config.schema import parse
 from apertus_jax.jobs.pretrain import run_training
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.train.run import Run

@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from apertus_jax.prep import demo
-from apertus_jax.prep.classifier import Classifier, HeadConfig
-from apertus_jax.prep.pipeline import resolve_work_dir
+from apertus_jax.prep.demo import inputs as demo
+from apertus_jax.prep.executors import resolve_work_dir
+from apertus_jax.prep.filters.classifier import Classifier, HeadConfig
 from configs.prep import demo as demo_config
 
 CODE_DOC = {

@@ -13,7 +13,7 @@ from apertus_jax.data import shards
 from apertus_jax.data.demo_corpus import load_demo_documents
 from apertus_jax.data.shards import ShardSource, load_manifest
 from apertus_jax.prep import shard_parts, steps, tokenize
-from apertus_jax.prep.pipeline import build_stages
+from apertus_jax.prep.executors import build_stages
 from apertus_jax.tokenizers import load_tokenizer
 from configs.prep import demo as demo_config
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from datatrove.data import Document
 
-from apertus_jax.prep import steps, toxicity
+from apertus_jax.prep import steps
+from apertus_jax.prep.filters import toxicity
 
 
 def _doc(i, text="Die Würde des Menschen ist unantastbar.", **meta):
@@ -140,7 +141,7 @@ def test_toxicity_and_tier_steps(tmp_path):
 
 
 def test_score_step_matches_classifier_and_respects_languages_and_sources(small_inputs):
-    from apertus_jax.prep.classifier import Classifier
+    from apertus_jax.prep.filters.classifier import Classifier
 
     heads = {
         "toxicity": {"path": small_inputs["heads"]["toxicity"], "languages": ["de"]},

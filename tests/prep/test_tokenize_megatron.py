@@ -10,14 +10,14 @@ import pytest
 
 from apertus_jax.data import shards
 from apertus_jax.data.demo_corpus import load_demo_documents
-from apertus_jax.data.goldfish import GoldfishSpec
-from apertus_jax.data.megatron import MegatronSpec, read_documents
-from apertus_jax.data.megatron_samples import GPTBatches, first_rows, gpt_samples
+from apertus_jax.data.goldfish.drop_masks import GoldfishSpec
+from apertus_jax.data.megatron.gpt_samples import GPTBatches, first_rows, gpt_samples
+from apertus_jax.data.megatron.indexed import MegatronSpec, read_documents
 from apertus_jax.data.run_tokenizer import demo_tokenizer
 from apertus_jax.prep.tokenize import TokenizeJob, run_tokenize
 from apertus_jax.tokenizers import load_tokenizer
 
-from ..data import megatron_reference as reference
+from ..data.megatron import megatron_reference as reference
 
 LOCAL = {"kind": "local", "workers": 1, "skip_completed": False, "slurm": {}, "ray": {}}
 

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from apertus_jax.config.schema import parse
 from apertus_jax.data import process_shards
-from apertus_jax.jobs.config import parse
 from apertus_jax.train import loop, loss
 from apertus_jax.train.run import Run
 from apertus_jax.train.step import Objective

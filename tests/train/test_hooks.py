@@ -9,7 +9,7 @@ import pytest
 
 from apertus_jax.data.components import DemoSpec
 from apertus_jax.data.config import DataConfig, PipelineSpec, StageSpec
-from apertus_jax.data.goldfish import GoldfishSpec
+from apertus_jax.data.goldfish.drop_masks import GoldfishSpec
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.presets import get_config
 from apertus_jax.optim.config import OptimConfig

@@ -133,7 +133,7 @@ def test_a_run_from_another_models_parameters_is_refused_before_it_writes_its_wo
 
 
 def test_config_json_keeps_the_original_run_config(tmp_path):
-    from apertus_jax.jobs.records import record_config
+    from apertus_jax.records.config_record import record_config
 
     workdir = str(tmp_path)
     original = {"train": {"steps": 12, "batch_plan": ((0, 256),)}}
@@ -166,7 +166,7 @@ def test_the_outputs_table_lists_everything_a_run_writes(uninterrupted):
 def test_init_from_starts_from_the_params_with_a_fresh_optimizer(uninterrupted, tmp_path, losses_of):
     import jax
 
-    from apertus_jax.jobs.config import parse
+    from apertus_jax.config.schema import parse
     from apertus_jax.train.checkpoint import restore_workdir_params
     from apertus_jax.train.run import Run
     from apertus_jax.train.train_state import make_global_batch
@@ -209,8 +209,8 @@ def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypa
     """Batch 5 keeps the loss of a single token: its gradient norm is many times the running mean, so the
     guard drops that update. Crashes after step 6 (resume from step 4, before the spike) and after step 7
     (resume from step 6, after it) reproduce the uninterrupted run bitwise."""
+    from apertus_jax.config.schema import parse
     from apertus_jax.data import process_shards
-    from apertus_jax.jobs.config import parse
     from apertus_jax.train.run import Run
 
     reference = Run(parse(_spike_config()).run).batch_source()

@@ -15,9 +15,9 @@ import sys
 import numpy as np
 import pytest
 
+from apertus_jax.config.schema import parse
 from apertus_jax.data.pipeline import pipeline_source
 from apertus_jax.data.run_tokenizer import run_tokenizer
-from apertus_jax.jobs.config import parse
 from apertus_jax.optim.batch_plan import BatchSizePlan
 from configs.runs import tiny_resume
 

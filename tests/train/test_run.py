@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from apertus_jax.jobs.config import parse
+from apertus_jax.config.schema import parse
 from apertus_jax.models.presets import get_config
 from apertus_jax.train.run import Run, run_config_for
 from apertus_jax.train.step import Objective
@@ -62,8 +62,8 @@ _COMPARE = textwrap.dedent(
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=64"
     os.environ["JAX_PLATFORMS"] = "cpu"
     import jax
-    from apertus_jax.jobs import memory_plan
-    from apertus_jax.jobs.config import parse
+    from apertus_jax.aot import memory_plan
+    from apertus_jax.config.schema import parse
     from apertus_jax.train.run import Run
     from configs.runs import apertus_8b
 

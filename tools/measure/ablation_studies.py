@@ -1,5 +1,5 @@
 """The measured ablations of docs/ablations.md and docs/optimizers.md: the Apertus recipe, the Boldt data
-strategies and the optimizers, from the comparison of their runs (`apertus_jax.jobs.compare`).
+strategies and the optimizers, from the comparison of their runs (`apertus_jax.studies.ablations.compare`).
 
     values = measure_apertus_ablation(REPO, scratch)
 
@@ -14,7 +14,9 @@ import re
 from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.data.strategy_report import strategy_report
 from apertus_jax.eval.in_loop import heldout_sets
-from apertus_jax.jobs import ablations, compare
+from apertus_jax.records.runs import RunRecords, load_runs, run_dirs
+from apertus_jax.studies.ablations import ablate as ablations
+from apertus_jax.studies.ablations import compare
 from tools.measure import commands
 
 APERTUS_ABLATION_RUN = (
@@ -45,11 +47,11 @@ def _value_name(name: str) -> str:
 
 def ablation_values(workdir: str, baseline: str) -> dict:
     """The comparison of the ablation runs under WORKDIR as values: per variant (`_value_name`) its row of
-    `apertus_jax.jobs.compare.summarize` (mean over seeds and `<metric>_spread`, half the range over seeds;
+    `apertus_jax.studies.ablations.compare.summarize` (mean over seeds and `<metric>_spread`, half the range over seeds;
     `tokens_to_baseline` as the table prints it: "47%", or "-" when never reached), and per seed `<metric>_seed<N>` with the
     paired difference to the baseline's run of that seed as `<metric>_vs_baseline_seed<N>` (final eval; the
     metrics of the table and `heldout_loss`)."""
-    runs = compare.load_runs([workdir])
+    runs = load_runs([workdir])
     values: dict = {}
     for row in compare.summarize(runs, baseline):
         reach = row.pop("tokens_to_baseline")
@@ -57,7 +59,7 @@ def ablation_values(workdir: str, baseline: str) -> dict:
         named["tokens_to_baseline"] = "-" if reach is None else f"{100 * reach:.0f}%"
         values[_value_name(row["variant"])] = named
 
-    def finals(run: compare.RunRecords) -> dict:
+    def finals(run: RunRecords) -> dict:
         final = {_value_name(k): run.evals[-1][k] for k in compare.eval_keys(runs)}
         return {**final, "heldout_loss": float(compare.heldout_curve(run)[1][-1])}
 
@@ -155,7 +157,7 @@ def measure_boldt_ablation(root: str, scratch: str) -> dict:
     final = commands.eval_records(os.path.join(workdir, "random_single", "seed0"))[-1]
     return {
         "wall_seconds": round(wall, 1),
-        "runs": len(compare.run_dirs([workdir])),
+        "runs": len(run_dirs([workdir])),
         **ablation_values(workdir, "random_single"),
         "data": boldt_data(root),
         "evals": {

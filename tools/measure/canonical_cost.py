@@ -12,8 +12,8 @@ import timeit
 
 import numpy as np
 
-from apertus_jax.data.goldfish_canonical import canonical_drop_mask
-from apertus_jax.data.sonnets import load_sonnets
+from apertus_jax.data.goldfish.canonical import canonical_drop_mask
+from apertus_jax.data.memorization.sonnets import load_sonnets
 from apertus_jax.tokenizers import load_tokenizer
 
 

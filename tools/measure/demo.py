@@ -176,7 +176,7 @@ def measure_evaluation(root: str, scratch: str) -> dict:
 # workdir, the harness with the 512-token rows `experiments.evaluate` uses (max_length + 1 tokens).
 LM_EVAL_RUNS = {
     "task": "python -m experiments.lm_eval_task --output_dir=/tmp/lm_eval_tasks",
-    "harness": "python -m apertus_jax.jobs.lm_eval_cli run --model apertus_jax "
+    "harness": "python -m experiments.lm_eval run --model apertus_jax "
     "--model_args workdir=/tmp/apertus_demo,max_length=511 --tasks german_exams_qa "
     "--include_path /tmp/lm_eval_tasks --batch_size 16 --output_path /tmp/lm_eval_results",
     "evaluate": EVALUATION_RUNS["exams"],

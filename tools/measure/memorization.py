@@ -55,7 +55,7 @@ def injected_percent(workdir: str, config: dict) -> float:
 
 
 def study_run_values(run: dict, workdir: str, num_candidates: int) -> dict:
-    """The values of one run of a memorization study report (`apertus_jax.jobs.memorization.run_study`) and
+    """The values of one run of a memorization study report (`apertus_jax.studies.memorization.study.run_study`) and
     its WORKDIR.
 
     Returns:

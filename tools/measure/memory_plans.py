@@ -9,7 +9,7 @@ Values in GB (1e9 bytes per device) keep 2 decimals, the figures the command's t
 
 from __future__ import annotations
 
-from apertus_jax.jobs import memory_plan
+from apertus_jax.aot import memory_plan
 from tools.measure import commands
 
 # The memory-plan commands of docs/scaling.md ("Memory plan"), by model and context.
@@ -97,7 +97,7 @@ def measure_ablation_memory_plan(root: str, scratch: str) -> dict:
 
 
 # docs/optimizers.md's (and docs/scaling.md's) AdEMAMix and Muon side by side on the 8B config, its default
-# meshes 1x64x1 and 1x16x4 (`apertus_jax.jobs.memory_plan.DEFAULT_MESHES`).
+# meshes 1x64x1 and 1x16x4 (`apertus_jax.aot.memory_plan.DEFAULT_MESHES`).
 OPTIMIZER_MEMORY_RUN = (
     "python -m experiments.memory_plan --config=configs/runs/apertus_8b.py --optimizers=ademamix,muon "
     "--json=/tmp/optimizers.json"

@@ -158,7 +158,7 @@ DEMO_GROUP = ("demo", "evaluation", "posttrain")  # they share one demo run
 REGRESSIONS = {
     "goldfish_hash": Regression(
         "the Apertus Goldfish hash reads the table one entry off",
-        "apertus_jax/data/goldfish.py",
+        "apertus_jax/data/goldfish/drop_masks.py",
         "keys = _window_products(labels.astype(np.int64), h) % TABLE_SIZE",
         "keys = (_window_products(labels.astype(np.int64), h) + 1) % TABLE_SIZE",
         (*DEMO_GROUP, "goldfish_study", "goldfish_rates"),

@@ -1,0 +1,11 @@
+"""The research studies, one folder each: its job, its README; they import the core, never each other.
+
+- `goldfish`: standard loss vs Goldfish on repeated sonnets, and whether the hashes drop alike in two editions;
+- `memorization`: probes and canaries injected at planned counts, standard vs Goldfish runs, scored per count;
+- `distillation`: a student distilled from a teacher against the same student trained from scratch;
+- `ablations`: a base config with named override sets and seeds, and the comparison of their runs.
+
+Reusable mechanisms stay in the core (data kinds in `apertus_jax.data`, metrics in `apertus_jax.eval`, the
+distillation objective in `apertus_jax.posttrain`); a study's command is `experiments/`, its configs `configs/`,
+its measured figures `tools/measure/`. Each study's README names its files.
+"""
