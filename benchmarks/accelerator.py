@@ -61,4 +61,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    cli.execute(main)

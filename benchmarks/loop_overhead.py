@@ -48,7 +48,7 @@ def loop_config(steps: int):
     config.optim.total_tokens = steps * ROWS * SEQ
     config.optim.clip_norm = 1.0
     config.checkpoint.every_steps = 100
-    return parse(config).run
+    return parse(config)
 
 
 def bare_step_seconds(config, steps: int) -> float:
@@ -99,4 +99,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    cli.execute(main)

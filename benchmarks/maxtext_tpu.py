@@ -162,4 +162,4 @@ def main(argv) -> None:
 if __name__ == "__main__":
     # Defined here, not on import: the tests import the functions above beside other commands' flags.
     flags.DEFINE_string("out", None, "folder for the logs and maxtext_tpu.json", required=True)
-    cli.run(main)
+    cli.execute(main)

@@ -1,7 +1,7 @@
 """The one entry point of every command-line job in `experiments/`: flags, logs, the XLA cache, errors.
 
 Every script defines its absl flags at module level, holds no library code (its work is a function of
-`apertus_jax.jobs` or of a library module) and ends with `cli.run(main)`. `run` gives every job the same
+`apertus_jax.jobs` or of a library module) and ends with `cli.execute(main)`. `execute` gives every job the same
 behaviour:
 
 - bad input (an unknown or malformed flag, a missing required flag, an unknown config key, a value the job
@@ -215,7 +215,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
 SHORT_LOG_FORMAT = std_logging.Formatter("%(levelname).1s %(asctime)s %(message)s", "%H:%M:%S")
 
 
-def run(main: Callable[[list[str]], object], *, compilation_cache: bool = False) -> None:
+def execute(main: Callable[[list[str]], object], *, compilation_cache: bool = False) -> None:
     """Runs `main(argv)` as the job's command (module docstring); its return value is ignored."""
     log_format = flags.DEFINE_enum(
         "log_format", "short", ["short", "absl"], "Log lines: 'I 10:42:07 message', or absl's full prefix."

@@ -35,4 +35,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main, compilation_cache=True)
+    cli.execute(main, compilation_cache=True)

@@ -29,7 +29,7 @@ def main(argv) -> None:
         raise ValueError(
             f"--target={target.name}: the document mask is a cuDNN question; use a GPU, e.g. h100:1x8"
         )
-    model, seq_len = parsed.run.model, parsed.run.data.seq_len
+    model, seq_len = parsed.model, parsed.data.seq_len
     cost = document_mask_cost(model, seq_len, target_devices(target))
     for name in ("masked", "causal"):
         used = ", ".join(cost["kernels"][name])
@@ -41,4 +41,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    cli.execute(main)

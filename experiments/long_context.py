@@ -40,11 +40,11 @@ def main(argv) -> None:
     stages = load_stages(cli.config_file(_CONFIG.value))
     for name, config in stages:
         try:
-            check_layout(config.run, jax.device_count(), jax.process_count())
+            check_layout(config, jax.device_count(), jax.process_count())
         except ValueError as error:
             raise ValueError(f"stage {name}: {error}") from None
     logging.info("long context %s: %s", run_stages(stages, _WORKDIR.value, _INIT_FROM.value), _WORKDIR.value)
 
 
 if __name__ == "__main__":
-    cli.run(main, compilation_cache=True)
+    cli.execute(main, compilation_cache=True)

@@ -89,10 +89,10 @@ def main(argv) -> None:
         if _OPTIMIZERS.value:
             raise ValueError("--optimizers compares optimizers on the CPU plan; drop --target")
         target = parse_target(_TARGET.value, _NUM_SLICES.value)
-        shapes = target_meshes(parsed.run, target, _MESHES.value)
+        shapes = target_meshes(parsed, target, _MESHES.value)
         devices = target_devices(target)
         lines = target_lines(
-            parsed.run,
+            parsed,
             parsed.model_preset,
             target,
             devices,
@@ -104,14 +104,14 @@ def main(argv) -> None:
     elif _NUM_SLICES.value != 1:
         raise ValueError("--num_slices goes with --target=NAME")
     else:
-        shapes = mesh_shapes(parsed.run, _MESHES.value)
+        shapes = mesh_shapes(parsed, _MESHES.value)
         if _OPTIMIZERS.value:
-            lines = optimizer_lines(parsed.run, parsed.model_preset, shapes, _OPTIMIZERS.value, _JSON.value)
+            lines = optimizer_lines(parsed, parsed.model_preset, shapes, _OPTIMIZERS.value, _JSON.value)
         else:
-            lines = plan_lines(parsed.run, parsed.model_preset, shapes, _ROWS.value, _JSON.value)
+            lines = plan_lines(parsed, parsed.model_preset, shapes, _ROWS.value, _JSON.value)
     for line in lines:
         print(line, flush=True)
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    cli.execute(main)

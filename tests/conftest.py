@@ -255,7 +255,7 @@ def write_tiny_workdir(
     parsed = parse(config)
     with open(os.path.join(workdir, "config.json"), "w") as f:
         json.dump(parsed.to_dict(), f)
-    run = Run(parsed.run, devices=jax.devices()[:1])
+    run = Run(parsed, devices=jax.devices()[:1])
     state = run.spec.init()
     checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=2, async_save=False)
     checkpointer.save(
@@ -328,12 +328,11 @@ def teacher_logits_store(tmp_path_factory):
     teacher = str(tmp_path_factory.mktemp("teacher"))
     write_tiny_workdir(teacher, 3, init_std=0.5)
     config = read_config(teacher)
-    run = config.run.replace(
-        model=dataclasses.replace(config.run.model, n_layers=1),
-        train=dataclasses.replace(config.run.train, steps=3),
-        mesh=dataclasses.replace(config.run.mesh, data=-1),
+    student = config.replace(
+        model=dataclasses.replace(config.model, n_layers=1),
+        train=dataclasses.replace(config.train, steps=3),
+        mesh=dataclasses.replace(config.mesh, data=-1),
     )
-    student = dataclasses.replace(config, run=run)
     logits_dir = str(tmp_path_factory.mktemp("logits"))
     meta = write_teacher_logits(teacher, student, logits_dir, steps=3, k=8)
     assert meta["k"] == 8 and meta["steps"] == 3

@@ -82,10 +82,10 @@ def test_a_new_component_kind_trains_through_the_pipeline(tmp_path):
     config = parse(
         tiny_config(components={"excerpts": {"kind": "excerpts", "chars": 120}}, goldfish={"k": 0})
     )
-    spec = config.run.data.pipeline.components["excerpts"]
+    spec = config.data.pipeline.components["excerpts"]
     assert isinstance(spec, ExcerptSpec) and spec.chars == 120
     tokenizer = demo_tokenizer(1024)
-    batch = next(Run(config.run).batch_source())
+    batch = next(Run(config).batch_source())
     # The rows hold the excerpts: every row that starts a document starts with one of them.
     excerpts = {tuple(tokenizer.encode_document(d["text"][:120])[:SEQ_LEN]) for d in load_german_prose()}
     starts = [row for row in batch["tokens"] if row[0] == tokenizer.bod_id]
@@ -117,7 +117,7 @@ def _first_step_loss(run):
 
 @pytest.mark.slow
 def test_a_new_objective_replaces_the_loss_of_the_step(tmp_path):
-    config = parse(tiny_config()).run
+    config = parse(tiny_config())
     pretraining = _first_step_loss(Run(config))
     plain = _first_step_loss(Run(config, objective=smoothed_cross_entropy(0.0)))
     smoothed = _first_step_loss(Run(config, objective=smoothed_cross_entropy(0.1)))
@@ -163,7 +163,7 @@ def _kl_float64(teacher_BxTxV, student_BxTxV, loss_mask_BxT) -> float:
 
 @pytest.mark.slow
 def test_a_frozen_teacher_is_an_input_of_the_step_and_its_kl_is_the_loss(tmp_path):
-    config = parse(tiny_config()).run
+    config = parse(tiny_config())
     teacher = dataclasses.replace(config.model, n_layers=1)  # a smaller toy teacher, seeded apart
     run = Run(config, objective=distillation(teacher, seed=7))
     step = run.train_step(ROWS)
@@ -195,7 +195,7 @@ def seed_sweep(config: Config, root: str, seeds=(0, 1)) -> dict[int, float]:
     """Trains `config` once per seed in ROOT/seed<N>; returns the final training loss of each."""
     finals = {}
     for seed in seeds:
-        seeded = dataclasses.replace(config, run=config.run.replace(seed=seed))
+        seeded = config.replace(seed=seed)
         workdir = os.path.join(root, f"seed{seed}")
         loop.train(assemble(seeded), workdir)
         finals[seed] = last_loss(workdir)
@@ -209,5 +209,5 @@ def test_a_new_job_is_a_function_of_a_parsed_config(tmp_path):
     assert set(finals) == {0, 1} and finals[0] != finals[1]  # other initializations and data orders
     for seed in (0, 1):  # the standard hooks wrote each run's records
         recorded = json.loads((tmp_path / f"seed{seed}" / "config.json").read_text())
-        assert recorded["seed"] == seed and parse(recorded).run.seed == seed
+        assert recorded["seed"] == seed and parse(recorded).seed == seed
     assert seed_sweep(config, str(tmp_path)) == finals  # finished runs resume at their last step

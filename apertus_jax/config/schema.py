@@ -9,7 +9,7 @@ nothing below this layer receives or reads a ConfigDict.
 Sections and their owners: the trainer's `RunConfig` (`apertus_jax.train.config`: `seed`, `model`, `data`,
 `train`, `optim`, `mesh`, `checkpoint`, `faults`, `metrics`, `profile`), `posttrain`
 (`apertus_jax.posttrain.config`) and `eval` (`apertus_jax.eval.config`), the sections of the jobs above the
-trainer.
+trainer. The parsed `Config` is a `RunConfig` with those two sections added, keyed as on the command line.
 """
 
 from __future__ import annotations
@@ -43,18 +43,19 @@ from apertus_jax.train.metrics import ProfileConfig
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """A parsed run config: the trainer's sections and those of the jobs above it.
+class Config(RunConfig):
+    """A parsed run config: the trainer's sections (a `RunConfig`: `seed`, `model`, `data`, `train`, `optim`,
+    `mesh`, `checkpoint`, `faults`, `metrics`, `profile`) and those of the jobs above it. Its attributes are
+    the command line's keys: `config.train.steps` is `--config.train.steps`. A `Config` is the trainer's
+    config as it is (`Run(config)`); the trainer reads only its own sections.
 
     Attributes:
-      run: the trainer's sections.
       posttrain, eval: the post-training and in-loop evaluation sections.
       model_preset: the model preset the model section started from (`model.preset`, a name of
         `apertus_jax.models.presets`); set on the command line, it replaces the whole model section by that
-        preset's fields, other `--config.model.*` overrides applied on top. The fields are `run.model`.
+        preset's fields, other `--config.model.*` overrides applied on top. The fields are `model`.
     """
 
-    run: RunConfig = dataclasses.field(default_factory=RunConfig)
     posttrain: PosttrainConfig = dataclasses.field(default_factory=PosttrainConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
     model_preset: str = "tiny"
@@ -62,7 +63,7 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         """The config as a plain dict of the `base_config()` schema, every default filled in and the pipeline
         normalized (`parse` of it gives an equal Config): what `config.json` records."""
-        out = self.run.to_dict()
+        out = super().to_dict()
         out["model"] = {"preset": self.model_preset, **out["model"]}
         out["posttrain"] = dataclasses.asdict(self.posttrain)
         out["eval"] = dataclasses.asdict(self.eval)
@@ -154,7 +155,7 @@ def parse(config: ml_collections.ConfigDict | dict) -> Config:
             f"config keys differ from the schema (apertus_jax/config/schema.py): unknown {unknown}, "
             f"missing {missing}{hint}"
         )
-    run = RunConfig(
+    sections = dict(
         seed=config["seed"],
         model=model_presets.from_section(_plain(config["model"])),
         data=data_config.from_section(config["data"]),
@@ -166,11 +167,11 @@ def parse(config: ml_collections.ConfigDict | dict) -> Config:
         metrics=MetricsConfig(**_plain(config["metrics"])),
         profile=ProfileConfig(**_plain(config["profile"])),
     )
-    for name, spec in run.data.pipeline.components.items():
+    for name, spec in sections["data"].pipeline.components.items():
         if spec.kind in KIND_EXTRAS:
             extras.require(KIND_EXTRAS[spec.kind], f"data.pipeline.components.{name} (kind {spec.kind!r})")
     return Config(
-        run=run,
+        **sections,
         posttrain=PosttrainConfig(**_plain(config["posttrain"])),
         eval=EvalConfig(**_plain(config["eval"])),
         model_preset=str(config["model"]["preset"]),

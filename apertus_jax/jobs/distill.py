@@ -54,11 +54,11 @@ def write_teacher_logits(
     if jax.process_count() > 1:
         raise ValueError("write_teacher_logits runs in one process; start it without a multi-host launcher")
     teacher = load_workdir(teacher_workdir)
-    run = Run(config.run)  # the student run: its data side gives the batches
-    vocab = config.run.model.vocab_size
-    if teacher.config.run.model.vocab_size != vocab:
+    run = Run(config)  # the student run: its data side gives the batches
+    vocab = config.model.vocab_size
+    if teacher.config.model.vocab_size != vocab:
         raise ValueError(
-            f"the teacher's vocab_size {teacher.config.run.model.vocab_size} differs from the student's {vocab}"
+            f"the teacher's vocab_size {teacher.config.model.vocab_size} differs from the student's {vocab}"
         )
     if teacher.tokenizer.checksum != run.tokenizer.checksum:
         raise ValueError(
@@ -87,7 +87,7 @@ def write_teacher_logits(
         if step % 50 == 0 or step == steps:
             logging.info("teacher logits: step %d of %d", step, steps)
     meta = {"teacher": os.path.abspath(teacher_workdir), "teacher_step": teacher.step, "k": k, "steps": steps}
-    meta.update(seq_len=config.run.data.seq_len, vocab_size=vocab, tokenizer=run.tokenizer.name)
+    meta.update(seq_len=config.data.seq_len, vocab_size=vocab, tokenizer=run.tokenizer.name)
     with files.atomic_path(os.path.join(logits_dir, META)) as path, open(path, "w") as f:
         json.dump(meta, f, indent=1)
     return meta
@@ -117,25 +117,24 @@ def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temp
         `apertus_jax.train.loop.train`.
     """
     meta = read_meta(logits_dir)
-    run_config = config.run
-    if meta["vocab_size"] != run_config.model.vocab_size:
+    if meta["vocab_size"] != config.model.vocab_size:
         raise ValueError(
             f"{logits_dir} holds logits over {meta['vocab_size']} ids, the student's model.vocab_size is "
-            f"{run_config.model.vocab_size}; write the logits with the student's config"
+            f"{config.model.vocab_size}; write the logits with the student's config"
         )
-    if meta["seq_len"] != run_config.data.seq_len or meta["steps"] < run_config.train.steps:
+    if meta["seq_len"] != config.data.seq_len or meta["steps"] < config.train.steps:
         raise ValueError(
             f"{logits_dir} holds {meta['steps']} steps of {meta['seq_len']}-token rows; the student trains "
-            f"{run_config.train.steps} steps of {run_config.data.seq_len}: write the logits with the student's config"
+            f"{config.train.steps} steps of {config.data.seq_len}: write the logits with the student's config"
         )
-    pipeline = run_config.data.pipeline
+    pipeline = config.data.pipeline
     pipeline.check_inputs()
     data = {name: spec.describe() for name, spec in pipeline.components.items()}
     data["teacher_logits"] = {"kind": "teacher_logits", "licence": None, **meta, "path": logits_dir}
     return run_training(
         config,
         workdir,
-        objective=distillation(run_config.data.seq_len, meta["k"], alpha, temperature),
+        objective=distillation(config.data.seq_len, meta["k"], alpha, temperature),
         batch_source=lambda run: TeacherLogits(
             pipeline_batch_source(_same_tokenizer(run, meta)), logits_dir, meta
         ),

@@ -30,9 +30,8 @@ from apertus_jax.train.run import Run
 
 def run_rows(config: Config) -> int:
     """The global rows the run's `train.steps` steps consume under its batch plan."""
-    run = config.run
-    steps = np.arange(run.train.steps)
-    return int(np.sum(np.asarray(run.train.plan.batch_tokens_at_step(steps)) // run.data.seq_len))
+    steps = np.arange(config.train.steps)
+    return int(np.sum(np.asarray(config.train.plan.batch_tokens_at_step(steps)) // config.data.seq_len))
 
 
 def gpt_sample_source(
@@ -103,7 +102,7 @@ def pretrain_on_gpt_samples(
             "prefixes": list(prefixes),
             "weights": weights and list(weights),
             "split": split,
-            "seed": config.run.seed,
+            "seed": config.seed,
             "num_samples": num_samples,
             "add_extra_token": add_extra_token,
             "licence": None,

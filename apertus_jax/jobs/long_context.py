@@ -190,7 +190,7 @@ def run_stages(
     names = [name for name, _ in stages]
     if len(set(names)) != len(names):
         raise ValueError(f"stage names {names} must be distinct")
-    rope_thetas = {name: config.run.model.rope_theta for name, config in stages}
+    rope_thetas = {name: config.model.rope_theta for name, config in stages}
     if not init_from.startswith(HF_PREFIX) and not os.path.isdir(os.path.join(init_from, "checkpoints")):
         raise FileNotFoundError(
             f"--init_from={init_from} has no checkpoints/: point it at a pretraining workdir, or hf:DIR for a HF "
@@ -199,18 +199,15 @@ def run_stages(
     source = init_from
     for name, config in stages:
         workdir = os.path.join(root, name)
-        if stage_finished(workdir, config.run.train.steps):
+        if stage_finished(workdir, config.train.steps):
             logging.info("stage %s: finished, skipped", name)
         else:
-            run = config.run
-            config = dataclasses.replace(
-                config, run=run.replace(checkpoint=dataclasses.replace(run.checkpoint, init_from=source))
-            )
+            config = config.replace(checkpoint=dataclasses.replace(config.checkpoint, init_from=source))
             logging.info(
                 "stage %s: seq_len %d, rope_theta %g, from %s",
                 name,
-                run.data.seq_len,
-                run.model.rope_theta,
+                config.data.seq_len,
+                config.model.rope_theta,
                 source,
             )
             outcome = train(config, workdir)

@@ -85,7 +85,7 @@ def reference_workdir(config: Config) -> str:
     Raises:
       ValueError: both are empty.
     """
-    workdir = config.posttrain.reference_workdir or config.run.checkpoint.init_from
+    workdir = config.posttrain.reference_workdir or config.checkpoint.init_from
     if not workdir:
         raise ValueError(
             "qrpo/dpo need a reference model: set checkpoint.init_from (or posttrain.reference_workdir)"
@@ -115,10 +115,10 @@ def prepare_reference_cache(config: Config, workdir: str) -> Config:
     config = dataclasses.replace(
         config, posttrain=dataclasses.replace(config.posttrain, reference_cache=path)
     )
-    run = Run(config.run)
+    run = Run(config)
     paths = config.posttrain.data
     examples = completion_examples(paths, run.tokenizer)
-    fingerprint = reference_lib.cache_fingerprint(paths, run.tokenizer, config.run.data.seq_len)
+    fingerprint = reference_lib.cache_fingerprint(paths, run.tokenizer, config.data.seq_len)
     source = reference_workdir(config)
     try:
         if reference_lib.read_cache(path, fingerprint, len(examples))["reference_workdir"] == source:
@@ -127,9 +127,7 @@ def prepare_reference_cache(config: Config, workdir: str) -> Config:
         pass
     model, step = reference_model(run, source)
     with jax.set_mesh(run.mesh):
-        logprobs = reference_lib.score_examples(
-            model, examples, config.run.data.seq_len, run.tokenizer.pad_id
-        )
+        logprobs = reference_lib.score_examples(model, examples, config.data.seq_len, run.tokenizer.pad_id)
     reference_lib.write_cache(path, logprobs, fingerprint, source, step)
     logging.info("scored %d completions with the reference %s; cached in %s", len(examples), source, path)
     return config
@@ -166,7 +164,7 @@ def qrpo(config: Config, workdir: str) -> str:
     if posttrain.reference == "cached":
         config = prepare_reference_cache(config, workdir)
         fingerprint_of = lambda run: reference_lib.cache_fingerprint(
-            posttrain.data, run.tokenizer, config.run.data.seq_len
+            posttrain.data, run.tokenizer, config.data.seq_len
         )
 
         def make_reference(run, examples):

@@ -39,7 +39,7 @@ def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[
       data: {name: description} of what a job's own batch source reads; None: the run reads `data.pipeline`
         (its components describe themselves, and the probe manifest lists its injected documents).
     """
-    pipeline = config.run.data.pipeline
+    pipeline = config.data.pipeline
     described = (
         data if data is not None else {name: spec.describe() for name, spec in pipeline.components.items()}
     )
@@ -77,21 +77,20 @@ def assemble(
     if (batch_source is None) != (data is None):
         raise ValueError("a job's own batch source needs the description of what it reads (data=...)")
     hooks = [*standard_hooks(config, data), *hooks]
-    run = Run(config.run, objective=objective, batch_source=batch_source, hooks=hooks, devices=devices)
+    run = Run(config, objective=objective, batch_source=batch_source, hooks=hooks, devices=devices)
     if data is None:
-        config.run.data.pipeline.check_inputs()
+        config.data.pipeline.check_inputs()
     return run
 
 
 def describe(config: Config) -> str:
     """The start-up line of a run: model size, optimizer, LR schedule and the tokens planned."""
-    run = config.run
-    model, optim, plan = run.model, run.optim, run.train.plan
+    model, optim, plan = config.model, config.optim, config.train.plan
     phases = " then ".join(
-        f"{tokens // run.data.seq_len} x {run.data.seq_len} from token {start:,}"
+        f"{tokens // config.data.seq_len} x {config.data.seq_len} from token {start:,}"
         if start
-        else f"{tokens // run.data.seq_len} x {run.data.seq_len}"
-        for start, tokens in run.train.batch_plan
+        else f"{tokens // config.data.seq_len} x {config.data.seq_len}"
+        for start, tokens in config.train.batch_plan
     )
     schedule = (
         f"wsd ({optim.decay_shape} cooldown): warmup {optim.warmup_tokens:,}, cooldown {optim.decay_tokens:,}"
@@ -102,8 +101,8 @@ def describe(config: Config) -> str:
         f"run: model {config.model_preset} ({model.n_layers} layers, d_model {model.d_model}, vocab "
         f"{model.vocab_size:,}: {flops.param_count(model):,} parameters); optimizer {optim.name} (peak LR "
         f"{optim.peak_lr:g}, weight decay {optim.weight_decay:g}, clip {optim.clip_norm:g}); schedule "
-        f"{schedule} of {optim.total_tokens:,} tokens; {run.train.steps:,} steps of {phases} tokens: "
-        f"{plan.tokens_at_step(run.train.steps):,} tokens planned"
+        f"{schedule} of {optim.total_tokens:,} tokens; {config.train.steps:,} steps of {phases} tokens: "
+        f"{plan.tokens_at_step(config.train.steps):,} tokens planned"
     )
 
 

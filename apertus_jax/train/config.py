@@ -171,7 +171,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain values of every section (the pipeline normalized): what metric writers record."""
         out = {"seed": self.seed}
-        for field in dataclasses.fields(self):
+        for field in dataclasses.fields(RunConfig):  # a subclass's own sections are its own to add
             value = getattr(self, field.name)
             if field.name == "seed":
                 continue

@@ -71,7 +71,7 @@ def evaluate(
     trained = load_workdir(workdir)
     tokenizer = trained.tokenizer
     if not seq_len:
-        seq_len = int(trained.config.run.data.seq_len)
+        seq_len = int(trained.config.data.seq_len)
         seq_len = max(seq_len, 512) if task.endswith(EXAMS_QA_SUFFIX) else seq_len
     result = {"workdir": os.path.abspath(workdir), "step": trained.step, "task": task, "seq_len": seq_len}
     if task.endswith(EXAMS_QA_SUFFIX):

@@ -61,10 +61,10 @@ def load_workdir(workdir: str) -> TrainedModel:
       FileNotFoundError: as `read_config`, or no readable checkpoint.
     """
     config = read_config(workdir)
-    model_config, data = config.run.model, config.run.data
+    model_config, data = config.model, config.data
     tokenizer = run_tokenizer(data.tokenizer, data.demo_tokenizer_vocab)
     mesh = partitioning.make_mesh(1, 1, 1, devices=jax.devices()[:1])
-    abstract_params = make_abstract_params(model_config, mesh, config.run.seed).abstract
+    abstract_params = make_abstract_params(model_config, mesh, config.seed).abstract
     params, meta = restore_workdir_params(workdir, abstract_params)
     return TrainedModel(
         model=model_from_params(model_config, params),

@@ -33,4 +33,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    cli.execute(main)

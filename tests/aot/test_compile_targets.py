@@ -103,7 +103,7 @@ def test_bad_target_names(name, slices, message):
 
 
 def test_meshes_must_use_all_devices_of_the_target():
-    config = parse(tiny_demo.get_config()).run
+    config = parse(tiny_demo.get_config())
     target = compile_targets.parse_target("v5p-128")
     assert target_plan.target_meshes(config, target, []) == [(64, 1, 1)]  # tiny_demo: data=-1
     assert target_plan.target_meshes(config, target, ["1x16x4", "1x16x1x4"]) == [(1, 16, 4), (1, 16, 1, 4)]
@@ -208,7 +208,7 @@ def no_persistent_cache():
 
 @pytest.fixture(scope="module")
 def tiny_bf16():
-    config = parse(tiny_demo.get_config()).run
+    config = parse(tiny_demo.get_config())
     return config.replace(model=config.model.replace(dtype="bfloat16"))
 
 

@@ -19,7 +19,7 @@ FLOAT32_BYTES = 4
 
 @pytest.fixture(scope="module")
 def config():
-    return parse(tiny_demo.get_config()).run
+    return parse(tiny_demo.get_config())
 
 
 def _analytical_param_bytes(model, fsdp: int, tensor: int) -> int:
@@ -68,7 +68,7 @@ def test_mesh_argument_errors():
         with pytest.raises(ValueError, match="DATAxFSDPxTENSOR"):
             memory_plan.parse_mesh(bad)
     with pytest.raises(ValueError, match="needs 16 devices, 8 exist"):
-        memory_plan.state_spec(parse(tiny_demo.get_config()).run, (1, 16, 1))
+        memory_plan.state_spec(parse(tiny_demo.get_config()), (1, 16, 1))
 
 
 def test_every_flag_value_is_checked_before_the_first_line(config):
@@ -99,7 +99,7 @@ def test_context_axis_splits_activations_and_parameters():
     with config.unlocked():
         config.data.seq_len = config.model.max_seq_len = 1024
         config.train.batch_plan = ((0, 2 * 1024),)
-    config = parse(config).run
+    config = parse(config)
     plain, split = (
         memory_plan.plan_one(config, shape, rows_per_device=1) for shape in ((1, 2, 1), (1, 2, 1, 4))
     )
@@ -113,7 +113,7 @@ def test_context_axis_splits_activations_and_parameters():
 
 def test_mesh_shapes_default_per_model_size(config):
     assert memory_plan.mesh_shapes(config, ["1x8x1", "2x2x2x1"]) == [(1, 8, 1), (2, 2, 2, 1)]
-    eight_b = parse(apertus_8b.get_config()).run
+    eight_b = parse(apertus_8b.get_config())
     assert memory_plan.mesh_shapes(eight_b) == [(1, 64, 1), (1, 16, 4)]
     with pytest.raises(ValueError, match="no default meshes for this model size"):
         memory_plan.mesh_shapes(config)

@@ -45,7 +45,7 @@ def _with(path: tuple[str, ...], value) -> ml_collections.ConfigDict:
 
 def validate(config, devices: int, processes: int = 1):
     """The checks of a run start: the parse, then the layout rules."""
-    return check_layout(parse(config).run, devices, processes)
+    return check_layout(parse(config), devices, processes)
 
 
 def test_the_walk_covers_every_section_of_a_valid_config():
@@ -121,7 +121,7 @@ def test_cli_bad_microbatch_is_one_line_exit_2_and_writes_nothing(tmp_path, run_
 def test_parse_round_trips_through_the_dict_and_fills_the_pipeline():
     config = parse(tiny_demo.get_config())
     assert isinstance(config, Config) and config.model_preset == "tiny"
-    assert config.run.data.pipeline.components["prose"].sources == ("german_prose",)
+    assert config.data.pipeline.components["prose"].sources == ("german_prose",)
     assert parse(config.to_dict()) == config
     assert set(config.to_dict()) == set(base_config())
 
@@ -172,7 +172,7 @@ def test_a_record_without_keys_added_later_parses_with_their_defaults():
     del recorded["posttrain"]["qrpo_variant"], recorded["eval"]["batch_rows"]
     config = parse_recorded(recorded)
     assert config == parse(tiny_demo.get_config())
-    assert list(config.run.data.pipeline.components) == ["prose", "udhr"]
+    assert list(config.data.pipeline.components) == ["prose", "udhr"]
     recorded["train"]["colour"] = 1
     with pytest.raises(ValueError, match="unknown \\['train.colour'\\]"):
         parse_recorded(recorded)
@@ -184,7 +184,7 @@ def test_a_component_kind_whose_extra_is_missing_is_refused_at_parse(tmp_path, m
     (tmp_path / "a.parquet").write_bytes(b"")
     config = tiny_demo.get_config()
     config.data.pipeline.components = {"web": {"kind": "parquet", "paths": [str(tmp_path / "a.parquet")]}}
-    assert parse(config).run.data.pipeline.components["web"].kind == "parquet"
+    assert parse(config).data.pipeline.components["web"].kind == "parquet"
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(ValueError) as error:
         parse(config)
@@ -202,7 +202,7 @@ def test_an_overridden_step_count_alone_takes_the_schedule_with_it():
     config = tiny_demo.get_config()
     config.train.steps = 20
     message = fit_schedule_to_steps(config, ["train.steps"])
-    optim = parse(config).run.optim
+    optim = parse(config).optim
     assert (optim.total_tokens, optim.warmup_tokens, optim.decay_tokens) == (
         20 * 2048,
         20 * 2048 // 15,
@@ -218,4 +218,4 @@ def test_an_overridden_step_count_alone_takes_the_schedule_with_it():
         config = tiny_demo.get_config()
         config.train.steps = 20
         assert fit_schedule_to_steps(config, overridden) is None
-        assert parse(config).run.optim.total_tokens == 300 * 2048
+        assert parse(config).optim.total_tokens == 300 * 2048

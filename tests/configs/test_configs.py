@@ -35,7 +35,7 @@ ARGUMENTS = {"runs.tiny_own_data": ("/data/my_shards",)}
 @pytest.mark.parametrize("name,devices", CONFIGS)
 def test_config_validates(name, devices):
     config = importlib.import_module(f"configs.{name}").get_config(*ARGUMENTS.get(name, ()))
-    mesh_shape = check_layout(parse(config).run, devices, 1)
+    mesh_shape = check_layout(parse(config), devices, 1)
     assert len(mesh_shape) == 4 and int(np.prod(mesh_shape)) == devices  # (data, fsdp, tensor, context)
     with pytest.raises(Exception):
         config.train.not_a_field = 1  # locked: a typo in an override cannot silently add a field
@@ -53,7 +53,7 @@ def test_preset_override_replaces_the_model_section_and_keeps_field_overrides():
     apply_preset_override(
         config, ["pretrain", "--config.model.preset=tiny-llama", "--config.model.vocab_size=4096"]
     )
-    model = parse(config).run.model
+    model = parse(config).model
     assert (model.mlp_type, model.qk_norm, model.vocab_size) == ("swiglu", False, 4096)
     config.model.preset = "no-such-model"
     with pytest.raises(ValueError, match="tiny-llama"):
@@ -80,7 +80,7 @@ def test_configs_live_in_folders_by_kind_and_no_two_share_a_name():
 
 def test_the_own_data_config_reads_its_shard_sets_and_nothing_of_the_demo():
     own = importlib.import_module("configs.runs.tiny_own_data")
-    run = parse(own.get_config("/data/a,/data/b")).run
+    run = parse(own.get_config("/data/a,/data/b"))
     (spec,) = run.data.pipeline.components.values()
     assert (spec.kind, spec.paths, run.data.tokenizer) == ("arrayrecord", ("/data/a", "/data/b"), "demo")
     assert parse(own.get_config("/data/a")).eval.every_steps == 0

@@ -271,7 +271,7 @@ def test_kill9_of_a_distilled_student_resumes_exactly(uninterrupted, losses_of, 
         config.model.n_layers = 1
     student = parse(config)
     logits = str(tmp_path / "logits")
-    distill.write_teacher_logits(uninterrupted, student, logits, steps=student.run.train.steps, k=16)
+    distill.write_teacher_logits(uninterrupted, student, logits, steps=student.train.steps, k=16)
     reference = str(tmp_path / "reference")
     assert distill.distill(student, reference, logits, alpha=0.9, temperature=1.0) == "done"
     command = [sys.executable, "-m", "experiments.distill", "--config=configs/runs/tiny_resume.py"]

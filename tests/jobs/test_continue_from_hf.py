@@ -37,7 +37,7 @@ def exported(tmp_path_factory):
 
 
 def _run_config(workdir, **model):
-    run = read_config(workdir).run
+    run = read_config(workdir)
     return run.replace(model=dataclasses.replace(run.model, **model))
 
 
@@ -124,12 +124,12 @@ def test_a_run_from_the_export_trains_like_a_run_from_its_workdir(exported, tmp_
     losses = {}
     for name, source in (("workdir", workdir), ("hf", f"hf:{out}")):
         config = read_config(workdir)
-        run = config.run.replace(
-            train=dataclasses.replace(config.run.train, steps=STEPS),
-            checkpoint=dataclasses.replace(config.run.checkpoint, init_from=source, every_steps=STEPS),
-            mesh=dataclasses.replace(config.run.mesh, data=-1),
+        config = config.replace(
+            train=dataclasses.replace(config.train, steps=STEPS),
+            checkpoint=dataclasses.replace(config.checkpoint, init_from=source, every_steps=STEPS),
+            mesh=dataclasses.replace(config.mesh, data=-1),
         )
-        assert pretrain(dataclasses.replace(config, run=run), str(tmp_path / name)) == "done"
+        assert pretrain(config, str(tmp_path / name)) == "done"
         losses[name] = [(r["step"], r["loss"], r["grad_norm"]) for r in read_records(str(tmp_path / name))]
     assert len(losses["hf"]) == STEPS and losses["hf"] == losses["workdir"]
 

@@ -23,11 +23,10 @@ def test_the_student_reports_kl_and_ce_and_resumes_exactly(teacher_logits_store,
     records = {}
     for name, stops in (("uninterrupted", [3]), ("resumed", [2, 3])):
         for steps in stops:
-            run = student.run.replace(
-                train=dataclasses.replace(student.run.train, steps=steps),
-                checkpoint=dataclasses.replace(student.run.checkpoint, every_steps=1),
+            config = student.replace(
+                train=dataclasses.replace(student.train, steps=steps),
+                checkpoint=dataclasses.replace(student.checkpoint, every_steps=1),
             )
-            config = dataclasses.replace(student, run=run)
             assert distill(config, str(tmp_path / name), logits_dir, alpha=0.9, temperature=2.0) == "done"
         records[name] = [(r["step"], r["loss"], r["kl"], r["ce"]) for r in read_records(str(tmp_path / name))]
     assert records["resumed"] == records["uninterrupted"] and len(records["resumed"]) == 3
@@ -37,25 +36,21 @@ def test_the_student_reports_kl_and_ce_and_resumes_exactly(teacher_logits_store,
 
 def test_a_store_of_other_rows_or_too_few_steps_is_refused(teacher_logits_store, tmp_path):
     _, student, logits_dir = teacher_logits_store
-    other_seed = dataclasses.replace(student, run=student.run.replace(seed=student.run.seed + 1))
+    other_seed = student.replace(seed=student.seed + 1)
     meta = read_meta(logits_dir)
     source = TeacherLogits(
-        pipeline_batch_source(Run(other_seed.run, devices=jax.devices()[:1])), logits_dir, meta
+        pipeline_batch_source(Run(other_seed, devices=jax.devices()[:1])), logits_dir, meta
     )
     with pytest.raises(ValueError, match="teacher logits of step 1 .* are of other rows"):
         next(source)
-    longer = dataclasses.replace(
-        student, run=student.run.replace(train=dataclasses.replace(student.run.train, steps=4))
-    )
+    longer = student.replace(train=dataclasses.replace(student.train, steps=4))
     with pytest.raises(ValueError, match="holds 3 steps of 64-token rows; the student trains 4 steps"):
         distill(longer, str(tmp_path / "w"), logits_dir, alpha=0.9, temperature=1.0)
-    wider = dataclasses.replace(
-        student, run=student.run.replace(model=dataclasses.replace(student.run.model, vocab_size=2048))
-    )
+    wider = student.replace(model=dataclasses.replace(student.model, vocab_size=2048))
     with pytest.raises(ValueError, match="logits over 1024 ids, the student's model.vocab_size is 2048"):
         distill(wider, str(tmp_path / "w"), logits_dir, alpha=0.9, temperature=1.0)
     other_k = TeacherLogits(
-        pipeline_batch_source(Run(student.run, devices=jax.devices()[:1])), logits_dir, {**meta, "k": K + 1}
+        pipeline_batch_source(Run(student, devices=jax.devices()[:1])), logits_dir, {**meta, "k": K + 1}
     )
     with pytest.raises(ValueError, match=rf"have shape \(8, 64, {K}\), the step needs \(8, 64, {K + 1}\)"):
         next(other_k)

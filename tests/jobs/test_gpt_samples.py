@@ -45,7 +45,7 @@ def test_batches_are_the_streams_rows_and_the_run_trains_on_them(tmp_path):
     config, blend = _config(), _blend(tmp_path)
     rows = run_rows(config)
     assert rows == 6 * 4
-    stream = gpt_samples.gpt_samples(blend, seq_len=64, seed=config.run.seed, split="98,2", num_samples=rows)
+    stream = gpt_samples.gpt_samples(blend, seq_len=64, seed=config.seed, split="98,2", num_samples=rows)
     source = gpt_sample_source(blend, split="98,2", num_samples=rows)
     batches = assemble(config, batch_source=source, data={}).batch_source()
     # data.num_shards = 2 shards of 2 rows each; this process reads both: the global batch, in stream order.

@@ -34,7 +34,7 @@ def test_stage_config_sets_length_theta_batch_and_a_rewarmed_constant_lr():
     assert config.data.seq_len == config.model.max_seq_len == 16384
     assert config.model.rope_theta == 2e6 and config.mesh.context == 4
     assert config.train.batch_plan == ((0, 2**23),) and config.train.steps == 100
-    run = parse(config).run
+    run = parse(config)
     assert check_layout(run, num_devices=16) == (4, 1, 1, 4)  # data fills what context leaves
     lr = make_lr_schedule(run.optim, run.train.plan)
     values = [float(lr(update)) for update in (0, 6, 12, 50, 99)]
@@ -59,7 +59,7 @@ def test_recipe_stages_match_the_report():
             config = module.get_config(stage.name)
             assert config.optim.peak_lr == lr and config.optim.warmup_tokens == 1_200_000_000
             assert config.train.batch_plan[0][1] == module.BATCH_TOKENS
-            check_layout(parse(config).run, num_devices=module.DEVICES)
+            check_layout(parse(config), num_devices=module.DEVICES)
 
 
 def test_the_262k_stages_double_length_and_theta_and_fit_their_devices():
@@ -73,7 +73,7 @@ def test_the_262k_stages_double_length_and_theta_and_fit_their_devices():
             assert (
                 config.train.batch_plan[0][1] == module.BATCH_TOKENS and config.mesh.context == stage.context
             )
-            check_layout(parse(config).run, num_devices=module.DEVICES)
+            check_layout(parse(config), num_devices=module.DEVICES)
 
 
 @pytest.mark.slow
@@ -84,7 +84,7 @@ def test_the_262k_stage_compiles_in_the_memory_plan(model):
     from apertus_jax.aot import memory_plan
 
     module = importlib.import_module(f"configs.runs.apertus_{model}_262k")
-    config = parse(module.get_config("256k")).run
+    config = parse(module.get_config("256k"))
     row = memory_plan.plan_one(config, (1, 1, 1, 8), rows_per_device=1)
     rows = module.BATCH_TOKENS // config.data.seq_len
     assert (row["rows"], row["microbatches"]) == (1, rows) and row["total"] > row["activations"] > 0

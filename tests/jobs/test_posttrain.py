@@ -90,7 +90,7 @@ def test_pretrain_sft_qrpo_chain_resumes_bitwise_after_sigterm(pretrained, tmp_p
     assert [(r["step"], r["loss"]) for r in _losses(resumed)] == sft_losses  # bitwise
     assert len(sft_losses) == 4
     # The pipeline of sft_tiny has Goldfish k=50; the chat rows (prompts masked) get no Goldfish.
-    assert parse(sft()).run.data.pipeline.goldfish.k == 50
+    assert parse(sft()).data.pipeline.goldfish.k == 50
     assert not any("goldfish_dropped_fraction" in r for r in _losses(straight))
     # The records say what the run trained on: the conversations, not the unused pipeline.
     with open(os.path.join(straight, "provenance.json")) as f:
@@ -168,7 +168,7 @@ def test_memory_plan_lowers_the_preference_step(objective):
     config = _small(qrpo_tiny.get_config(), 4, "unused")
     config.posttrain.objective = objective
     parsed = parse(config)
-    run = Run(parsed.run, objective=objective_for(parsed.posttrain))
+    run = Run(parsed, objective=objective_for(parsed.posttrain))
     batch = run.abstract_batch(ROWS)
     assert [(batch[k].shape, str(batch[k].dtype)) for k in ("ref_logprobs", "quantile_reward")] == [
         ((ROWS, 2), "float32")

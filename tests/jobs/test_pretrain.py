@@ -43,7 +43,7 @@ def test_standard_hooks_follow_the_config():
     ].components == own
     # ... and no held-out sets of the pipeline it does not read (the tasks and eval.heldout_paths stay).
     assert pretrain_job.standard_hooks(demo, data=own)[-1].pipeline is None
-    assert pretrain_job.standard_hooks(demo)[-2].pipeline is demo.run.data.pipeline
+    assert pretrain_job.standard_hooks(demo)[-2].pipeline is demo.data.pipeline
 
 
 def test_a_batch_source_needs_the_description_of_its_data():
@@ -69,10 +69,10 @@ def test_the_start_up_line_names_model_optimizer_schedule_and_tokens():
     config.train.batch_plan = ((0, 16 * 128), (301_056, 32 * 128))
     parsed = parse(config)
     assert pretrain_job.describe(parsed) == (
-        f"run: model tiny (2 layers, d_model 128, vocab 4,096: {flops.param_count(parsed.run.model):,} "
+        f"run: model tiny (2 layers, d_model 128, vocab 4,096: {flops.param_count(parsed.model):,} "
         "parameters); optimizer muon (peak LR 0.002, weight decay 0.1, clip 1); schedule cosine: warmup "
         "40,960 of 614,400 tokens; 300 steps of 16 x 128 then 32 x 128 from token 301,056 tokens: "
-        f"{parsed.run.train.plan.tokens_at_step(300):,} tokens planned"
+        f"{parsed.train.plan.tokens_at_step(300):,} tokens planned"
     )
 
 
@@ -84,7 +84,7 @@ def test_the_probe_manifest_is_written_only_for_a_pipeline_that_injects_document
         workdir = tmp_path / name
         workdir.mkdir()
         context = types.SimpleNamespace(
-            run=types.SimpleNamespace(config=config.run),
+            run=types.SimpleNamespace(config=config),
             workdir=str(workdir),
             batches=types.SimpleNamespace(consumed=dict),
         )

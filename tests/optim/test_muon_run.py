@@ -21,9 +21,7 @@ STEPS, SAVED_AT = 6, 3
 
 
 def _muon(config):
-    return dataclasses.replace(
-        config, run=config.run.replace(optim=dataclasses.replace(config.run.optim, name="muon"))
-    )
+    return config.replace(optim=dataclasses.replace(config.optim, name="muon"))
 
 
 def _train(run, state, batches):
@@ -43,9 +41,7 @@ def _train(run, state, batches):
 def test_muon_loop_run_resumes_bitwise(tmp_path, losses_of):
     """12 steps uninterrupted vs 6 steps, then the same workdir extended to 12 (resumed from its checkpoint)."""
     config = _muon(parse(tiny_resume.get_config()))
-    short = dataclasses.replace(
-        config, run=config.run.replace(train=dataclasses.replace(config.run.train, steps=6))
-    )
+    short = config.replace(train=dataclasses.replace(config.train, steps=6))
     assert run_training(config, str(tmp_path / "whole")) == "done"
     assert run_training(short, str(tmp_path / "resumed")) == "done"
     assert run_training(config, str(tmp_path / "resumed")) == "done"
@@ -56,7 +52,7 @@ def test_muon_loop_run_resumes_bitwise(tmp_path, losses_of):
 
 @pytest.mark.slow
 def test_muon_state_restores_onto_another_mesh(tmp_path):
-    config = _muon(parse(tiny_resume.get_config())).run
+    config = _muon(parse(tiny_resume.get_config()))
     run = Run(config)  # fsdp 2 x tensor 4 over the 8 virtual devices
     source = run.batch_source()
     batches = [next(source) for _ in range(STEPS)]  # 4 rows of 64 tokens of the UDHR each
@@ -84,12 +80,9 @@ def test_init_from_switches_an_ademamix_run_to_muon(uninterrupted, tmp_path, los
     state), so its first loss is the AdEMAMix run's loss on that batch's model, far below a fresh start's."""
     config = _muon(parse(tiny_resume.get_config()))
     fresh = losses_of(uninterrupted)[0][1]
-    switched = dataclasses.replace(
-        config,
-        run=config.run.replace(
-            train=dataclasses.replace(config.run.train, steps=3),
-            checkpoint=dataclasses.replace(config.run.checkpoint, init_from=uninterrupted),
-        ),
+    switched = config.replace(
+        train=dataclasses.replace(config.train, steps=3),
+        checkpoint=dataclasses.replace(config.checkpoint, init_from=uninterrupted),
     )
     assert run_training(switched, str(tmp_path / "muon")) == "done"
     losses = [loss for _, loss in losses_of(str(tmp_path / "muon"))]

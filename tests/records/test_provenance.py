@@ -72,7 +72,7 @@ def test_workdir_records_sources_licences_and_consumed_tokens(run, tokenizer):
     config, workdir = run
     record = load_provenance(workdir)
     # The batch source's own counts after the same 4 steps.
-    run = parse(config).run
+    run = parse(config)
     source = pipeline_source(run.data, tokenizer, run.train.plan, run.seed, process_index=0, process_count=1)
     for _ in range(4):
         next(source)

@@ -52,7 +52,7 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
     config.train.steps, config.train.batch_plan, config.faults.max_nonfinite_in_a_row = 8, ((0, 256),), 2
     config.train.prefetch_batches = 0  # `served` counts pipeline reads; a prefetch thread reads ahead
     objective = Objective(nan_on_negative_position, reads="hidden")
-    assert loop.train(Run(parse(config).run, objective=objective), str(tmp_path)) == "done"
+    assert loop.train(Run(parse(config), objective=objective), str(tmp_path)) == "done"
 
     records = read_records(str(tmp_path))
     assert [r["step"] for r in records] == list(range(1, 9))  # the skipped steps' lines were rewound

@@ -176,7 +176,7 @@ def test_init_from_starts_from_the_params_with_a_fresh_optimizer(uninterrupted, 
         config.train.steps, config.checkpoint.init_from = 1, uninterrupted
     assert train(config, str(tmp_path / "b")) == "done"
     # The same first step by hand: the uninterrupted run's final params, a fresh optimizer state.
-    run = Run(parse(config).run)
+    run = Run(parse(config))
     params, _ = restore_workdir_params(uninterrupted, run.spec.abstract["params"])
     batch = make_global_batch(next(run.batch_source()), run.mesh)
     with jax.set_mesh(run.mesh):
@@ -213,7 +213,7 @@ def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypa
     from apertus_jax.data import process_shards
     from apertus_jax.train.run import Run
 
-    reference = Run(parse(_spike_config()).run).batch_source()
+    reference = Run(parse(_spike_config())).batch_source()
     spike_tokens = [next(reference) for _ in range(5)][-1]["tokens"]
     next_batch = process_shards.ShardedSource.__next__
 

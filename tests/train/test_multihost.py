@@ -61,7 +61,7 @@ def _free_loopback_port():
 
 
 def test_each_process_reads_its_own_shard_and_together_the_global_batch():
-    config = parse(tiny_resume.get_config()).run
+    config = parse(tiny_resume.get_config())
     tokenizer = run_tokenizer(config.data.tokenizer, config.data.demo_tokenizer_vocab)
     plan, seed = config.train.plan, config.seed
     single = next(pipeline_source(config.data, tokenizer, plan, seed, process_index=0, process_count=1))

@@ -21,7 +21,7 @@ def test_train_step_is_built_once_per_row_count_with_the_configured_microbatches
     with config.unlocked():
         config.train.microbatch_size = 8
         config.mesh.data, config.mesh.fsdp = 1, -1  # 8 virtual devices: fsdp 8
-    run = Run(parse(config).run)
+    run = Run(parse(config))
     step = run.train_step(16)
     assert run.train_step(16) is step
     assert (step.rows, step.num_microbatches) == (16, 2)
@@ -70,7 +70,7 @@ _COMPARE = textwrap.dedent(
     config = apertus_8b.get_config()
     with config.unlocked():
         config.model.attention_impl = "xla"  # CPU: no cuDNN kernel (the memory plan does the same)
-    config = parse(config).run
+    config = parse(config)
     loop_run = Run(config)
     planned = memory_plan.plan_run(config, (1, 64, 1))
     rows = 2048  # the largest batch of the plan (8.4M tokens), which the memory plan compiles

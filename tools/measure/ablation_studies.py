@@ -107,7 +107,7 @@ def boldt_data(root: str, seed: int = 0) -> dict:
     ablation = ablations.load_ablation(os.path.join(root, BOLDT_ABLATION))
     values: dict = {}
     for variant, _, parsed in ablations.variant_configs(ablation, None, [seed], {}):
-        run = parsed.run
+        run = parsed
         tokenizer = run_tokenizer(run.data.tokenizer, run.data.demo_tokenizer_vocab)
         ((_, batch_tokens),) = run.train.batch_plan
         report = strategy_report(

@@ -147,7 +147,7 @@ def _run_config(ablation: dict, base: ml_collections.ConfigDict, name: str, seed
             apply_overrides(config, overrides)
         apply_overrides(config, {"seed": int(seed)})
         parsed = parse(config)
-        check_layout(parsed.run, jax.device_count(), jax.process_count())
+        check_layout(parsed, jax.device_count(), jax.process_count())
     except ValueError as error:
         raise ValueError(f"variant {name!r}: {error}") from None
     return parsed

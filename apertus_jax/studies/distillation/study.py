@@ -16,7 +16,6 @@ over seeds, both arms), and each seed's logits and workdirs under `out/seed_S/`.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import statistics
 import time
@@ -62,11 +61,11 @@ def run_study(
         raise ValueError("--seeds names no seed; give e.g. --seeds=0,1,2")
     if not config.eval.every_steps:
         raise ValueError("the study compares held-out losses: set --config.eval.every_steps > 0")
-    start, steps = time.time(), config.run.train.steps
+    start, steps = time.time(), config.train.steps
     results: dict = {"seeds": list(seeds), "steps": steps, "k": k, "alpha": alpha, "temperature": temperature}
     results.update({arm: {"held_out_loss": {}, "ce": []} for arm in ARMS})
     for index, seed in enumerate(seeds):
-        seeded = dataclasses.replace(config, run=config.run.replace(seed=seed))
+        seeded = config.replace(seed=seed)
         root = os.path.join(out, f"seed_{seed}")
         logits = os.path.join(root, "logits")
         write_teacher_logits(teacher_workdir, seeded, logits, steps=steps, k=k)

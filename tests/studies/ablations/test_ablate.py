@@ -98,13 +98,13 @@ def test_overrides_reach_every_variant_and_unknown_keys_are_refused():
     # this process has 8 virtual devices (tests/conftest.py): a mesh the 4-row batches split over
     sets = ablations.parse_sets(["train.steps=5", "mesh.data=1", "mesh.fsdp=2", "mesh.tensor=-1"])
     runs = ablations.variant_configs(ablation, None, [3], sets)
-    assert [(name, seed, c.run.train.steps) for name, seed, c in runs] == [
+    assert [(name, seed, c.train.steps) for name, seed, c in runs] == [
         ("baseline", 3, 5),
         ("lr3e-3", 3, 5),
         ("no_qk_norm", 3, 5),
     ]
-    assert [c.run.optim.peak_lr for _, _, c in runs] == [1e-2, 3e-3, 1e-2]
-    assert [c.run.model.qk_norm for _, _, c in runs] == [True, True, False]
+    assert [c.optim.peak_lr for _, _, c in runs] == [1e-2, 3e-3, 1e-2]
+    assert [c.model.qk_norm for _, _, c in runs] == [True, True, False]
     with pytest.raises(ValueError, match="train.stpes: unknown key"):
         ablations.apply_overrides(ml_collections.ConfigDict(ablation["base"]), {"train.stpes": 5})
     with pytest.raises(ValueError, match="KEY=VALUE"):
@@ -120,15 +120,15 @@ def test_a_set_step_count_alone_takes_the_schedule_with_it(caplog):
     mesh = ["mesh.data=1", "mesh.fsdp=2", "mesh.tensor=-1"]  # 8 virtual devices here (tests/conftest.py)
     with caplog.at_level("INFO"):
         runs = ablations.variant_configs(ablation, None, [0], ablations.parse_sets(["train.steps=4", *mesh]))
-    assert [
-        (c.run.optim.total_tokens, c.run.optim.warmup_tokens, c.run.optim.decay_tokens) for _, _, c in runs
-    ] == [(4 * 256, 256, 384)] * 3
+    assert [(c.optim.total_tokens, c.optim.warmup_tokens, c.optim.decay_tokens) for _, _, c in runs] == [
+        (4 * 256, 256, 384)
+    ] * 3
     fitted = [r.getMessage() for r in caplog.records if "the schedule follows it" in r.getMessage()]
     assert len(fitted) == 1 and fitted[0].endswith("set --set=optim.total_tokens etc. to choose it")
 
     sets = ablations.parse_sets(["train.steps=4", "optim.decay_tokens=256", *mesh])
     runs = ablations.variant_configs(ablation, None, [0], sets)
-    assert {(c.run.optim.total_tokens, c.run.optim.decay_tokens) for _, _, c in runs} == {(8 * 256, 256)}
+    assert {(c.optim.total_tokens, c.optim.decay_tokens) for _, _, c in runs} == {(8 * 256, 256)}
 
 
 MESH = ["mesh.data=1", "mesh.fsdp=2", "mesh.tensor=-1"]  # 8 virtual devices here (tests/conftest.py)
@@ -141,8 +141,8 @@ def fake_training(monkeypatch):
     def pretrain(config, run_dir):
         records.record_config(run_dir, config.to_dict(), None)
         with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
-            for step in range(1, config.run.train.steps + 1):
-                loss = 5.0 - step * config.run.optim.peak_lr
+            for step in range(1, config.train.steps + 1):
+                loss = 5.0 - step * config.optim.peak_lr
                 f.write(
                     json.dumps({"step": step, "tokens": 256 * step, "loss": loss, "tokens_per_s": 1.0}) + "\n"
                 )
@@ -209,7 +209,7 @@ def test_shipped_ablations_validate(name, runs):
 
 def test_optimizer_ablation_sweeps_rates_and_budgets_on_the_apertus_architecture():
     ablation = ablations.load_ablation(os.path.join(ROOT, "configs", "ablations", "optimizers.py"))
-    runs = {name: parsed.run for name, _, parsed in ablations.variant_configs(ablation, None, [0], {})}
+    runs = {name: parsed for name, _, parsed in ablations.variant_configs(ablation, None, [0], {})}
     assert sorted({name.split("_")[0] for name in runs}) == ["adamw", "ademamix", "lion", "muon"]
     long_muon, lion = runs["muon_lr3e-3_3x"], runs["lion_lr1e-3"]
     assert (long_muon.optim.name, long_muon.optim.peak_lr, long_muon.train.steps) == ("muon", 3e-3, 450)
