@@ -90,17 +90,33 @@ def markers(text: str) -> list[str]:
     ]
 
 
+def _source_line(text: str, offset: int) -> str:
+    """The line of `text` at `offset`; for a table row, with the table's header row (a table names its source once,
+    in its header)."""
+    start = text.rfind("\n", 0, offset) + 1
+    line = text[start : (text + "\n").find("\n", offset)]
+    if not line.startswith("|"):
+        return line
+    while start > 0:
+        previous = text.rfind("\n", 0, start - 1) + 1
+        if not text.startswith("|", previous):
+            break
+        start = previous
+    return text[start : text.find("\n", start)] + "\n" + line
+
+
 def hand_typed_figures(text: str, constants: Collection[tuple[str, str]]) -> list[str]:
     """`LINE: FIGURE` for each number with a decimal point of a Markdown page outside code and generated blocks
     that is neither a name (after `NAMING`: a version, a section, an arXiv id) nor a constant: a (figure,
-    source) pair of `constants` whose source its line names, e.g. ("8.32", "ln 4096") in "ln 4096 = 8.32".
-    What is left is a figure typed by hand, a measured one unless proven otherwise (integers are not checked)."""
+    source) pair of `constants` whose source its line names ("ln 4096 = 8.32": ("8.32", "ln 4096")), or for a
+    table row, the row or the table's header. What is left is a figure typed by hand, a measured one unless
+    proven otherwise (integers are not checked)."""
     spans = [m.span() for m in CODE.finditer(text)] + [m.span() for m in GENERATED.finditer(text)]
     found = []
     for m in DECIMAL.finditer(text):
         if _inside(m.start(), spans) or NAMING.search(text[max(0, m.start() - 20) : m.start()]):
             continue
-        line = text[text.rfind("\n", 0, m.start()) + 1 : (text + "\n").find("\n", m.end())]
+        line = _source_line(text, m.start())
         if not any(figure == m.group() and source in line for figure, source in constants):
             found.append(f"{_line(text, m.start())}: {m.group()}")
     return found
