@@ -221,8 +221,9 @@ def machine(record: dict) -> str:
 
 
 def caption(names: list[str], record_of: Callable[[str], dict]) -> str:
-    """The first line of a generated block: the command that measured its figures, the results file(s) they are
-    read from, and the date, commit and machine of each (the figures are of that machine and that code)."""
+    """The caption of a generated block: its first line names the command that measured its figures and the
+    results file(s) they are read from, with the date, commit and machine of each (the figures are of that
+    machine and that code), on a line of its own for each of several files."""
     command = f"`python -m tools.measure --only {','.join(names)}`"
     when = {
         n: f"{record_of(n)['date']}, commit {record_of(n)['commit'][:7]}, {machine(record_of(n))}"
@@ -230,7 +231,8 @@ def caption(names: list[str], record_of: Callable[[str], dict]) -> str:
     }
     if len(names) == 1:
         return f"Measured by {command} (docs/results/{names[0]}.json): {when[names[0]]}.\n"
-    return f"Measured by {command}: " + "; ".join(f"docs/results/{n}.json {when[n]}" for n in names) + ".\n"
+    files = ", ".join(f"docs/results/{n}.json" for n in names)
+    return f"Measured by {command} ({files}):\n" + "".join(f"- docs/results/{n}.json: {when[n]}\n" for n in names)
 
 
 def _cached(root: str) -> Callable[[str], dict]:
