@@ -47,8 +47,9 @@ DOCUMENTS = ("README.md", "BENCHMARKS.md", "docs", os.path.join("benchmarks", "r
 # The templates of the generated tables (`render_table`): TABLES_DIR/NAME.md, Markdown with placeholders.
 TABLES_DIR = os.path.join(RESULTS_DIR, "tables")
 # A template's placeholder: `{demo.final_loss:.2f}` is `format(value, ".2f")` of the value at `final_loss` of
-# docs/results/demo.json (`lookup`: its `values` first, else the record: `{demo.commit:.7}`).
-PLACEHOLDER = re.compile(r"\{(?P<name>\w+)\.(?P<path>\w+(?:\.\w+)*)(?::(?P<spec>[^{}\s]*))?\}")
+# docs/results/demo.json (`lookup`: its `values` first, else the record: `{demo.commit:.7}`); a key of the path
+# may hold a hyphen (`{maxtext_tpu.maxtext.collectives.all-gather.ops}`).
+PLACEHOLDER = re.compile(r"\{(?P<name>\w+)\.(?P<path>[\w-]+(?:\.[\w-]+)*)(?::(?P<spec>[^{}\s]*))?\}")
 # A block rendered from results files by the renderer or template NAME; `regenerate` rewrites its body.
 GENERATED = re.compile(
     r"^<!-- begin generated: (?P<name>\w+) -->\n(?P<body>.*?)^<!-- end generated -->$",
@@ -62,9 +63,9 @@ CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.MULTILINE | re.DOTALL)
 MARKER = re.compile(r"<!-- (?:result|reference)\b")
 # A figure with a decimal point (what `hand_typed_figures` looks for): 5.68, 1,234.5; not v3.0.1, a path or a URL.
 DECIMAL = re.compile(r"(?<![\w./])\d[\d,]*\.\d+(?![\w.]|-\w)")
-# Words after which a decimal is a name, not a figure: arXiv 2509.14233, section 2.4, Python 3.11, Table 3.2.
+# Words after which a decimal is a name, not a figure: arXiv 2509.14233, section 2.4, Python 3.11, Table 3.2, Llama 3.1.
 NAMING = re.compile(
-    r"(?:arXiv:?|[Ss]ections?|§|Python(?: >=)?|[Tt]ables?|[Ff]ig(?:ures?|s?\.)|[Ee]q\.|[Vv]ersions?)\s*$"
+    r"(?:arXiv:?|[Ss]ections?|§|Python(?: >=)?|[Tt]ables?|[Ff]ig(?:ures?|s?\.)|[Ee]q\.|[Vv]ersions?|Llama)\s*$"
 )
 # The longest line of prose a page may have (tables and code are exempt).
 LONGEST_LINE = 300
