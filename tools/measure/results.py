@@ -79,6 +79,12 @@ def _inside(offset: int, spans: list[tuple[int, int]]) -> bool:
     return any(start <= offset < end for start, end in spans)
 
 
+def blocks(text: str) -> list[re.Match]:
+    """The generated blocks of a Markdown page (`GENERATED` matches), those in code (an example) left out."""
+    code = [m.span() for m in CODE.finditer(text)]
+    return [m for m in GENERATED.finditer(text) if not _inside(m.start(), code)]
+
+
 def markers(text: str) -> list[str]:
     """`LINE: MARKER` for each `<!-- result ...` or `<!-- reference ...` comment of a Markdown page outside
     code: the old binding of a figure in a sentence or a table cell (a measured figure belongs in a generated
@@ -112,7 +118,7 @@ def hand_typed_figures(text: str, constants: Collection[tuple[str, str]]) -> lis
     source) pair of `constants` whose source its line names ("ln 4096 = 8.32": ("8.32", "ln 4096")), or for a
     table row, the row or the table's header. What is left is a figure typed by hand, a measured one unless
     proven otherwise (integers are not checked)."""
-    spans = [m.span() for m in CODE.finditer(text)] + [m.span() for m in GENERATED.finditer(text)]
+    spans = [m.span() for m in CODE.finditer(text)] + [m.span() for m in blocks(text)]
     found = []
     for m in DECIMAL.finditer(text):
         if _inside(m.start(), spans) or NAMING.search(text[max(0, m.start() - 20) : m.start()]):
@@ -128,7 +134,7 @@ def uncaptioned_blocks(text: str) -> list[str]:
     (`docs/results/NAME.json`): a reader of the page must see where its figures come from."""
     return [
         f"{_line(text, m.start())}: {m['name']}"
-        for m in GENERATED.finditer(text)
+        for m in blocks(text)
         if not NAMES_RESULTS.search(m["body"].partition("\n")[0])
     ]
 
@@ -233,7 +239,9 @@ def caption(names: list[str], record_of: Callable[[str], dict]) -> str:
     if len(names) == 1:
         return f"Measured by {command} (docs/results/{names[0]}.json): {when[names[0]]}.\n"
     files = ", ".join(f"docs/results/{n}.json" for n in names)
-    return f"Measured by {command} ({files}):\n" + "".join(f"- docs/results/{n}.json: {when[n]}\n" for n in names)
+    return f"Measured by {command} ({files}):\n" + "".join(
+        f"- docs/results/{n}.json: {when[n]}\n" for n in names
+    )
 
 
 def _cached(root: str) -> Callable[[str], dict]:
@@ -270,14 +278,16 @@ def render_values(root: str, name: str, render: Callable[[dict], str]) -> str:
 
 def regenerate(text: str, render: Callable[[str], str]) -> str:
     """`text` with the body of every generated block replaced by `render(NAME)` (a Markdown text ending in a
-    newline).
+    newline); a block in code is an example, left as written.
 
     Raises:
       KeyError, FileNotFoundError: a block names no renderer or template (raised by `render`).
     """
-    return GENERATED.sub(
-        lambda m: f"<!-- begin generated: {m['name']} -->\n{render(m['name'])}<!-- end generated -->", text
-    )
+    pieces, last = [], 0
+    for m in blocks(text):
+        pieces += [text[last : m.start("body")], render(m["name"])]
+        last = m.end("body")
+    return "".join(pieces + [text[last:]])
 
 
 def rewrite_documents(root: str, render: Callable[[str], str]) -> list[str]:
