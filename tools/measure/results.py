@@ -192,9 +192,11 @@ def documents(root: str) -> Iterator[str]:
         if os.path.isfile(path):
             yield path
             continue
-        for directory, subdirs, names in sorted(os.walk(path)):
-            subdirs[:] = sorted(d for d in subdirs if os.path.join(directory, d) != templates)
-            yield from (os.path.join(directory, n) for n in sorted(names) if n.endswith(".md"))
+        found = []
+        for directory, subdirs, names in os.walk(path):
+            subdirs[:] = [d for d in subdirs if os.path.join(directory, d) != templates]
+            found += [os.path.join(directory, n) for n in names if n.endswith(".md")]
+        yield from sorted(found)
 
 
 def fill(template: str, record_of: Callable[[str], dict]) -> str:
