@@ -132,3 +132,65 @@ def test_nothing_refers_outside_the_repository():
             if OUTSIDE_REFERENCES.search(line) or OUTSIDE_DOCUMENTS.search(line):
                 hits.append(f"{os.path.relpath(path, ROOT)}:{line_number}: {line.strip()[:100]}")
     assert not hits, "\n".join(hits)
+
+
+# Relative Markdown links of the pages (README.md, BENCHMARKS.md, docs/, the dated benchmark reports): `[text](path)`,
+# `[text](path#anchor)`, `[text](#anchor)`; a URL with a scheme is not followed.
+LINK = re.compile(r"\]\((?P<path>[^)\s#]*)(?:#(?P<anchor>[^)\s]+))?\)")
+FENCED = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+
+
+def link_pages() -> list[str]:
+    pages = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "BENCHMARKS.md")]
+    for folder in ("docs", os.path.join("benchmarks", "reports")):
+        for directory, _, names in os.walk(os.path.join(ROOT, folder)):
+            pages += [os.path.join(directory, n) for n in names if n.endswith(".md")]
+    return sorted(pages)
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def dangling_links(path: str, text: str) -> list[str]:
+    """`LINK` for each relative link of the page at `path` (outside fenced code) to a file that does not exist, or
+    to a heading its Markdown target does not have."""
+    found = []
+    for match in LINK.finditer(FENCED.sub("", text)):
+        target, heading = match["path"], match["anchor"]
+        if re.match(r"[a-z]+:", target):
+            continue
+        file = os.path.normpath(os.path.join(os.path.dirname(path), target))
+        if target and not os.path.exists(file):
+            found.append(match.group())
+        elif heading and (not target or file.endswith(".md")):
+            headings = re.findall(r"^#+ (.*)$", read(file) if target else text, re.MULTILINE)
+            if heading not in {anchor(h) for h in headings}:
+                found.append(match.group())
+    return found
+
+
+def test_anchors_and_dangling_links_are_found():
+    assert (
+        anchor("Try it (Python >= 3.11, pip; no accelerator needed)")
+        == "try-it-python--311-pip-no-accelerator-needed"
+    )
+    page = os.path.join(ROOT, "docs", "page.md")
+    text = (
+        "# A page\n\n[ok](usage.md) [ok](../BENCHMARKS.md#reports) [ok](#a-page) [web](https://example.org/x)\n"
+        "[gone](../BENCHMARKS.md#page-faults) [gone](reports/none.md) [gone](#no-heading)\n"
+        "```\n[in code](nowhere.md)\n```\n"
+    )
+    assert dangling_links(page, text) == [
+        "](../BENCHMARKS.md#page-faults)",
+        "](reports/none.md)",
+        "](#no-heading)",
+    ]
+
+
+@pytest.mark.parametrize("path", [os.path.relpath(p, ROOT) for p in link_pages()])
+def test_every_relative_link_resolves(path):
+    """A link to a moved section (the dated sections of BENCHMARKS.md are reports now) or file fails here."""
+    found = dangling_links(os.path.join(ROOT, path), read(os.path.join(ROOT, path)))
+    assert not found, f"{path}: {found}"

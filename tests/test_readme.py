@@ -1,6 +1,7 @@
-"""The documented commands name what exists: in README.md and every page of docs/, every `python -m MODULE` is
-a module of the repository, every `--config=PATH` is a file, and every `--flag` given to a repository job is a
-flag that job defines. The own-data path of "Your own data" (docs/usage.md) runs as the page shows it."""
+"""The documented commands name what exists: in README.md, BENCHMARKS.md and every page of docs/, every
+`python -m MODULE` is a module of the repository, every `--config=PATH` is a file, and every `--flag` given to a
+repository job is a flag that job defines. The own-data path of "Your own data" (docs/usage.md) runs as the page
+shows it."""
 
 import json
 import os
@@ -13,6 +14,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
+BENCHMARKS = os.path.join(ROOT, "BENCHMARKS.md")
 DOCS = os.path.join(ROOT, "docs")
 # The page that holds "Your own data" (the README's "Using the pieces" links to it).
 USAGE = os.path.join(DOCS, "usage.md")
@@ -37,9 +39,10 @@ JOB_IMPORT = re.compile(r"^\s*from (experiments|benchmarks) import ([\w, ]+?)\s*
 
 
 def documents() -> list[str]:
-    """README.md and the Markdown pages of docs/, sorted."""
+    """README.md, BENCHMARKS.md and the Markdown pages of docs/, sorted (the dated benchmark reports keep the
+    commands of their day)."""
     pages = sorted(os.path.join(DOCS, n) for n in os.listdir(DOCS) if n.endswith(".md"))
-    return [README, *pages]
+    return [README, BENCHMARKS, *pages]
 
 
 def read(path: str) -> str:

@@ -40,9 +40,15 @@ def test_measured_commands_name_existing_modules_and_configs(name):
                 assert os.path.isfile(os.path.join(REPO, arg.split("=", 1)[1].partition(":")[0])), line
 
 
-def test_measure_all_writes_the_results_file_and_rewrites_the_bound_figures(tmp_path, monkeypatch):
+def test_measure_all_writes_the_results_file_and_rewrites_the_generated_blocks(tmp_path, monkeypatch):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    (tmp_path / "README.md").write_text("x is 0<!-- result fake.x:.1f --> (y 0<!-- result fake.y -->)\n")
+    (tmp_path / "docs" / "results" / "tables").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "tables" / "fake_table.md").write_text(
+        "| x | {fake.x:.1f} |\n| y | {fake.y} |\n"
+    )
+    (tmp_path / "README.md").write_text(
+        "x and y:\n<!-- begin generated: fake_table -->\n<!-- end generated -->\n"
+    )
     subprocess.run(["git", "-C", str(tmp_path), "add", "README.md"], check=True)
     git_user = ["-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "-C", str(tmp_path), *git_user, "commit", "-qm", "a"], check=True)
@@ -57,15 +63,33 @@ def test_measure_all_writes_the_results_file_and_rewrites_the_bound_figures(tmp_
         measurements.MEASUREMENTS, "fake", measurements.Measurement("python -m fake", fake, ("x",))
     )
     assert measurements.measure_all(str(tmp_path), ["fake"]) == [str(tmp_path / "README.md")]
-    assert (
-        tmp_path / "README.md"
-    ).read_text() == "x is 1.5<!-- result fake.x:.1f --> (y yes<!-- result fake.y -->)\n"
     first = results.read_result(str(tmp_path), "fake")
+    caption = results.caption(["fake"], {"fake": first}.__getitem__)
+    assert caption.startswith("Measured by `python -m tools.measure --only fake` (docs/results/fake.json): ")
+    assert (tmp_path / "README.md").read_text() == (
+        f"x and y:\n<!-- begin generated: fake_table -->\n{caption}\n| x | 1.5 |\n| y | yes |\n<!-- end generated -->\n"
+    )
     assert first["command"] == "python -m fake" and first["values"] == {"x": 1.5, "y": "yes"}
     assert not os.path.exists(scratches[0])  # the scratch directory is removed
     assert measurements.changed_deterministic("fake", first, {"x": 1.5, "y": "no"}) == []
     assert measurements.changed_deterministic("fake", first, {"x": 3.0, "y": "yes"}) == ["x 1.5 -> 3.0"]
     assert measurements.changed_deterministic("fake", None, {"x": 3.0}) == []
     measurements.measure_all(str(tmp_path), ["fake"])
-    assert "x is 3.0<!--" in (tmp_path / "README.md").read_text()
+    assert "| x | 3.0 |" in (tmp_path / "README.md").read_text()
     assert measurements.measure_all(str(tmp_path), []) == []  # --rewrite_only: nothing changes
+
+
+def test_render_uses_the_renderer_of_a_block_else_its_template():
+    assert set(measurements.RENDERERS) == {
+        "cpu_portability",
+        "processor_spread",
+        "check_regressions",
+        "apertus_targets",
+    }
+    spread = measurements.render(REPO, "processor_spread")
+    assert spread.startswith("Measured by `python -m tools.measure --only processor_spread`")
+    assert measurements.render(REPO, "readme_demo").startswith(
+        "Measured by `python -m tools.measure --only demo`"
+    )
+    with pytest.raises(FileNotFoundError):
+        measurements.render(REPO, "no_such_block")

@@ -108,7 +108,9 @@ def _git_repo(path):
 
 
 def test_measure_processor_only_adds_this_kind_and_a_moved_value_drops_the_others(tmp_path, monkeypatch):
-    (tmp_path / "README.md").write_text("x is 0<!-- result fake.x:.1f -->\n")
+    (tmp_path / "docs" / "results" / "tables").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "tables" / "fake_x.md").write_text("| x | {fake.x:.1f} |\n")
+    (tmp_path / "README.md").write_text("<!-- begin generated: fake_x -->\n<!-- end generated -->\n")
     _git_repo(tmp_path)
     runs = []
 
@@ -132,7 +134,7 @@ def test_measure_processor_only_adds_this_kind_and_a_moved_value_drops_the_other
     measurements.measure_all(root, ["fake"])  # on AMD, x moved to 2.5: the Intel record is stale
     record = results.read_result(root, "fake")
     assert {k: v["values"] for k, v in record["processors"].items()} == {AMD: {"x": 2.5}}
-    assert (tmp_path / "README.md").read_text() == "x is 2.5<!-- result fake.x:.1f -->\n"
+    assert (tmp_path / "README.md").read_text().endswith("\n| x | 2.5 |\n<!-- end generated -->\n")
     monkeypatch.setitem(
         measurements.MEASUREMENTS,
         "fake",

@@ -2,15 +2,15 @@
 
     python -m tools.measure               # every registered measurement
     python -m tools.measure --only demo   # the README's "Try it" figures
-    python -m tools.measure --rewrite_only  # after binding a figure: rewrite from the results files
+    python -m tools.measure --rewrite_only  # after editing a table template: rewrite from the results files
     python -m tools.measure --only demo --processor_only  # add this processor kind's record
 
 Each measurement runs its documented command(s) and writes `docs/results/NAME.json` (command, date, commit,
-machine, values); then every figure of README.md and docs/*.md bound to a results file is rewritten from it
-(docs/results.md). With --processor_only a results file keeps its figures and gains the deterministic values
-of this processor kind, which the fresh-run checks on this kind then compare with exactly (docs/results.md,
-"Across processor kinds"). An unknown name ends with one line on stderr and exit status 2; a failed command ends
-the same way after its own output, the results files written before it kept.
+machine, values); then every generated block of README.md, BENCHMARKS.md and docs/ is rewritten from the
+results files (docs/results.md). With --processor_only a results file keeps its figures and gains the
+deterministic values of this processor kind, which the fresh-run checks on this kind then compare with exactly
+(docs/results.md, "Across processor kinds"). An unknown name ends with one line on stderr and exit status 2; a
+failed command ends the same way after its own output, the results files written before it kept.
 """
 
 from absl import flags
@@ -20,7 +20,7 @@ from tools.measure.measurements import MEASUREMENTS, REPO, measure_all, selected
 
 _ONLY = flags.DEFINE_list("only", None, f"Measure only these (default: all): {', '.join(MEASUREMENTS)}.")
 _REWRITE_ONLY = flags.DEFINE_bool(
-    "rewrite_only", False, "Measure nothing: rewrite the bound figures from the results files as they are."
+    "rewrite_only", False, "Measure nothing: rewrite the generated blocks from the results files as they are."
 )
 _PROCESSOR_ONLY = flags.DEFINE_bool(
     "processor_only",

@@ -7,8 +7,8 @@ directory of its own, and returns its values (a value may be a dict of values: `
 from the files its commands write (`tools.measure.commands`); the measurements of each study are in a module
 of their own (`demo`, `counts`, `memory_plans`, `goldfish`, `memorization`, `ablation_studies`, `fairness`,
 `portability`, `accelerators`). `measure_all` writes each one's `docs/results/NAME.json`
-(`tools.measure.results`) and then rewrites every bound figure of README.md and docs/ from the results files
-(`RENDERERS`: the generated blocks). Values named in `deterministic` are the same in every fresh run on one
+(`tools.measure.results`) and then rewrites every generated block of the pages from the results files (`render`:
+a table template or a renderer of `RENDERERS`). Values named in `deterministic` are the same in every fresh run on one
 machine (tests compare them with a fresh run); the others (seconds, tokens/s) are of the machine and its load
 at the time.
 """
@@ -282,67 +282,26 @@ MEASUREMENTS = {
         rechecked=False,
     ),
 }
-# The generated blocks of the docs (`results.GENERATED`), each rendered from its results file.
+# The generated blocks rendered by code, each from the results file of its name (`results.render_values`); every
+# other block NAME is the table template docs/results/tables/NAME.md (`results.render_table`).
 RENDERERS = {
-    "cpu_portability": lambda root: portability.render_portability(
-        results.read_result(root, "cpu_portability")["values"]
-    ),
-    "processor_spread": lambda root: processor_kinds.render_spread(
-        results.read_result(root, "processor_spread")["values"]
-    ),
-    "check_regressions": lambda root: processor_kinds.render_regressions(
-        results.read_result(root, "check_regressions")["values"]
-    ),
-    "apertus_targets": lambda root: accelerators.render_apertus_targets(
-        results.read_result(root, "apertus_targets")["values"]
-    ),
+    "cpu_portability": portability.render_portability,
+    "processor_spread": processor_kinds.render_spread,
+    "check_regressions": processor_kinds.render_regressions,
+    "apertus_targets": accelerators.render_apertus_targets,
 }
-# The tables of the docs too wide to read with a marker after every figure: each rendered from its template
-# docs/results/tables/NAME.md, whose figures are bound as in any document (`results.render_table`).
-TABLES = (
-    "ablation_pod_sizes",
-    "accelerator_check",
-    "accelerator_plans_8b",
-    "apertus_ablation_final",
-    "apertus_ablation_paired",
-    "boldt_ablation_exams",
-    "boldt_ablation_final",
-    "boldt_ablation_heldout",
-    "boldt_strategies_data",
-    "evaluation_demo",
-    "fairness_by_script",
-    "fairness_summary",
-    "fairness_tekken_head",
-    "fairness_widely_used",
-    "goldfish_formats_hashes",
-    "lm_eval_exams_accuracy",
-    "long_context_memory_plan",
-    "memorization_canaries",
-    "memorization_formats_greedy",
-    "memorization_greedy",
-    "memory_plan_64k",
-    "memory_plan_pretraining",
-    "optimizer_ablation_154k",
-    "optimizer_ablation_462k",
-    "optimizer_ablation_paired",
-    "optimizer_memory_update",
-    "posttrain_cpu",
-    "usage_fairness",
-)
 
 
-RENDERERS.update({name: (lambda root, name=name: results.render_table(root, name)) for name in TABLES})
+def render(root: str, block: str) -> str:
+    """The body of the generated block named `block` of the pages under ROOT, from its results file(s).
 
-
-# The provenance line of a section: `provenance_NAME`, the date, commit and machine of docs/results/NAME.json.
-RENDERERS.update(
-    {
-        f"provenance_{name}": (
-            lambda root, name=name: results.render_provenance(name, results.read_result(root, name))
-        )
-        for name in MEASUREMENTS
-    }
-)
+    Raises:
+      FileNotFoundError: no renderer, no template of that name, or no results file; KeyError, ValueError: as
+        `results.fill`.
+    """
+    if block in RENDERERS:
+        return results.render_values(root, block, RENDERERS[block])
+    return results.render_table(root, block)
 
 
 def selected(only: list[str] | None) -> list[str]:
@@ -380,7 +339,7 @@ def changed_deterministic(name: str, previous: dict | None, values: dict) -> lis
 
 def measure_all(root: str, names: list[str], processor_only: bool = False) -> list[str]:
     """Runs the measurements `names` in turn, writes each one's results file as soon as it is done, then
-    rewrites the bound figures of the documents under ROOT; logs each start with an ETA from the previous
+    rewrites the generated blocks of the pages under ROOT; logs each start with an ETA from the previous
     measurement times, each deterministic value that changed, and the records of other processor kinds it
     drops as stale (`processor_kinds.kept_processors`). Returns the documents rewritten.
 
@@ -389,7 +348,8 @@ def measure_all(root: str, names: list[str], processor_only: bool = False) -> li
 
     Raises:
       ChildProcessError: a measurement's command failed (the results files written before it stay).
-      KeyError, FileNotFoundError, ValueError: a bound figure names a missing value or results file; with
+      KeyError, FileNotFoundError, ValueError: a generated block names a missing value, results file or
+        template; with
         `processor_only`, a measurement with no results file yet or not re-checked.
     """
     kind = results.processor()
@@ -450,6 +410,6 @@ def measure_all(root: str, names: list[str], processor_only: bool = False) -> li
             )
     if processor_only:
         return []
-    rewritten = results.rewrite_documents(root, lambda block: RENDERERS[block](root))
+    rewritten = results.rewrite_documents(root, lambda block: render(root, block))
     logging.info("measure: rewrote %s", ", ".join(os.path.relpath(p, root) for p in rewritten) or "nothing")
     return rewritten

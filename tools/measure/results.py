@@ -1,4 +1,4 @@
-"""Measured figures that cannot go stale: results files, and the figures of the docs bound to them.
+"""Measured figures that cannot go stale: results files, and the generated blocks of the docs that show them.
 
 A measurement writes `docs/results/NAME.json` (`write_result`, atomically)::
 
@@ -11,137 +11,145 @@ A measurement writes `docs/results/NAME.json` (`write_result`, atomically)::
 processor kind measured on the same code (`tools.measure.processor_kinds`); `values` are those of the latest
 measurement, which the docs quote.
 
-A figure in README.md or docs/*.md is bound to a value by an HTML comment right after it, which rendered
-Markdown does not show (docs/results.md)::
+The docs show a measured figure only inside a generated block (docs/results.md)::
 
-    the final loss is 5.68<!-- result demo.final_loss:.2f -->
+    <!-- begin generated: NAME -->
+    Measured by `python -m tools.measure --only demo` (docs/results/demo.json): 2026-12-05, commit 11dac83, ...
 
-`NAME.PATH[:SPEC]`: PATH is looked up in the file's `values` first, else in the record itself (`demo.date`,
-`demo.machine.cpus`); SPEC is a Python format spec (`.2f`, `,.0f`, `.7` cuts a string to 7 characters;
-none: `str`). The figure is the run of letters, digits and `. , : % + -` just before the comment (or a lone
-`-`).
-`rewrite` writes `format(value, SPEC)` there, `mismatches` lists the figures that differ from it. A marker
-in a fenced block or an inline code span is an example, shown as written, and binds nothing.
+    | figure | value |
+    ...
+    <!-- end generated -->
+
+`regenerate` rewrites each block's body from its results file(s): a table template `docs/results/tables/NAME.md`
+whose placeholders `{RESULT.PATH[:SPEC]}` are filled (`render_table`), or a renderer of code
+(`render_values`); either way the body's first line is the caption that names the results file (`caption`).
+The page checks (`markers`, `hand_typed_figures`, `uncaptioned_blocks`, `long_lines`) keep figures out of the
+prose.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import os
 import platform
 import re
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 from apertus_jax import files
 
 RESULTS_DIR = os.path.join("docs", "results")
-# The documents whose figures are bound: README.md and every Markdown file under docs/.
-DOCUMENTS = ("README.md", "docs")
-MARKER = re.compile(
-    r"(?P<figure>[-+]?[0-9A-Za-z][\w.,:%+-]*|-)"  # a lone "-": a table's "never" (`compare.markdown_table`)
-    r"<!-- result (?P<name>\w+)\.(?P<path>\w+(?:\.\w+)*)(?::(?P<spec>[^ ]*))? -->"
-)
-# A figure not measured here, with its source: a paper, a specification, arithmetic
-# (`2.037<!-- reference Apertus report, section 2.4 -->`, `8.32<!-- reference ln 4096 -->`).
-REFERENCE = re.compile(r"(?P<figure>[-+]?[0-9A-Za-z][\w.,:%+-]*)<!-- reference (?P<source>[^<>]*\S) -->")
-# Every marker's start, to find those MARKER and REFERENCE do not read (no figure before it, or malformed).
-ANY_MARKER = re.compile(r"<!-- (?:result|reference)\b")
-# A figure with a decimal point (what `unbound_figures` looks for): 5.68, 1,234.5; not v3.0.1, a path or a URL.
-DECIMAL = re.compile(r"(?<![\w./])\d[\d,]*\.\d+(?![\w.]|-\w)")
-# Words after which a decimal is a name, not a figure: arXiv 2509.14233, section 2.4, Python 3.11, Table 3.2.
-NAMING = re.compile(
-    r"(?:arXiv:?|[Ss]ections?|§|Python(?: >=)?|[Tt]ables?|[Ff]ig(?:ures?|s?\.)|[Ee]q\.|[Vv]ersions?)\s*$"
-)
-# Fenced blocks and inline code spans: a marker there is shown as written (an example), not a binding.
-CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.MULTILINE | re.DOTALL)
-# A block rendered whole from results files by the renderer NAME (`tools.measure.measurements.RENDERERS`):
-# a table too wide to bind figure by figure. `regenerate` rewrites its body; its figures are not checked one
-# by one (the test compares the whole block with its rendering).
+# The pages whose generated blocks are rewritten and whose figures are checked: README.md, BENCHMARKS.md, every
+# Markdown page under docs/ (the table templates of TABLES_DIR are sources, not pages) and the dated benchmark
+# reports under benchmarks/reports/.
+DOCUMENTS = ("README.md", "BENCHMARKS.md", "docs", os.path.join("benchmarks", "reports"))
+# The templates of the generated tables (`render_table`): TABLES_DIR/NAME.md, Markdown with placeholders.
+TABLES_DIR = os.path.join(RESULTS_DIR, "tables")
+# A template's placeholder: `{demo.final_loss:.2f}` is `format(value, ".2f")` of the value at `final_loss` of
+# docs/results/demo.json (`lookup`: its `values` first, else the record: `{demo.commit:.7}`); a key of the path
+# may hold a hyphen (`{maxtext_tpu.maxtext.collectives.all-gather.ops}`).
+PLACEHOLDER = re.compile(r"\{(?P<name>\w+)\.(?P<path>[\w-]+(?:\.[\w-]+)*)(?::(?P<spec>[^{}\s]*))?\}")
+# A block rendered from results files by the renderer or template NAME; `regenerate` rewrites its body.
 GENERATED = re.compile(
     r"^<!-- begin generated: (?P<name>\w+) -->\n(?P<body>.*?)^<!-- end generated -->$",
     re.MULTILINE | re.DOTALL,
 )
-# The templates of the generated tables (`render_table`): TABLES_DIR/NAME.md, a Markdown table whose figures are
-# bound as in any document (the template is one of the `documents`, checked and rewritten with them).
-TABLES_DIR = os.path.join(RESULTS_DIR, "tables")
+# The results file a generated block's first line must name.
+NAMES_RESULTS = re.compile(r"docs/results/\w+\.json")
+# Fenced blocks and inline code spans: what they hold is shown as written (commands, examples).
+CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.MULTILINE | re.DOTALL)
+# The former binding of a figure in prose, an HTML comment after it: none is left on a page.
+MARKER = re.compile(r"<!-- (?:result|reference)\b")
+# A figure with a decimal point (what `hand_typed_figures` looks for): 5.68, 1,234.5; not v3.0.1, a path or a URL.
+DECIMAL = re.compile(r"(?<![\w./])\d[\d,]*\.\d+(?![\w.]|-\w)")
+# Words after which a decimal is a name, not a figure: arXiv 2509.14233, section 2.4, Python 3.11, Table 3.2,
+# Llama 3.1.
+NAMING = re.compile(
+    r"(?:arXiv:?|[Ss]ections?|§|Python(?: >=)?|[Tt]ables?|[Ff]ig(?:ures?|s?\.)|[Ee]q\.|[Vv]ersions?|Llama)\s*$"
+)
+# The longest line of prose a page may have (tables and code are exempt).
+LONGEST_LINE = 300
 
 
-@dataclasses.dataclass(frozen=True)
-class Binding:
-    """One bound figure: `figure` as written at `line` (1-based) of a document, bound to `name.path:spec`."""
-
-    figure: str
-    name: str
-    path: str
-    spec: str
-    line: int
-    start: int  # offset of the figure in the document's text
-    end: int  # offset just after the marker
-
-    @property
-    def key(self) -> str:
-        return f"{self.name}.{self.path}"
+def _line(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
 
 
-def _outside_code(text: str, matches: Iterator[re.Match]) -> list[re.Match]:
-    """The `matches` that start outside the fenced blocks and inline code spans of a Markdown text."""
+def _inside(offset: int, spans: list[tuple[int, int]]) -> bool:
+    return any(start <= offset < end for start, end in spans)
+
+
+def blocks(text: str) -> list[re.Match]:
+    """The generated blocks of a Markdown page (`GENERATED` matches), those in code (an example) left out."""
     code = [m.span() for m in CODE.finditer(text)]
-    return [m for m in matches if not any(start <= m.start() < end for start, end in code)]
+    return [m for m in GENERATED.finditer(text) if not _inside(m.start(), code)]
 
 
-def bindings(text: str) -> list[Binding]:
-    """Every bound figure of a Markdown text, in order (markers in code blocks and spans are examples)."""
+def markers(text: str) -> list[str]:
+    """`LINE: MARKER` for each `<!-- result ...` or `<!-- reference ...` comment of a Markdown page outside
+    code: the old binding of a figure in a sentence or a table cell (a measured figure belongs in a generated
+    block, a constant needs no marker)."""
+    code = [m.span() for m in CODE.finditer(text)]
     return [
-        Binding(
-            figure=m.group("figure"),
-            name=m.group("name"),
-            path=m.group("path"),
-            spec=m.group("spec") or "",
-            line=text.count("\n", 0, m.start()) + 1,
-            start=m.start(),
-            end=m.end(),
-        )
-        for m in _outside_code(text, MARKER.finditer(text))
+        f"{_line(text, m.start())}: {text[m.start() : text.find('-->', m.start()) + 3]}"
+        for m in MARKER.finditer(text)
+        if not _inside(m.start(), code)
     ]
 
 
-def references(text: str) -> list[tuple[str, str]]:
-    """(figure, source) of every reference marker of a Markdown text, in order (outside code)."""
-    return [(m.group("figure"), m.group("source")) for m in _outside_code(text, REFERENCE.finditer(text))]
+def _source_line(text: str, offset: int) -> str:
+    """The line of `text` at `offset`; for a table row, with the table's header row (a table names its source once,
+    in its header)."""
+    start = text.rfind("\n", 0, offset) + 1
+    line = text[start : (text + "\n").find("\n", offset)]
+    if not line.startswith("|"):
+        return line
+    while start > 0:
+        previous = text.rfind("\n", 0, start - 1) + 1
+        if not text.startswith("|", previous):
+            break
+        start = previous
+    return text[start : text.find("\n", start)] + "\n" + line
 
 
-def malformed(text: str) -> list[str]:
-    """`LINE: ...` for each marker of a Markdown text that binds no figure (none just before it, or not of
-    the form `<!-- result NAME.PATH[:SPEC] -->` or `<!-- reference SOURCE -->`)."""
-    bound = {b.start + len(b.figure) for b in bindings(text)}
-    bound |= {m.start() + len(m.group("figure")) for m in REFERENCE.finditer(text)}
+def hand_typed_figures(text: str, constants: Collection[tuple[str, str]]) -> list[str]:
+    """`LINE: FIGURE` for each number with a decimal point of a Markdown page outside code and generated blocks
+    that is neither a name (after `NAMING`: a version, a section, an arXiv id) nor a constant: a (figure,
+    source) pair of `constants` whose source its line names ("ln 4096 = 8.32": ("8.32", "ln 4096")), or for a
+    table row, the row or the table's header. What is left is a figure typed by hand, a measured one unless
+    proven otherwise (integers are not checked)."""
+    spans = [m.span() for m in CODE.finditer(text)] + [m.span() for m in blocks(text)]
+    found = []
+    for m in DECIMAL.finditer(text):
+        if _inside(m.start(), spans) or NAMING.search(text[max(0, m.start() - 20) : m.start()]):
+            continue
+        line = _source_line(text, m.start())
+        if not any(figure == m.group() and source in line for figure, source in constants):
+            found.append(f"{_line(text, m.start())}: {m.group()}")
+    return found
+
+
+def uncaptioned_blocks(text: str) -> list[str]:
+    """`LINE: NAME` for each generated block of a Markdown page whose first line names no results file
+    (`docs/results/NAME.json`): a reader of the page must see where its figures come from."""
     return [
-        f"{text.count(chr(10), 0, m.start()) + 1}: a marker with no figure just before it, or not of the form "
-        "<!-- result NAME.PATH[:SPEC] --> or <!-- reference SOURCE --> (docs/results.md)"
-        for m in _outside_code(text, ANY_MARKER.finditer(text))
-        if m.start() not in bound
+        f"{_line(text, m.start())}: {m['name']}"
+        for m in blocks(text)
+        if not NAMES_RESULTS.search(m["body"].partition("\n")[0])
     ]
 
 
-def unbound_figures(text: str) -> list[str]:
-    """The numbers with a decimal point of a Markdown text that are neither bound to a results file nor marked
-    as a reference, outside code (a hand-typed measurement, unless it is arithmetic or a version)."""
-    # A marked figure may be wider than its decimal: `1.99%`, `x5.68`.
-    marked = [(b.start, b.start + len(b.figure)) for b in bindings(text)]
-    marked += [(m.start(), m.start() + len(m.group("figure"))) for m in REFERENCE.finditer(text)]
-    spans = [(m.start(), m.end()) for m in CODE.finditer(text)]
-    spans += [(m.start(), m.end()) for m in re.finditer(r"<!--.*?-->", text, re.DOTALL)]  # markers' own text
-    spans += [m.span() for m in GENERATED.finditer(text)]
-    spans += list(marked)  # a bound figure may hold more than the decimal: a sign, a unit
-    return [
-        f"{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
-        for m in DECIMAL.finditer(text)
-        if not any(a <= m.start() < b for a, b in spans)
-        and not NAMING.search(text[max(0, m.start() - 20) : m.start()])
-    ]
+def long_lines(text: str, limit: int = LONGEST_LINE) -> list[str]:
+    """`LINE: LENGTH` for each line of a Markdown page over `limit` characters that is neither a table row nor
+    code (fenced, or indented by four spaces): prose reads raw only when it wraps."""
+    found, fenced = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and not line.startswith(("|", "    ")) and len(line) > limit:
+            found.append(f"{number}: {len(line)}")
+    return found
 
 
 def lookup(record: dict, path: str) -> object:
@@ -178,129 +186,125 @@ def read_result(root: str, name: str) -> dict:
 
 
 def documents(root: str) -> Iterator[str]:
-    """The paths of the Markdown documents under ROOT whose figures may be bound (`DOCUMENTS`), sorted."""
+    """The paths of the Markdown pages under ROOT (`DOCUMENTS`, the templates of TABLES_DIR left out), sorted."""
+    templates = os.path.join(root, TABLES_DIR)
     for entry in DOCUMENTS:
         path = os.path.join(root, entry)
         if os.path.isfile(path):
             yield path
             continue
-        for directory, subdirs, names in sorted(os.walk(path)):
-            subdirs.sort()
-            yield from (os.path.join(directory, n) for n in sorted(names) if n.endswith(".md"))
+        found = []
+        for directory, subdirs, names in os.walk(path):
+            subdirs[:] = [d for d in subdirs if os.path.join(directory, d) != templates]
+            found += [os.path.join(directory, n) for n in names if n.endswith(".md")]
+        yield from sorted(found)
 
 
-def _expected(binding: Binding, record_of: Callable[[str], dict]) -> str:
-    try:
-        return format(lookup(record_of(binding.name), binding.path), binding.spec)
-    except KeyError as error:
-        raise KeyError(f"{binding.key}: {error.args[0]} in docs/results/{binding.name}.json") from None
-
-
-def rewrite(text: str, record_of: Callable[[str], dict]) -> str:
-    """`text` with every bound figure replaced by its value's formatted text.
+def fill(template: str, record_of: Callable[[str], dict]) -> str:
+    """`template` with each placeholder `{RESULT.PATH[:SPEC]}` replaced by `format(value, SPEC)`.
 
     Args:
-      record_of: NAME -> the record of docs/results/NAME.json (`read_result`).
+      record_of: RESULT -> the record of docs/results/RESULT.json (`read_result`).
 
     Raises:
-      KeyError, FileNotFoundError, ValueError: a binding names a missing value or file, or a bad spec; a
-        marker binds no figure (ValueError).
+      KeyError: a placeholder names a missing value (the message names it and its results file);
+      FileNotFoundError: a missing results file; ValueError: a bad SPEC.
     """
-    bad = malformed(text)
-    if bad:
-        raise ValueError(bad[0])
-    pieces, last = [], 0
-    for binding in bindings(text):
-        marker = text[binding.start + len(binding.figure) : binding.end]
-        pieces += [text[last : binding.start], _expected(binding, record_of), marker]
-        last = binding.end
-    return "".join(pieces + [text[last:]])
+
+    def value(m: re.Match) -> str:
+        try:
+            return format(lookup(record_of(m["name"]), m["path"]), m["spec"] or "")
+        except KeyError as error:
+            raise KeyError(f"{m.group()}: {error.args[0]} in docs/results/{m['name']}.json") from None
+
+    return PLACEHOLDER.sub(value, template)
+
+
+def machine(record: dict) -> str:
+    """The machine of a results record as a caption names it: "2-core Intel machine at load average 2.9", or
+    its `platform` where it has no load (a record gathered from another machine, as one with a GPU)."""
+    found = record["machine"]
+    if "load_average" not in found:
+        return found["platform"]
+    kind = " ".join(p for p in (f"{found['cpus']}-core", found.get("vendor"), "machine") if p)
+    return f"{kind} at load average {found['load_average']:.1f}"
+
+
+def caption(names: list[str], record_of: Callable[[str], dict]) -> str:
+    """The caption of a generated block: its first line names the command that measured its figures and the
+    results file(s) they are read from, with the date, commit and machine of each (the figures are of that
+    machine and that code), on a line of its own for each of several files."""
+    command = f"`python -m tools.measure --only {','.join(names)}`"
+    when = {
+        n: f"{record_of(n)['date']}, commit {record_of(n)['commit'][:7]}, {machine(record_of(n))}"
+        for n in names
+    }
+    if len(names) == 1:
+        return f"Measured by {command} (docs/results/{names[0]}.json): {when[names[0]]}.\n"
+    files = ", ".join(f"docs/results/{n}.json" for n in names)
+    return f"Measured by {command} ({files}):\n" + "".join(
+        f"- docs/results/{n}.json: {when[n]}\n" for n in names
+    )
+
+
+def _cached(root: str) -> Callable[[str], dict]:
+    records: dict[str, dict] = {}
+
+    def record_of(name: str) -> dict:
+        if name not in records:
+            records[name] = read_result(root, name)
+        return records[name]
+
+    return record_of
 
 
 def render_table(root: str, name: str) -> str:
-    """The body of the generated block NAME rendered from its template ROOT/docs/results/tables/NAME.md: the
-    template's bound figures rewritten from their results files (`rewrite`), then its result and reference
-    markers dropped, so that a table with many figures keeps rows a terminal can show.
+    """The body of the generated block NAME from its template ROOT/docs/results/tables/NAME.md: the caption of
+    the results files its placeholders name (in order of first use), a blank line, the template filled.
 
     Raises:
-      FileNotFoundError: no such template; as `rewrite` for its figures.
+      FileNotFoundError: no such template; as `fill` for its placeholders.
     """
     with open(os.path.join(root, TABLES_DIR, f"{name}.md"), encoding="utf-8") as f:
         template = f.read()
-    records: dict[str, dict] = {}
-
-    def record_of(result: str) -> dict:
-        if result not in records:
-            records[result] = read_result(root, result)
-        return records[result]
-
-    text = rewrite(template, record_of)
-    return REFERENCE.sub(lambda m: m["figure"], MARKER.sub(lambda m: m["figure"], text))
+    record_of = _cached(root)
+    names = list(dict.fromkeys(m["name"] for m in PLACEHOLDER.finditer(template)))
+    return f"{caption(names, record_of)}\n{fill(template, record_of)}"
 
 
-def render_provenance(name: str, record: dict) -> str:
-    """The body of the generated block `provenance_NAME`: one line that says when, at which commit and on
-    which machine the figures of the section it opens were measured, and where they are (the record of
-    docs/results/NAME.json), in place of a marker after each date, commit and machine figure."""
-    machine = record["machine"]
-    vendor = machine.get("vendor")
-    kind = f"{machine['cpus']}-core {vendor} machine" if vendor else f"{machine['cpus']}-core machine"
-    return (
-        f"Measured {record['date']}, commit {record['commit'][:7]}, {kind} at load average "
-        f"{machine['load_average']:.1f}: docs/results/{name}.json.\n"
-    )
+def render_values(root: str, name: str, render: Callable[[dict], str]) -> str:
+    """The body of the generated block NAME rendered by code: the caption of docs/results/NAME.json, a blank
+    line, `render` of its values (Markdown ending in a newline)."""
+    record_of = _cached(root)
+    return f"{caption([name], record_of)}\n{render(record_of(name)['values'])}"
 
 
 def regenerate(text: str, render: Callable[[str], str]) -> str:
     """`text` with the body of every generated block replaced by `render(NAME)` (a Markdown text ending in a
-    newline).
+    newline); a block in code is an example, left as written.
 
     Raises:
-      KeyError: a block names no renderer (raised by `render`).
+      KeyError, FileNotFoundError: a block names no renderer or template (raised by `render`).
     """
-    return GENERATED.sub(
-        lambda m: f"<!-- begin generated: {m['name']} -->\n{render(m['name'])}<!-- end generated -->", text
-    )
-
-
-def mismatches(text: str, record_of: Callable[[str], dict]) -> list[str]:
-    """`LINE: NAME.PATH is FIGURE, its results file says TEXT` for each bound figure that differs, or whose
-    value cannot be read (the reason instead), and for each marker that binds no figure (`malformed`)."""
-    found = malformed(text)
-    for binding in bindings(text):
-        try:
-            expected = _expected(binding, record_of)
-        except (KeyError, OSError, ValueError) as error:
-            reason = error.args[0] if isinstance(error, KeyError) else error
-            found.append(f"{binding.line}: {reason}")
-            continue
-        if binding.figure != expected:
-            found.append(
-                f"{binding.line}: {binding.key} is {binding.figure}, its results file says {expected}"
-            )
-    return found
+    pieces, last = [], 0
+    for m in blocks(text):
+        pieces += [text[last : m.start("body")], render(m["name"])]
+        last = m.end("body")
+    return "".join(pieces + [text[last:]])
 
 
 def rewrite_documents(root: str, render: Callable[[str], str]) -> list[str]:
-    """Rewrites every bound figure and generated block (`render`: NAME -> its body, `regenerate`) of the
-    documents under ROOT from docs/results/ (atomically, only the files that change); returns the paths
-    rewritten.
+    """Rewrites every generated block (`render`: NAME -> its body, `regenerate`) of the pages under ROOT
+    (atomically, only the files that change); returns the paths rewritten.
 
     Raises:
-      KeyError, FileNotFoundError, ValueError: as `rewrite` and `regenerate` (no document is written then).
+      KeyError, FileNotFoundError, ValueError: as `regenerate` and `fill` (no page is written then).
     """
-    cache: dict[str, dict] = {}
-
-    def record_of(name: str) -> dict:
-        if name not in cache:
-            cache[name] = read_result(root, name)
-        return cache[name]
-
     changed = {}
     for path in documents(root):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        new = regenerate(rewrite(text, record_of), render)
+        new = regenerate(text, render)
         if new != text:
             changed[path] = new
     for path, text in changed.items():
