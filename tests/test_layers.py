@@ -265,6 +265,50 @@ def test_extra_bound_modules_are_found_through_their_imports():
     assert "apertus_jax.train.loop" not in bound and "apertus_jax.data.pipeline" not in bound
 
 
+# The loop knows only the loop: starting from a HF checkpoint is a job's `init_params` plug-in
+# (`apertus_jax.jobs.pretrain.hf_params`), and the loss-spike guard reports through the optimizer
+# (`apertus_jax.optim.config.RunOptimizer`). No module of the trainer imports them, by name either.
+FEATURES = ("apertus_jax.models.hf", "apertus_jax.optim.spikes")
+
+
+def feature_uses(edges: list[tuple[str, str, str]], named: dict[str, str]) -> list[str]:
+    """`where: module -> feature` for each import of a `FEATURES` module by a trainer module (`edges`), and for
+    each "module:attribute" name of one in a trainer module's code (`named`: {where: string})."""
+    found = [
+        f"{where}: {source} -> {target}"
+        for where, source, target in edges
+        if unit_of(source) == "apertus_jax.train" and target in FEATURES
+    ]
+    found += [f"{where}: {text}" for where, text in named.items() if text.split(":")[0] in FEATURES]
+    return found
+
+
+def _trainer_strings() -> dict[str, str]:
+    """Every string constant of the trainer's code that names a module ("module" or "module:attribute")."""
+    strings = {}
+    for path in sorted((REPO / "apertus_jax" / "train").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith("apertus_jax.")
+            ):
+                strings[f"{path.relative_to(REPO)}:{node.lineno}"] = node.value
+    return strings
+
+
+def test_the_trainer_imports_no_feature():
+    bad_edges = [("t.py:1", "apertus_jax.train.loop", "apertus_jax.models.hf")]
+    bad_names = {"t.py:2": "apertus_jax.optim.spikes:skip_spikes"}
+    good = [("t.py:3", "apertus_jax.jobs.pretrain", "apertus_jax.models.hf")]
+    assert feature_uses(bad_edges + good, bad_names) == [
+        "t.py:1: apertus_jax.train.loop -> apertus_jax.models.hf",
+        "t.py:2: apertus_jax.optim.spikes:skip_spikes",
+    ]
+    _, edges, _ = _project_edges()
+    assert not feature_uses(edges, _trainer_strings()), feature_uses(edges, _trainer_strings())
+
+
 # The trainer's import closure: the loop, the step, the model, the optimizer factory and the typed config
 # sections, and nothing loaded before a run uses it (`apertus_jax.named`): no data pipeline or tokenizer (the
 # default data side, `apertus_jax.train.run.PIPELINE_SOURCE`), no data kind (`apertus_jax.data.kinds.BUILTIN_KINDS`),

@@ -26,7 +26,6 @@ from apertus_jax.checks import check_number
 from apertus_jax.config.schema import Config, load_module, parse
 from apertus_jax.jobs import pretrain as pretrain_job
 from apertus_jax.train.checkpoint import Checkpointer
-from apertus_jax.train.loop import HF_PREFIX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,7 +190,9 @@ def run_stages(
     if len(set(names)) != len(names):
         raise ValueError(f"stage names {names} must be distinct")
     rope_thetas = {name: config.model.rope_theta for name, config in stages}
-    if not init_from.startswith(HF_PREFIX) and not os.path.isdir(os.path.join(init_from, "checkpoints")):
+    if not init_from.startswith(pretrain_job.HF_PREFIX) and not os.path.isdir(
+        os.path.join(init_from, "checkpoints")
+    ):
         raise FileNotFoundError(
             f"--init_from={init_from} has no checkpoints/: point it at a pretraining workdir, or hf:DIR for a HF "
             "checkpoint"

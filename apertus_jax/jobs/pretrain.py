@@ -2,10 +2,11 @@
 
     status = pretrain(parse(config_dict), workdir)      # "done" | "preempted"
 
-`train` assembles the trainer's `Run` from a `Config` with the standard hooks (the config record, the
+`assemble` builds the trainer's `Run` from a `Config` with the standard hooks (the config record, the
 provenance record, the loss curve, in-loop evaluation when `eval.every_steps` > 0, the probe manifest of a run
-that reads `data.pipeline`, written when it injects documents) plus a job's own objective, batch source and
-hooks, and runs the loop. Post-training (`apertus_jax.jobs.posttrain`), the long-context stages and the studies
+that reads `data.pipeline`, written when it injects documents), the HF checkpoint of `checkpoint.init_from =
+"hf:DIR"` as its initial parameters, and a job's own objective, batch source and hooks; `run_training` runs
+the loop on it. Post-training (`apertus_jax.jobs.posttrain`), the long-context stages and the studies
 call it with their plug-ins.
 """
 
@@ -17,19 +18,39 @@ from absl import logging
 
 from apertus_jax.config.schema import Config
 from apertus_jax.eval.in_loop import InLoopEvaluation
-from apertus_jax.models import flops
+from apertus_jax.models import flops, hf
 from apertus_jax.records.config_record import ConfigRecord
 from apertus_jax.records.loss_plot import LossPlot
 from apertus_jax.records.probe_manifest import ProbeManifest
 from apertus_jax.records.provenance import ProvenanceRecord
 from apertus_jax.train import loop
 from apertus_jax.train.batches import BatchSource
+from apertus_jax.train.checkpoint import InitialParams
 from apertus_jax.train.hooks import Hook
 from apertus_jax.train.run import Run
 from apertus_jax.train.step import Objective
 
 # The fix a job driving several runs gives when one was preempted (it stops there; the next call resumes).
 RERUN = "rerun the command to continue"
+# `checkpoint.init_from = "hf:DIR"`: a HF checkpoint's parameters start the run (continued pretraining).
+HF_PREFIX = "hf:"
+
+
+def hf_params(directory: str) -> Callable[[Run], InitialParams]:
+    """The `init_params` plug-in of a HF checkpoint folder: checked against the run's model and tokenizer
+    (`apertus_jax.models.hf.check_init_dir`), read onto the run's mesh shard by shard (`read_params`)."""
+
+    def initial_params(run: Run) -> InitialParams:
+        model = run.config.model
+        return InitialParams(
+            check=lambda: hf.check_init_dir(directory, model, run.tokenizer),
+            load=lambda abstract: (
+                hf.read_params(directory, model, abstract),
+                f"the HF checkpoint {directory}",
+            ),
+        )
+
+    return initial_params
 
 
 def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[Hook]:
@@ -63,7 +84,8 @@ def assemble(
     hooks: Sequence[Hook] = (),
     devices: Sequence | None = None,
 ) -> Run:
-    """The `Run` of `config` with the standard hooks followed by `hooks`.
+    """The `Run` of `config` with the standard hooks followed by `hooks`, starting from the HF checkpoint of
+    `checkpoint.init_from = "hf:DIR"` when it names one (`hf_params`).
 
     Args:
       batch_source, data: a job's own batch source and the description of what it reads (both or neither;
@@ -77,7 +99,16 @@ def assemble(
     if (batch_source is None) != (data is None):
         raise ValueError("a job's own batch source needs the description of what it reads (data=...)")
     hooks = [*standard_hooks(config, data), *hooks]
-    run = Run(config, objective=objective, batch_source=batch_source, hooks=hooks, devices=devices)
+    init_from = config.checkpoint.init_from
+    init_params = hf_params(init_from[len(HF_PREFIX) :]) if init_from.startswith(HF_PREFIX) else None
+    run = Run(
+        config,
+        objective=objective,
+        batch_source=batch_source,
+        hooks=hooks,
+        init_params=init_params,
+        devices=devices,
+    )
     if data is None:
         config.data.pipeline.check_inputs()
     return run

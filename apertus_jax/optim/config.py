@@ -7,14 +7,17 @@ are the tiny CPU demo's; `apertus_jax.optim.presets` holds the Apertus-8B/70B va
 """
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
+import jax
 import optax
 
 from apertus_jax.checks import check_choice, check_number
 from apertus_jax.optim.batch_plan import BatchSizePlan, schedule_in_steps
 from apertus_jax.optim.factory import OPTIMIZERS, make_optimizer
 from apertus_jax.optim.schedules import DECAY_SHAPES, Schedule, cosine_schedule, wsd_schedule
+from apertus_jax.optim.spikes import DROP_REASON, dropped_updates, skip_spikes
 
 SCHEDULES = ("wsd", "cosine")
 
@@ -154,3 +157,40 @@ def make_tx(
     if optim.name == "muon":
         kwargs.update(logical_axes=logical_axes, momentum=optim.muon_momentum, rms=optim.muon_rms)
     return make_optimizer(optim.name, lr_schedule, optim.weight_decay, optim.clip_norm, **kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptimizer:
+    """The gradient transformation of a run and what it says of each update.
+
+    Attributes:
+      tx: `make_tx`'s chain, inside the loss-spike guard when one is set; `update(grads, state, params, loss=)`.
+      drop_reasons: the reasons it may drop an update (an update dropped: parameters and inner state kept).
+      dropped: `(opt_state after the update) -> {reason: float32 scalar}`, 1.0 for the reason that dropped the
+        latest update, else 0.0; the train step reports each as a metric of that name.
+    """
+
+    tx: optax.GradientTransformation
+    drop_reasons: tuple[str, ...]
+    dropped: Callable[[optax.OptState], dict[str, jax.Array]]
+
+
+def make_run_optimizer(
+    optim: OptimConfig,
+    lr_schedule: Schedule,
+    logical_axes: Any = None,
+    *,
+    spike_factor: float = 0.0,
+    spike_warmup_steps: int = 1,
+    spike_ema_decay: float = 0.0,
+) -> RunOptimizer:
+    """`make_tx`, wrapped in the loss-spike guard (`apertus_jax.optim.spikes.skip_spikes`) when `spike_factor`
+    > 0; a run without the guard still reports its reason, always 0.0.
+
+    Raises:
+      ValueError: as `make_tx` and `skip_spikes`.
+    """
+    tx = make_tx(optim, lr_schedule, logical_axes)
+    if spike_factor:
+        tx = skip_spikes(tx, spike_factor, spike_warmup_steps, spike_ema_decay)
+    return RunOptimizer(tx, (DROP_REASON,), dropped_updates)

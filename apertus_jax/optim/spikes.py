@@ -81,6 +81,16 @@ def skip_spikes(
     return optax.GradientTransformationExtraArgs(init, update)
 
 
+# The step metric that flags an update the guard dropped (`dropped_updates`).
+DROP_REASON = "spike_skipped"
+
+
+def dropped_updates(opt_state: optax.OptState) -> dict[str, jax.Array]:
+    """`{"spike_skipped": 1.0}` when the spike guard in `opt_state` dropped the latest update, else 0.0 (also
+    without a guard): why the optimizer dropped an update, as the train step reports it."""
+    return {DROP_REASON: spike_skipped(opt_state)}
+
+
 def spike_skipped(opt_state: optax.OptState) -> jax.Array:
     """1.0 when the spike guard in `opt_state` dropped the latest update, else 0.0 (also without a guard)."""
     return optax.tree_utils.tree_get(opt_state, "last_skipped", jnp.float32(0))

@@ -8,7 +8,8 @@ One checkpoint step holds four items (an `ocp.args.Composite`):
   shapes of the parameters and of the optimizer state.
 
 Parameters are an item of their own, so evaluation, export and fine-tuning restore them alone
-(`restore_latest_params`) without building an optimizer or reading its state. Restoring passes abstract
+(`restore_latest_params`) without building an optimizer or reading its state; a fresh run starts from another
+workdir's (`workdir_params`, the default `InitialParams` of `checkpoint.init_from`). Restoring passes abstract
 targets (`jax.ShapeDtypeStruct` with the CURRENT mesh's NamedSharding), so a run may resume on a different
 mesh shape or device count (Orbax restores each array onto the sharding of its target). A checkpoint of
 another layout, model or optimizer state is refused with one line, never set aside or overwritten; an
@@ -16,6 +17,7 @@ unreadable one is set aside by the trainer and left in place by the jobs that on
 """
 
 import contextlib
+import dataclasses
 import fcntl
 import gc
 import inspect
@@ -25,7 +27,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grain
@@ -394,6 +396,45 @@ def restore_workdir_params(workdir: str, abstract_params) -> tuple[Any, dict[str
             f"--workdir={workdir}`)"
         )
     return restored
+
+
+@dataclasses.dataclass(frozen=True)
+class InitialParams:
+    """The parameters a fresh run starts from instead of a random initialization (a `Run`'s `init_params`
+    plug-in; continued pretraining, or a post-training run from its pretrained model). The optimizer state starts
+    fresh.
+
+    Attributes:
+      check: () -> None, called before anything of the run is written.
+      load: (abstract params, `jax.ShapeDtypeStruct`s with shardings) -> (params placed so, the source as the
+        log names it).
+
+    Raises (from `check` and `load`):
+      FileNotFoundError / ValueError: one line naming the source, when it cannot give this run's parameters.
+    """
+
+    check: Callable[[], None]
+    load: Callable[[Any], tuple[Any, str]]
+
+
+def workdir_params(source: str) -> InitialParams:
+    """The parameters of the newest checkpoint of the training workdir `source` (`checkpoint.init_from`)."""
+
+    def check() -> None:
+        if not os.path.isdir(os.path.join(source, "checkpoints")):
+            raise FileNotFoundError(
+                f"checkpoint.init_from={source} has no checkpoints/: it must be a workdir written by "
+                "`python -m experiments.pretrain`, or hf:DIR for a HF checkpoint (or leave it empty)"
+            )
+
+    def load(abstract_params) -> tuple[Any, str]:
+        try:
+            params, meta = restore_workdir_params(source, abstract_params)
+        except ValueError as e:
+            raise ValueError(f"checkpoint.init_from={source}: {e}") from None
+        return params, f"{source} (step {meta['progress']['step']})"
+
+    return InitialParams(check, load)
 
 
 # Is a run directory usable? Checked by the trainer CLI before JAX starts devices or builds the mesh.

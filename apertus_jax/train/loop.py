@@ -3,15 +3,17 @@
     status = train(Run(config, objective=..., batch_source=..., hooks=[...]), workdir)   # "done" | "preempted"
 
 Order of work (every check that can fail on user input runs before anything is written): the batch source
-(data paths exist, the vocabulary fits the model) -> `checkpoint.init_from` exists -> workdir lock ->
-abstract state -> restore the newest readable checkpoint (refusing one of a different model shape or layout),
-else initialize (randomly, or the parameters of `checkpoint.init_from`) -> the hooks' `on_save` -> steps. A
-SIGTERM or SIGINT (Ctrl-C) saves a checkpoint at the current step and returns "preempted".
+(data paths exist, the vocabulary fits the model) -> the initial parameters' source checks itself
+(`Run.initial_params`: `checkpoint.init_from`, or a job's `init_params` plug-in) -> workdir lock -> abstract
+state -> restore the newest readable checkpoint (refusing one of a different model shape or layout), else
+initialize (randomly, or from that source) -> the hooks' `on_save` -> steps. A SIGTERM or SIGINT (Ctrl-C)
+saves a checkpoint at the current step and returns "preempted".
 
-Metrics are fetched one step late: step s+1 is dispatched before step s's metrics are read (`jax.device_get`
+Metrics are read one step late: step s+1 is dispatched before step s's metrics are read (`jax.device_get`
 would otherwise wait for the device every step), except at checkpoint steps, steps a hook is due at and the
-last step, whose state decides what happens next. A rollback found one step late discards the step dispatched
-meanwhile and trains next on its batch, so the data order is that of a synchronous loop.
+last step, whose state decides what happens next (`_Loop._steps`). A rollback found one step late discards the
+step dispatched meanwhile and trains next on its batch, so the data order is that of a synchronous loop
+(`_Loop._roll_back`).
 
 Faults: Apertus restarted from the last good checkpoint by hand and skipped the batches that blew up
 (report, section on training stability); `NonFiniteCounter` automates that decision. `PreemptionSignal` turns
@@ -30,20 +32,15 @@ import numpy as np
 from absl import logging
 from jax.experimental import multihost_utils
 
-from apertus_jax.named import load_named
 from apertus_jax.train.batches import Prefetcher
-from apertus_jax.train.checkpoint import Checkpointer, WorkdirLock, restore_workdir_params, tree_shapes
+from apertus_jax.train.checkpoint import Checkpointer, InitialParams, WorkdirLock, tree_shapes
 from apertus_jax.train.hooks import LoopContext, due
 from apertus_jax.train.metrics import MetricsWriter, StepProfiler, mfu, peak_flops_per_device
 from apertus_jax.train.run import Run
 from apertus_jax.train.train_state import make_global_batch
 
-# `checkpoint.init_from = "hf:DIR"`: a HF checkpoint's parameters start the run (continued pretraining), checked
-# against the run's model and tokenizer first; the HF reader is imported only then.
-HF_PREFIX = "hf:"
-CHECK_HF_DIR = "apertus_jax.models.hf:check_init_dir"
-READ_HF_PARAMS = "apertus_jax.models.hf:read_params"
-STEP_METRICS = ("loss", "grad_norm", "clipped", "unmasked_tokens", "finite", "spike_skipped")
+# The train step's own metrics; the others are the optimizer's drop reasons and the objective's.
+STEP_METRICS = ("loss", "grad_norm", "clipped", "unmasked_tokens", "finite")
 
 
 class NonFiniteCounter:
@@ -125,8 +122,10 @@ class PreemptionSignal:
 @dataclasses.dataclass
 class Progress:
     """Counters saved in every checkpoint's meta. `updates` counts applied optimizer updates (finite and not
-    dropped by the spike guard); `clipped_steps` steps whose gradient norm exceeded `optim.clip_norm`;
-    `evaluated_step` the last step whose due hooks (in-loop evaluation) completed."""
+    dropped by the optimizer); `clipped_steps` steps whose gradient norm exceeded `optim.clip_norm`;
+    `dropped_steps` the updates the optimizer dropped, per reason (`Run.optimizer.drop_reasons`; in the meta and
+    metrics.jsonl as `<reason>_steps`); `hooks_step` the last step whose due hooks (in-loop evaluation) completed.
+    """
 
     step: int = 0
     tokens: int = 0
@@ -134,8 +133,23 @@ class Progress:
     skipped_steps: int = 0
     rollbacks: int = 0
     clipped_steps: int = 0
-    spike_skipped_steps: int = 0
-    evaluated_step: int = 0
+    dropped_steps: dict[str, int] = dataclasses.field(default_factory=dict)
+    hooks_step: int = 0
+
+    def to_meta(self) -> dict[str, int]:
+        """The counters as the checkpoint's meta holds them (flat, `<reason>_steps`)."""
+        meta = dataclasses.asdict(self)
+        dropped = meta.pop("dropped_steps")
+        return {**meta, **{f"{reason}_steps": n for reason, n in dropped.items()}}
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, int], drop_reasons: tuple[str, ...]) -> Progress:
+        """The counters of a checkpoint's meta (`to_meta`) for a run whose optimizer drops for `drop_reasons`."""
+        meta = dict(meta)
+        dropped = {reason: meta.pop(f"{reason}_steps", 0) for reason in drop_reasons}
+        if "evaluated_step" in meta:  # `hooks_step` as checkpoints written before its rename call it
+            meta["hooks_step"] = meta.pop("evaluated_step")
+        return cls(**meta, dropped_steps=dropped)
 
 
 def train(run: Run, workdir: str) -> str:
@@ -143,7 +157,8 @@ def train(run: Run, workdir: str) -> str:
 
     Raises:
       ValueError / FileNotFoundError: bad tokenizer or data (one line, before anything is written); a workdir
-        holding a checkpoint of a different model shape or layout; a missing `checkpoint.init_from`.
+        holding a checkpoint of a different model shape or layout; initial parameters that cannot be read
+        (`Run.initial_params`).
       WorkdirLockedError: another run holds `workdir`.
       OSError: `workdir` cannot be created.
     """
@@ -152,17 +167,12 @@ def train(run: Run, workdir: str) -> str:
     start = time.time()
     batches = Prefetcher(run.batch_source(), run.config.train.prefetch_batches)
     logging.info("data: ready in %.1f s", time.time() - start)
-    init_from = run.config.checkpoint.init_from
-    if init_from.startswith(HF_PREFIX):
-        load_named(CHECK_HF_DIR)(init_from[len(HF_PREFIX) :], run.config.model, run.tokenizer)
-    elif init_from and not os.path.isdir(os.path.join(init_from, "checkpoints")):
-        raise FileNotFoundError(
-            f"checkpoint.init_from={init_from} has no checkpoints/: it must be a workdir written by "
-            "`python -m experiments.pretrain`, or hf:DIR for a HF checkpoint (or leave it empty)"
-        )
+    initial = run.initial_params()
+    if initial is not None:
+        initial.check()
     # A run that starts from another run's parameters reads them before it writes anything of its own: a source
     # of another model is refused with the workdir as it was.
-    started = _initial_state(run) if init_from and not _has_checkpoints(workdir) else None
+    started = _initial_state(run, initial) if initial is not None and not _has_checkpoints(workdir) else None
     logging.info(
         "mesh %s over %d devices (%d processes)",
         dict(run.mesh.shape),
@@ -178,11 +188,12 @@ def train(run: Run, workdir: str) -> str:
             restored = checkpointer.restore_latest(run.spec.abstract, batches)
             if restored:
                 state, meta = restored
-                progress = Progress(**meta["progress"])
+                progress = Progress.from_meta(meta["progress"], run.optimizer.drop_reasons)
                 logging.info("resumed from step %d (%d tokens)", progress.step, progress.tokens)
             else:
                 start = time.time()
-                state, progress = started or _initial_state(run), Progress()
+                state = started or _initial_state(run, initial)
+                progress = Progress(dropped_steps=dict.fromkeys(run.optimizer.drop_reasons, 0))
                 logging.info("state: ready in %.1f s", time.time() - start)
             # Under the mesh, the model's activation constraints (partitioning.constrain) take effect; without it
             # XLA picks activation shardings itself and may replicate the batch.
@@ -199,23 +210,13 @@ def _has_checkpoints(workdir: str) -> bool:
     return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
 
 
-def _initial_state(run: Run) -> dict:
-    """Random initialization, or the parameters of `checkpoint.init_from` (a workdir, or hf:DIR) with a fresh
-    optimizer state."""
-    source = run.config.checkpoint.init_from
-    if not source:
+def _initial_state(run: Run, initial: InitialParams | None) -> dict:
+    """Random initialization, or the parameters of `initial` with a fresh optimizer state."""
+    if initial is None:
         logging.info("state: initializing the parameters and optimizer state (seed %d)", run.config.seed)
         return run.spec.init()
-    if source.startswith(HF_PREFIX):
-        read_params = load_named(READ_HF_PARAMS)
-        params = read_params(source[len(HF_PREFIX) :], run.config.model, run.spec.abstract["params"])
-        logging.info("initialized the parameters from the HF checkpoint %s", source[len(HF_PREFIX) :])
-    else:
-        try:
-            params, meta = restore_workdir_params(source, run.spec.abstract["params"])
-        except ValueError as e:
-            raise ValueError(f"checkpoint.init_from={source}: {e}") from None
-        logging.info("initialized the parameters from %s (step %d)", source, meta["progress"]["step"])
+    params, source = initial.load(run.spec.abstract["params"])
+    logging.info("initialized the parameters from %s", source)
     return {"params": params, "opt_state": run.spec.init_opt_state(params)}
 
 
@@ -230,6 +231,38 @@ class _Pending:
     seconds: float  # between the returns of this step call and the previous one
 
 
+class _Clock:
+    """The loop's timing: the batch shapes whose step is compiled, and each step's tokens/s and MFU."""
+
+    def __init__(self, run: Run):
+        self.flops_per_token = run.flops_per_token
+        self.peak = peak_flops_per_device()
+        self.compiled: set[tuple[int, int]] = set()  # batch shapes whose step was called
+        self.last_return = self.last_read = time.time()
+
+    def step_returned(self) -> float:
+        """Seconds since the previous step call returned: the step period whether the backend runs the step
+        inside the call (CPU) or queues it (accelerators, where the next call waits for a free slot)."""
+        now = time.time()
+        seconds, self.last_return = now - self.last_return, now
+        return seconds
+
+    def throughput(self, pending: _Pending) -> tuple[float, float]:
+        """(tokens/s, MFU) of a step whose metrics are read now: its tokens over the longer of the interval
+        between the step calls' returns (right when the backend runs a step inside the call, or when a read
+        is forced right after the previous one) and the interval between the reads (right when calls only
+        queue work, as for the first steps after compilation)."""
+        now = time.time()
+        seconds = max(pending.seconds, now - self.last_read, 1e-9)
+        self.last_read = now
+        tokens_per_s = pending.rows * pending.length / seconds
+        return tokens_per_s, mfu(tokens_per_s, self.flops_per_token, jax.device_count(), self.peak)
+
+    def restart(self) -> None:
+        """After the hooks: their time is not counted in the next step's tokens/s."""
+        self.last_return = self.last_read = time.time()
+
+
 class _Loop:
     """The steps of one `train` call (module docstring)."""
 
@@ -238,22 +271,18 @@ class _Loop:
         self.run, self.workdir, self.batches, self.checkpointer = run, workdir, batches, checkpointer
         self.state, self.progress = state, progress
         self.frozen = run.load_frozen()
-        self.total_steps = config.train.steps
-        self.metrics = MetricsWriter(
+        self.writer = MetricsWriter(
             workdir,
-            self.total_steps,
+            config.train.steps,
             progress.step,
             config.metrics.wandb_project,
             run_config=config.to_dict(),
         )
-        self.counter = NonFiniteCounter(config.faults.max_nonfinite_in_a_row, progress.skipped_steps)
+        self.faults = NonFiniteCounter(config.faults.max_nonfinite_in_a_row, progress.skipped_steps)
         self.preemption = PreemptionSignal(config.faults.preemption_check_every_steps)
         self.profiler = StepProfiler(config.profile, workdir)
-        self.shapes = tree_shapes(run.spec.abstract["params"])
-        self.peak = peak_flops_per_device()
+        self.clock = _Clock(run)
         self.saved_step = progress.step if checkpointer.all_steps() else -1
-        self.shapes_run: set[tuple[int, int]] = set()  # batch shapes whose step was called (compiled)
-        self.last_time = self.last_settle = time.time()
         self.context = LoopContext(
             run,
             workdir,
@@ -264,6 +293,10 @@ class _Loop:
             self.preemption.request,
         )
 
+    @property
+    def total_steps(self) -> int:
+        return self.run.config.train.steps
+
     def execute(self) -> str:
         try:
             for hook in self.run.hooks:
@@ -272,117 +305,67 @@ class _Loop:
         finally:
             self.profiler.stop()
             self.preemption.restore_handler()
-            self.metrics.close()
+            self.writer.close()
 
-    def _due(self, step: int) -> bool:
-        return any(due(hook, step, self.total_steps) for hook in self.run.hooks)
-
-    def _on_step(self) -> bool:
-        """Runs the due hooks on the current step's parameters; records their scalars. False when one gave
-        up (SIGTERM): the checkpoint of this step keeps the previous `evaluated_step`, so the resumed run
-        calls them again."""
-        step, record = self.progress.step, {}
-        for hook in self.run.hooks:
-            if due(hook, step, self.total_steps):
-                scalars = hook.on_step(step, self.state["params"], self.context)
-                if scalars is None:
-                    return False
-                record.update(scalars)
-        if record:
-            self.metrics.write_scalars({"step": step, "tokens": self.progress.tokens, **record})
-        self.progress.evaluated_step = step
-        self.last_time = self.last_settle = time.time()  # the hooks' time is not counted in the next tokens/s
-        return True
-
-    def _save(self) -> None:
-        progress = self.progress
-        meta = {
-            "progress": dataclasses.asdict(progress),
-            "param_shapes": self.shapes,
-            "seed": self.run.config.seed,
-        }
-        self.checkpointer.save(progress.step, self.state, self.batches, meta)
-        for hook in self.run.hooks:
-            hook.on_save(progress.step, self.context)
-        self.saved_step = progress.step
-
-    def _settle(self, pending: _Pending) -> bool:
-        """Reads a dispatched step's metrics, counts and logs it; True when the run must roll back."""
-        progress = self.progress
-        step_metrics = jax.device_get(pending.metrics)
-        lr = float(self.run.lr_schedule(progress.updates))
-        finite = bool(step_metrics["finite"])
-        spike = bool(step_metrics["spike_skipped"])
-        progress.step += 1
-        progress.tokens += pending.rows * pending.length
-        progress.updates += finite and not spike
-        progress.clipped_steps += bool(step_metrics["clipped"])
-        progress.spike_skipped_steps += spike
-        roll_back = self.counter.record(finite)
-        progress.skipped_steps = self.counter.skipped_total
-        now = time.time()
-        # The longer of the two intervals: between the step calls' returns (right when the backend runs a step
-        # inside the call, or when a settle is forced right after the previous one) and between the settles
-        # (right when calls only queue work, as for the first steps after compilation).
-        tokens_per_s = pending.rows * pending.length / max(pending.seconds, now - self.last_settle, 1e-9)
-        self.last_settle = now
-        self.metrics.write(
-            {
-                "step": progress.step,
-                "tokens": progress.tokens,
-                "seq_len": pending.length,
-                "loss": float(step_metrics["loss"]),
-                "lr": lr,
-                "grad_norm": float(step_metrics["grad_norm"]),
-                "clipped_fraction": progress.clipped_steps / progress.step,
-                "tokens_per_s": tokens_per_s,
-                "mfu": mfu(tokens_per_s, self.run.flops_per_token, jax.device_count(), self.peak),
-                "skipped_steps": progress.skipped_steps,
-                "spike_skipped_steps": progress.spike_skipped_steps,
-                "rollbacks": progress.rollbacks,
-                # the objective's own metrics (pretraining: z_loss; post-training: rewards, log-ratios, margins)
-                **{k: float(v) for k, v in step_metrics.items() if k not in STEP_METRICS},
-                # the batch source's own (the pipeline with Goldfish: goldfish_dropped_fraction)
-                **self.batches.batch_metrics(pending.batch),
-            }
-        )
-        return roll_back
-
-    def _roll_back(self) -> None:
-        """Restores the last good checkpoint but keeps the data source where it is (skipping the window)."""
+    def _steps(self) -> str:
+        """Trains to `train.steps`. Each step is dispatched before the previous one's metrics are read (`_read`),
+        so `pending` is the step dispatched and not read yet; a step that a hook or a checkpoint follows is read
+        at once, since its parameters and metrics decide what comes next. A read that asks for a rollback
+        (`_roll_back`) discards the step dispatched meanwhile: its batch is trained on next (`refeed`)."""
+        pending, refeed = None, None
+        if self.progress.hooks_step != self.progress.step and self._hooks_due(self.progress.step):
+            self._on_step()  # resumed at a step whose hooks did not finish
+        while self._dispatched(pending) < self.total_steps:
+            if self.preemption.should_stop(self._dispatched(pending)):
+                return self._stop(pending)
+            batch = next(self.batches) if refeed is None else refeed
+            refeed = None
+            dispatched = self._dispatch(batch, self._dispatched(pending))
+            if self._read(pending):
+                pending, refeed = None, batch
+                continue
+            step = self.progress.step + 1
+            save_due = step % self.run.config.checkpoint.every_steps == 0 or step == self.total_steps
+            hooks_due = self._hooks_due(step)
+            if not (save_due or hooks_due):
+                pending = dispatched
+                continue
+            pending = None
+            if self._read(dispatched):
+                continue
+            if hooks_due:
+                self._on_step()
+            if save_due:
+                self._save()
+        self._read(pending)
         self.checkpointer.wait()
-        restored = self.checkpointer.restore_latest(self.run.spec.abstract, data_iter=None)
-        if restored is None:
-            logging.error("non-finite steps in a row but no checkpoint yet to roll back to; continuing")
-            return
-        state, meta = restored
-        progress = Progress(**meta["progress"])
-        progress.skipped_steps = self.progress.skipped_steps
-        progress.rollbacks = self.progress.rollbacks + 1
-        logging.warning(
-            "rolled back from step %d to step %d; the %d batches in between are skipped",
-            self.progress.step,
-            progress.step,
-            self.progress.step - progress.step,
-        )
-        self.metrics.rewind(progress.step)
-        self.state, self.progress = state, progress
+        if self.progress.hooks_step != self.progress.step and self._hooks_due(self.progress.step):
+            if self.preemption.should_stop():
+                return "preempted"  # SIGTERM during the last step's hooks: the resumed run redoes them
+        return "done"
 
-    def _settle_or_roll_back(self, pending: _Pending | None) -> bool:
-        """Settles a dispatched step (None: none is pending) and rolls back when it asks to; True after a
-        rollback."""
-        if pending is None or not self._settle(pending):
-            return False
-        self._roll_back()
-        return True
+    def _dispatched(self, pending: _Pending | None) -> int:
+        """The steps dispatched so far: those read and the pending one."""
+        return self.progress.step + (pending is not None)
+
+    def _stop(self, pending: _Pending | None) -> str:
+        """The clean stop of a SIGTERM/SIGINT: reads the pending step, saves a checkpoint at the current step."""
+        self._read(pending)
+        logging.warning(
+            "%s: saving a checkpoint at step %d and exiting", self.preemption.reason(), self.progress.step
+        )
+        if self.saved_step != self.progress.step:
+            self._save()
+        self.checkpointer.wait()
+        return "preempted"
 
     def _dispatch(self, local_batch: dict, completed: int) -> _Pending:
-        """Starts the train step on `local_batch` (this process's rows) after `completed` completed steps (the
-        settled ones and the pending one) and returns it, unsettled."""
+        """Starts the train step on `local_batch` (this process's rows) after `completed` dispatched steps and
+        returns it, unread."""
         batch = make_global_batch(local_batch, self.run.mesh)
         rows, length = batch["tokens"].shape
         self.profiler.before_step(completed)
-        first, start = (rows, length) not in self.shapes_run, time.time()
+        first, start = (rows, length) not in self.clock.compiled, time.time()
         if first:
             logging.info(
                 "train step: compiling for batches of %d x %d tokens (a rerun loads it from the XLA cache)",
@@ -393,56 +376,108 @@ class _Loop:
             self.state["params"], self.state["opt_state"], batch, self.frozen
         )
         if first:
-            self.shapes_run.add((rows, length))
+            self.clock.compiled.add((rows, length))
             logging.info("train step: ready in %.1f s", time.time() - start)
         self.state = {"params": params, "opt_state": opt_state}
         self.profiler.after_step(completed + 1, step_metrics)
-        # Time between two returns from the step call: the step period whether the backend runs the step
-        # inside the call (CPU) or queues it (accelerators, where the next call waits for a free slot).
-        now = time.time()
-        dispatched = _Pending(step_metrics, local_batch, rows, length, now - self.last_time)
-        self.last_time = now
-        return dispatched
+        return _Pending(step_metrics, local_batch, rows, length, self.clock.step_returned())
 
-    def _steps(self) -> str:
-        pending, held_batch = None, None
-        if self.progress.evaluated_step != self.progress.step and self._due(self.progress.step):
-            self._on_step()  # resumed at a step whose hooks did not finish
-        while self.progress.step + (pending is not None) < self.total_steps:
-            if self.preemption.should_stop(self.progress.step + (pending is not None)):
-                self._settle_or_roll_back(pending)
-                logging.warning(
-                    "%s: saving a checkpoint at step %d and exiting",
-                    self.preemption.reason(),
-                    self.progress.step,
-                )
-                if self.saved_step != self.progress.step:
-                    self._save()
-                self.checkpointer.wait()
-                return "preempted"
-            local_batch = held_batch if held_batch is not None else next(self.batches)
-            held_batch = None
-            dispatched = self._dispatch(local_batch, self.progress.step + (pending is not None))
-            if self._settle_or_roll_back(pending):
-                # The step just dispatched ran after a step that triggers the rollback: drop it, train on its
-                # batch right after the rollback (as a synchronous loop would).
-                pending, held_batch = None, local_batch
-                continue
-            pending = dispatched
-            step = self.progress.step + 1
-            hook_due = self._due(step)
-            save_due = step % self.run.config.checkpoint.every_steps == 0 or step == self.total_steps
-            if save_due or hook_due:  # the step's own params and metrics: settle it now
-                pending = None
-                if self._settle_or_roll_back(dispatched):
-                    continue
-                if hook_due:
-                    self._on_step()
-                if save_due:
-                    self._save()
-        self._settle_or_roll_back(pending)
+    def _read(self, pending: _Pending | None) -> bool:
+        """Reads a dispatched step's metrics (None: nothing is pending), counts and records it; rolls back when
+        the non-finite steps in a row ask for it. True after a rollback."""
+        if pending is None:
+            return False
+        step_metrics = jax.device_get(pending.metrics)
+        progress, reasons = self.progress, self.run.optimizer.drop_reasons
+        lr = float(self.run.lr_schedule(progress.updates))
+        finite = bool(step_metrics["finite"])
+        dropped = {reason: bool(step_metrics[reason]) for reason in reasons}
+        progress.step += 1
+        progress.tokens += pending.rows * pending.length
+        progress.updates += finite and not any(dropped.values())
+        progress.clipped_steps += bool(step_metrics["clipped"])
+        for reason, flag in dropped.items():
+            progress.dropped_steps[reason] += flag
+        roll_back = self.faults.record(finite)
+        progress.skipped_steps = self.faults.skipped_total
+        tokens_per_s, step_mfu = self.clock.throughput(pending)
+        self.writer.write(
+            {
+                "step": progress.step,
+                "tokens": progress.tokens,
+                "seq_len": pending.length,
+                "loss": float(step_metrics["loss"]),
+                "lr": lr,
+                "grad_norm": float(step_metrics["grad_norm"]),
+                "clipped_fraction": progress.clipped_steps / progress.step,
+                "tokens_per_s": tokens_per_s,
+                "mfu": step_mfu,
+                "skipped_steps": progress.skipped_steps,
+                **{f"{reason}_steps": n for reason, n in progress.dropped_steps.items()},
+                "rollbacks": progress.rollbacks,
+                # the objective's own metrics (pretraining: z_loss; post-training: rewards, log-ratios, margins)
+                **{
+                    k: float(v) for k, v in step_metrics.items() if k not in STEP_METRICS and k not in reasons
+                },
+                # the batch source's own (the pipeline with Goldfish: goldfish_dropped_fraction)
+                **self.batches.batch_metrics(pending.batch),
+            }
+        )
+        if roll_back:
+            self._roll_back()
+        return roll_back
+
+    def _roll_back(self) -> None:
+        """Restores the last good checkpoint's state and counters but leaves the data source where it is: the
+        batches between that checkpoint and now are skipped, and the metrics written for them are rewound. The
+        caller drops the step it dispatched after the one that asked for the rollback and trains on its batch
+        next."""
         self.checkpointer.wait()
-        if self.progress.evaluated_step != self.progress.step and self._due(self.progress.step):
-            if self.preemption.should_stop():
-                return "preempted"  # SIGTERM during the last step's hooks: the resumed run redoes them
-        return "done"
+        restored = self.checkpointer.restore_latest(self.run.spec.abstract, data_iter=None)
+        if restored is None:
+            logging.error("non-finite steps in a row but no checkpoint yet to roll back to; continuing")
+            return
+        state, meta = restored
+        progress = Progress.from_meta(meta["progress"], self.run.optimizer.drop_reasons)
+        progress.skipped_steps = self.progress.skipped_steps
+        progress.rollbacks = self.progress.rollbacks + 1
+        logging.warning(
+            "rolled back from step %d to step %d; the %d batches in between are skipped",
+            self.progress.step,
+            progress.step,
+            self.progress.step - progress.step,
+        )
+        self.writer.rewind(progress.step)
+        self.state, self.progress = state, progress
+
+    def _hooks_due(self, step: int) -> bool:
+        return any(due(hook, step, self.total_steps) for hook in self.run.hooks)
+
+    def _on_step(self) -> bool:
+        """Runs the due hooks on the current step's parameters; records their scalars. False when one gave
+        up (SIGTERM): the checkpoint of this step keeps the previous `hooks_step`, so the resumed run calls
+        them again."""
+        step, record = self.progress.step, {}
+        for hook in self.run.hooks:
+            if due(hook, step, self.total_steps):
+                scalars = hook.on_step(step, self.state["params"], self.context)
+                if scalars is None:
+                    return False
+                record.update(scalars)
+        if record:
+            self.writer.write_scalars({"step": step, "tokens": self.progress.tokens, **record})
+        self.progress.hooks_step = step
+        self.clock.restart()
+        return True
+
+    def _save(self) -> None:
+        progress = self.progress
+        meta = {
+            "progress": progress.to_meta(),
+            "param_shapes": tree_shapes(self.run.spec.abstract["params"]),
+            "seed": self.run.config.seed,
+        }
+        self.checkpointer.save(progress.step, self.state, self.batches, meta)
+        for hook in self.run.hooks:
+            hook.on_save(progress.step, self.context)
+        self.saved_step = progress.step

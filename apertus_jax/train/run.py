@@ -31,9 +31,9 @@ from apertus_jax.models.config import ModelConfig
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.transformer import param_logical_axes
 from apertus_jax.named import load_named
-from apertus_jax.optim.config import OptimConfig, make_lr_schedule, make_tx
-from apertus_jax.optim.spikes import skip_spikes
+from apertus_jax.optim.config import OptimConfig, make_lr_schedule, make_run_optimizer
 from apertus_jax.train.batches import BatchSource
+from apertus_jax.train.checkpoint import InitialParams, workdir_params
 from apertus_jax.train.config import RunConfig, TrainConfig, check_layout
 from apertus_jax.train.hooks import Hook
 from apertus_jax.train.loss import cross_entropy
@@ -72,6 +72,10 @@ class Run:
       batch_source: `(run) -> BatchSource` (`apertus_jax.train.batches`), called once by the loop; None reads
         `data.pipeline` (`apertus_jax.data.pipeline.pipeline_source`).
       hooks: the loop's plug-ins (`apertus_jax.train.hooks.Hook`), called in this order.
+      init_params: `(run) -> InitialParams` (`apertus_jax.train.checkpoint`), the parameters a fresh run starts
+        from instead of a random initialization; None reads `checkpoint.init_from` as a training workdir
+        (`workdir_params`) when it is set. A job gives its own for other sources (a HF checkpoint:
+        `apertus_jax.jobs.pretrain.assemble`).
       devices: the devices of the mesh (default: all); the memory plan passes virtual CPU devices.
 
     Raises:
@@ -85,6 +89,7 @@ class Run:
         objective: Objective | None = None,
         batch_source: Callable[["Run"], BatchSource] | None = None,
         hooks: Sequence[Hook] = (),
+        init_params: Callable[["Run"], InitialParams] | None = None,
         devices: Sequence | None = None,
     ):
         devices = list(jax.devices() if devices is None else devices)
@@ -94,6 +99,7 @@ class Run:
         )
         self.hooks = tuple(hooks)
         self._batch_source = batch_source or pipeline_batch_source
+        self._init_params = init_params
         self.mesh_shape = check_layout(config, len(devices), jax.process_count())
         data, fsdp, tensor, context = self.mesh_shape
         self.mesh = partitioning.make_mesh(data, fsdp, tensor, devices, context)
@@ -101,12 +107,16 @@ class Run:
         logical_axes = param_logical_axes(config.model)
         self.plan = config.train.plan
         self.lr_schedule = make_lr_schedule(config.optim, self.plan)
-        self.tx = make_tx(config.optim, self.lr_schedule, logical_axes)
         train = config.train
-        if train.spike_factor:
-            self.tx = skip_spikes(
-                self.tx, train.spike_factor, train.spike_warmup_steps, train.spike_ema_decay
-            )
+        self.optimizer = make_run_optimizer(
+            config.optim,
+            self.lr_schedule,
+            logical_axes,
+            spike_factor=train.spike_factor,
+            spike_warmup_steps=train.spike_warmup_steps,
+            spike_ema_decay=train.spike_ema_decay,
+        )
+        self.tx = self.optimizer.tx
         self._steps: dict[int, TrainStep] = {}
 
     @functools.cached_property
@@ -133,6 +143,14 @@ class Run:
           ValueError / FileNotFoundError: bad data config or a missing data path.
         """
         return self._batch_source(self)
+
+    def initial_params(self) -> InitialParams | None:
+        """Where a fresh run's parameters come from (the `init_params` plug-in, else `checkpoint.init_from` as a
+        workdir); None: a random initialization."""
+        if self._init_params is not None:
+            return self._init_params(self)
+        source = self.config.checkpoint.init_from
+        return workdir_params(source) if source else None
 
     @functools.cached_property
     def spec(self) -> AbstractTrainState:
@@ -161,7 +179,14 @@ class Run:
             out_shardings = (shardings["params"], shardings["opt_state"], None)
             micro = self.num_microbatches(rows)
             fn = jax.jit(
-                make_train_step(self.spec, self.tx, self.objective, micro, self.config.optim.clip_norm),
+                make_train_step(
+                    self.spec,
+                    self.tx,
+                    self.objective,
+                    micro,
+                    self.config.optim.clip_norm,
+                    self.optimizer.dropped,
+                ),
                 in_shardings=in_shardings,
                 out_shardings=out_shardings,
                 donate_argnums=(0, 1),

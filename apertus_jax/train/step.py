@@ -11,14 +11,13 @@ or gradient norm leaves the parameters and the optimizer state as they were.
 """
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
-
-from apertus_jax.optim.spikes import spike_skipped
 
 Batch = dict[str, jax.Array]
 # loss_fn(outputs, microbatch, frozen) -> (loss_sum, sums)
@@ -135,25 +134,32 @@ def grads_and_sums(spec, objective: Objective, params, batch: Batch, num_microba
     return jax.tree.map(lambda g: g / denom, grad_sum), sums
 
 
+def _no_drops(opt_state) -> dict[str, jax.Array]:
+    del opt_state
+    return {}
+
+
 def make_train_step(
     spec,
     tx: optax.GradientTransformation,
     objective: Objective,
     num_microbatches: int,
     clip_norm: float = 0.0,
+    dropped: Callable[[Any], Mapping[str, jax.Array]] = _no_drops,
 ):
     """Returns `train_step(params, opt_state, batch, frozen) -> (params, opt_state, metrics)` (not jitted).
 
     A non-finite loss or gradient norm leaves params and optimizer state untouched (metrics["finite"] = 0);
     the loop counts such steps and rolls back after too many in a row (`apertus_jax.train.loop`). Clipping,
-    weight decay, the learning rate and the optional loss-spike skip live in `tx` (an optax chain from
-    apertus_jax.optim); `tx.update` receives the batch's loss as the extra argument `loss`
-    (`apertus_jax.optim.spikes`).
+    weight decay and the learning rate live in `tx` (an optax chain from apertus_jax.optim); `tx.update`
+    receives the batch's loss as the extra argument `loss`. The optimizer may drop an update (a loss-spike
+    guard): `dropped(new_opt_state)` gives `{reason: 1.0 or 0.0}` (`apertus_jax.optim.config.RunOptimizer`),
+    and a dropped update leaves the parameters as they were.
 
     metrics (float32 scalars): loss (the objective's "loss" per count), grad_norm (global norm before
     clipping), clipped (1.0 when grad_norm > clip_norm > 0), unmasked_tokens (the count), finite (1.0 or
-    0.0), spike_skipped (1.0 when the spike guard dropped this update), and the per-count means of the
-    objective's other sums (the pretraining z_loss, post-training rewards and margins).
+    0.0), each reason of `dropped` (1.0 when the optimizer dropped this finite update for it), and the
+    per-count means of the objective's other sums (the pretraining z_loss, post-training rewards and margins).
     """
 
     def train_step(params, opt_state, batch: Batch, frozen):
@@ -163,7 +169,7 @@ def make_train_step(
         grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
         updates, new_opt_state = optax.with_extra_args_support(tx).update(grads, opt_state, params, loss=loss)
-        skipped = spike_skipped(new_opt_state)
+        reasons = dropped(new_opt_state)
         new_params = optax.apply_updates(params, updates)
         keep_if = lambda ok, new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
         extra = {k: v / denom for k, v in sums.items() if k not in ("loss", "count")}
@@ -174,9 +180,10 @@ def make_train_step(
             "clipped": (grad_norm > clip_norm).astype(jnp.float32) if clip_norm > 0 else jnp.float32(0),
             "unmasked_tokens": sums["count"],
             "finite": finite.astype(jnp.float32),
-            "spike_skipped": finite.astype(jnp.float32) * skipped,
+            **{reason: finite.astype(jnp.float32) * flag for reason, flag in reasons.items()},
         }
-        new_params = keep_if(finite & (skipped == 0), new_params, params)
+        dropped_any = functools.reduce(jnp.add, reasons.values()) if reasons else jnp.float32(0)
+        new_params = keep_if(finite & (dropped_any == 0), new_params, params)
         return new_params, keep_if(finite, new_opt_state, opt_state), metrics
 
     return train_step
