@@ -154,7 +154,7 @@ def pretrain(config: Config, workdir: str) -> str:
     """The pretraining job: `config`'s `data.pipeline` with the cross-entropy (and Goldfish) objective.
 
     Raises:
-      ValueError: `posttrain.data` is set (those runs are `apertus_jax.jobs.posttrain`'s); as `train`.
+      ValueError: `posttrain.data` is set (those runs are `apertus_jax.jobs.posttrain`'s); as `run_training`.
     """
     if config.posttrain.data:
         raise ValueError(

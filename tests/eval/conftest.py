@@ -1,5 +1,5 @@
 """Fixtures of the evaluation tests: a tiny random model, its log-prob function, the 1,024-id demo BPE and a
-local German exams task for lm-eval (the workdir and HF-checkpoint fixtures of the jobs: tests/jobs)."""
+local German exams task for lm-eval (the workdir and HF-checkpoint fixtures: tests/conftest.py)."""
 
 import pathlib
 

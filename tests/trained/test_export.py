@@ -419,7 +419,7 @@ def sharded_checkpoint(tmp_path_factory):
 
 def _load_memory(directory: str, loader: str) -> dict:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    script = os.path.join(root, "tests", "jobs", "hf_load_memory.py")
+    script = os.path.join(root, "tests", "trained", "hf_load_memory.py")
     env = {**os.environ, "PYTHONPATH": root}
     proc = subprocess.run(
         [sys.executable, script, directory, loader], capture_output=True, text=True, env=env, timeout=300
