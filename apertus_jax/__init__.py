@@ -16,7 +16,7 @@ The packages are layers, each importing only those below it (docs/architecture.m
 - `trained`: a trained workdir loaded, evaluated, exported, served to lm-eval;
 - `aot`: the train step compiled ahead of time (memory plans, TPU and GPU targets);
 - `jobs`: the drivers of the trainer (pretraining, post-training, long context, distillation);
-- `studies`: the research studies, one folder each, above everything else.
+- `studies`: the research studies, one folder each with a README of its files, above everything else.
 """
 
 __version__ = "0.1.0"

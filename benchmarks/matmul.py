@@ -1,4 +1,6 @@
-"""Measured matmul rates of this machine: the peak is the denominator of the CPU MFU figures in BENCHMARKS.md.
+"""Measured matmul rates of this machine: the peak is the denominator of the CPU MFU figures.
+
+The train-step reports of benchmarks/reports/ show them (e.g. 2026-12-01-train-step-quiet-machine.md).
 
 `peak_report` gives the lines of `python -m benchmarks.peak`; `matmul_gflops` is the peak that
 `benchmarks.compare`, `benchmarks.head_share` and `benchmarks.train_step` measure at their start.

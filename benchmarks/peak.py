@@ -1,4 +1,6 @@
-"""Measured matmul peak of this machine: the denominator of the CPU MFU figures in BENCHMARKS.md.
+"""Measured matmul peak of this machine: the denominator of the CPU MFU figures.
+
+The train-step reports of benchmarks/reports/ show them (e.g. 2026-12-01-train-step-quiet-machine.md).
 
     python -m benchmarks.peak [--size 2048 --repeats 10 --shape M,K,N]
 
@@ -7,7 +9,8 @@ bfloat16 in and out, and reports the best of `repeats` calls in GFLOP/s. The bes
 peak: it is the most this machine's XLA CPU backend delivered on a large, cache-friendly matmul.
 `--shape M,K,N` times `[M, K] @ [K, N]` in float32 instead and also prints the median minor page faults
 per call: each call writes a fresh `[M, N]` output, which the kernel faults in 4 KiB at a time unless the C
-library backs it with huge pages (e.g. `--shape 1024,256,32000`, bench-18m's lm_head; BENCHMARKS.md).
+library backs it with huge pages (e.g. `--shape 1024,256,32000`, bench-18m's lm_head;
+benchmarks/reports/2026-12-01-page-faults.md).
 The measurement is `benchmarks.matmul.peak_report`.
 """
 

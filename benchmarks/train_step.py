@@ -10,7 +10,7 @@ Throughput is the median over `--steps` timed steps after `--warmup` untimed one
 tracks the work done by the step far more stably than the wall time does. `sys_ms` is its kernel part and
 `minor_faults` the page faults per step, `temp_mib` the compiled step's temporaries
 (`memory_analysis().temp_size_in_bytes`): XLA:CPU faults them in afresh at every step, 4 KiB at a time,
-unless the C library backs them with huge pages (BENCHMARKS.md, "Page faults").
+unless the C library backs them with huge pages (benchmarks/reports/2026-12-01-page-faults.md).
 MFU = tokens/s x training FLOPs per token (`apertus_jax.models.flops`, docs/recipe.md section 10) / peak, where the
 peak is the float32 matmul peak measured now by `benchmarks.matmul` (or `--peak_gflops`).
 """

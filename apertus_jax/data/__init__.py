@@ -1,5 +1,7 @@
-"""The training data pipeline: documents from typed component kinds, mixed by stage, packed into rows with
-EoD masks and Goldfish, as checkpointable batches.
+"""The training data pipeline: documents of typed component kinds, mixed, packed and masked into batches.
+
+The components' documents are mixed by stage and packed into rows with EoD masks and Goldfish, as batches that
+resume exactly from a checkpoint.
 
 - `pipeline`: `TrainIterator`, the checkpointable batch iterator, and `pipeline_source`, a run's default batch
   source;

@@ -4,7 +4,7 @@
   random access (`shards.ShardSource`);
 - "jsonl" | "parquet" | "text": raw files (`sources`), tokenized on the fly;
 - "demo": the vendored demo corpus (`demo_corpus`);
-- "seqio": a registered seqio Task or Mixture (`seqio_import`, the optional extra "seqio").
+- "seqio": a registered seqio Task or Mixture (`seqio.import_tasks`, the optional extra "seqio").
 
 Raw, demo and seqio components are read and tokenized once per process and cached, keyed by the spec and the
 tokenizer checksum.

@@ -1,6 +1,6 @@
 """A loaded document source (`Component`) and how raw text becomes its documents.
 
-The leaf of the data layer: component loaders (`components`, `seqio_import`) make Components, the
+The leaf of the data layer: component loaders (`components`, `seqio.import_tasks`) make Components, the
 mixture (`mixture`) and the pipeline read them.
 """
 

@@ -1,5 +1,6 @@
-"""Evaluation: log-likelihood scoring, multiple choice, perplexity and memorization metrics (docs/recipe.md
-sections 3, 8, 9).
+"""Evaluation: log-likelihood scoring, multiple choice, perplexity and memorization metrics.
+
+The recipe behind them: docs/recipe.md sections 3, 8, 9.
 
 - `scoring`: per-token log p(continuation | context), packed and batched;
 - `multiple_choice`: accuracy unnormalized, per token, character and byte, and the chance level;

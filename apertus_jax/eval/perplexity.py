@@ -1,7 +1,7 @@
 """Perplexity and bits per byte on held-out documents, packed and masked exactly as in training.
 
 Documents `<s> text </s>` are packed into rows of T + 1 tokens with the training packer
-(`apertus_jax.data.packing.PackedRows`, stride T), and the EoD rules of `apertus_jax.data.document_masks`
+(`apertus_jax.data.packing.PackedRows`, stride T), and the EoD rules of `apertus_jax.data.masks.document_masks`
 decide which predictions count (docs/recipe.md section 2): no attention across documents, positions restarting
 after each EoD, "EoD -> next BoD" never scored, padding never scored. Each token of a document after its
 BoD (its text tokens and its EoD) is scored exactly once, so a document of n tokens contributes n - 1.

@@ -7,5 +7,5 @@
 - `distill`: the teacher's pass writing its logits, and the student's distillation run.
 
 The command lines over these are in `experiments/`; the studies that drive several runs are in
-`apertus_jax.studies` (docs/architecture.md, "Add a job").
+`apertus_jax.studies` (docs/architecture.md, "Add a job" and "Add a study").
 """

@@ -97,10 +97,11 @@ def _dense_cpu_bwd(preferred_element_type, residuals, g):
     # XLA:CPU lowers the weight gradient x^T @ g by writing g transposed: for the MLP it recomputes the whole
     # elementwise backward of the activation (xIELU / SwiGLU) a second time in a cache-hostile column order,
     # for the lm_head it copies the [tokens, vocab] logit gradient. A materialized x^T (the barrier keeps XLA
-    # from folding the transpose back into the dot) avoids both: a ~30% faster bench-18m train step on CPU.
-    # Where the input is the wider operand (the MLP's down projection: [N, mlp_hidden] in, [N, d_model] out)
-    # transposing g and the small [out, in] product moves under half the bytes of transposing x: the MLP's
-    # backward takes ~25% less CPU time (BENCHMARKS.md). Same products; float32 sums in another order.
+    # from folding the transpose back into the dot) avoids both: a ~30% faster bench-18m train step on CPU
+    # (benchmarks/reports/2026-11-30-train-step-bench-18m.md). Where the input is the wider operand (the MLP's
+    # down projection: [N, mlp_hidden] in, [N, d_model] out) transposing g and the small [out, in] product moves
+    # under half the bytes of transposing x: the MLP's backward takes ~25% less CPU time
+    # (benchmarks/reports/2026-12-01-train-step-quiet-machine.md). Same products; float32 sums in another order.
     del preferred_element_type
     x, w = residuals
     dx = jnp.einsum("...f,df->...d", g, w).astype(x.dtype)

@@ -1,5 +1,6 @@
-"""Optax transforms of the Apertus recipe: AdEMAMix with warmups, Muon by logical axes, token-based WSD,
-batch-size plans (docs/optimizers.md).
+"""The optimizers of the Apertus recipe as Optax transforms, with their schedules and batch-size plans.
+
+AdEMAMix with warmups, Muon by logical axes, token-based WSD (docs/optimizers.md).
 
 - `factory`: `make_optimizer(name, ...)`, the trainer's one call;
 - `ademamix`, `adamw`, `lion`, `muon`: the optimizers;

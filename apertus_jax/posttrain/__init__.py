@@ -1,5 +1,7 @@
-"""Objectives and batch sources beyond pretraining's, on the same trainer: chat SFT, length-normalized QRPO,
-the DPO baseline and distillation from stored teacher logits (docs/posttrain.md).
+"""Post-training on the pretraining trainer: the objectives and batch sources beyond pretraining's.
+
+Chat SFT, length-normalized QRPO, the DPO baseline and distillation from stored teacher logits
+(docs/posttrain.md).
 
 - `chat`: the chat template and its role tokens;
 - `inputs`: JSONL conversations and preference records, validated with line numbers;

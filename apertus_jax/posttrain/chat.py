@@ -92,7 +92,7 @@ def render_conversation(messages: Sequence[dict], tokenizer: Tokenizer) -> tuple
     """The ids of a whole conversation and which of them are trained.
 
     Args:
-      messages: validated `{"role", "content"}` dicts (`records.parse_messages`).
+      messages: validated `{"role", "content"}` dicts (`inputs.parse_messages`).
       tokenizer: any tokenizer with role token ids (`role_token_ids`).
 
     Returns:

@@ -6,6 +6,8 @@
 - `ablations`: a base config with named override sets and seeds, and the comparison of their runs.
 
 Reusable mechanisms stay in the core (data kinds in `apertus_jax.data`, metrics in `apertus_jax.eval`, the
-distillation objective in `apertus_jax.posttrain`); a study's command is `experiments/`, its configs `configs/`,
-its measured figures `tools/measure/`. Each study's README names its files.
+distillation objective in `apertus_jax.posttrain`); a study's command is in `experiments/`, its configs in
+`configs/`, its measured figures in `tools/measure/`. Each study's README.md names every file that a change of
+the study touches. A new study is a folder of its own here, with its README (docs/architecture.md, "Add a
+study").
 """

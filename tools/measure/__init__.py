@@ -6,8 +6,8 @@ the files they write; the results files in docs/results/ hold the values, and ev
   and `measure_all`.
 - `commands`: running a measurement's documented commands and reading the files and JSON they write.
 - one module per study, its measurements and renderers: `demo` (the demo run, post-training, evaluation,
-  lm-eval), `counts`, `memory_plans`, `goldfish`, `memorization`, `ablation_studies`, `fairness`,
-  `portability`, `accelerators`.
+  lm-eval), `counts`, `memory_plans`, `goldfish`, `memorization`, `distillation`, `ablation_studies`,
+  `fairness`, `portability`, `accelerators` (with `gpu_check`, the accelerator check's outputs gathered).
 - programs a measurement runs, each printing one JSON object: `demo_corpus`, `param_counts`,
   `canonical_cost`.
 - `results`: results files, generated blocks (table templates with `{NAME.KEY}` placeholders, their captions)

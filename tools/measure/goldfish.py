@@ -51,7 +51,8 @@ PIPELINE_RUN = "python -m benchmarks.data_pipeline --json=/tmp/data_pipeline.jso
 
 def measure_goldfish_rates(root: str, scratch: str) -> dict:
     """docs/usage.md's Goldfish drop rates on real text (k = h = 50, tekken, the demo corpus), from the JSON
-    `benchmarks.data_pipeline` writes (its throughput is of the machine: BENCHMARKS.md).
+    `benchmarks.data_pipeline` writes (its throughput is of the machine:
+    benchmarks/reports/2026-11-30-data-pipeline.md).
 
     Returns:
       wall_seconds; apertus_drop_rate, mixed_drop_rate (fractions of the targets at positions >= h - 1,

@@ -191,7 +191,7 @@ MEASUREMENTS = {
             *(f"harness_{m}" for m in demo.LM_EVAL_METRICS),
             *(f"evaluate_{k}" for k in (*demo.EXAMS_VALUES, "num_questions")),
         ),
-        # the exam accuracies are re-checked with `evaluation`; the harness itself by tests/jobs/test_lm_eval*.py
+        # the exam accuracies are re-checked with `evaluation`; the harness itself by tests/trained/test_lm_eval.py
         rechecked=False,
     ),
     # Compiled, not run: the same on every machine; minutes of compiling on 2 cores, too long for CI.

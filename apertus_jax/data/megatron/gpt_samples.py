@@ -112,7 +112,8 @@ def sample_index(
 ) -> np.ndarray:
     """helpers.cpp build_sample_idx (dropping the last partial sample) in numpy: `[S + 1, 2]` rows of
     (position in `documents`, token offset in that document) where sample s starts and s - 1 ends; linear
-    in documents and samples (1.07 * 10^7 samples over 2.2 * 10^7 document-index entries: 8.3 s, BENCHMARKS.md).
+    in documents and samples (1.07 * 10^7 samples over 2.2 * 10^7 document-index entries: 8.3 s,
+    benchmarks/reports/2026-12-02-megatron-read.md).
 
     S = (num_epochs * tokens_per_epoch - extra) // seq_len. Sample s starts at token p = s * seq_len of the
     documents laid end to end: in the first document whose end is >= p + extra (so with the extra token a

@@ -9,7 +9,7 @@ modern-spelling Gutenberg edition (`<play>_gut.txt`) and as the First Folio (`<p
 near-duplicates that differ in spelling ("minde", "vs"), punctuation, line breaks, speaker labels and case.
 
 Per play the two versions are tokenized (tekken by default) as one document each, their normalized words
-(`goldfish_canonical.normalized_words`) aligned with `difflib.SequenceMatcher` (aligned = the same word in
+(`canonical.normalized_words`) aligned with `difflib.SequenceMatcher` (aligned = the same word in
 matching blocks), and for every hash a word counts as dropped if any token that adds letters to it is
 dropped. Reported per hash, k and h: the fraction of aligned words with the same decision in both versions
 ("identical"), the dropped-in-both share of words dropped in either ("shared drops": 1 = the same words
