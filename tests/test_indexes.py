@@ -14,6 +14,8 @@
 5. Each study `apertus_jax/studies/NAME/` has a README.md that names its commands (the `experiments/` modules
    that import the study) and every file that names the study's package or commands (configs, measurements,
    docs, notebooks, tests), and every path it names exists.
+6. No package holds more than `MAX_MODULES` modules (its `.py` files but `__init__.py`): a package is one idea a
+   newcomer can name, and a larger one is several.
 
 Each rule is shown failing on a made-up input before it runs on the repository.
 """
@@ -36,6 +38,7 @@ EXPERIMENTS = ROOT / "experiments"
 NOT_INDEXED = {"__init__.py", "README.md"}
 # Commands of `experiments/` that are not commands: the package file and the shared entry point.
 NOT_COMMANDS = {"__init__", "cli"}
+MAX_MODULES = 15
 # An index line: backticked names separated by ", ", a colon, then what they are.
 INDEX_LINE = re.compile(r"- (?P<names>`[^`]+`(?:, `[^`]+`)*): \S")
 NAME = re.compile(r"`([^`]+)`")
@@ -616,3 +619,25 @@ def test_every_study_has_a_readme_naming_every_file_that_names_it(study):
     readme = (folder / "README.md").read_text()
     problems = study_readme_problems(readme, commands, users, where=f"apertus_jax/studies/{study}/README.md")
     assert not problems, "\n".join(problems)
+
+
+def module_count_problems(folders: list[pathlib.Path]) -> list[str]:
+    """`folder: N modules` for each package folder of more than `MAX_MODULES` modules."""
+    counts = {folder: len([p for p in folder.glob("*.py") if p.name != "__init__.py"]) for folder in folders}
+    return [f"{folder.name}: {n} modules" for folder, n in counts.items() if n > MAX_MODULES]
+
+
+def test_a_package_of_more_than_fifteen_modules_fails(tmp_path):
+    for n, name in ((MAX_MODULES, "fits"), (MAX_MODULES + 1, "grab_bag")):
+        (tmp_path / name).mkdir()
+        for i in range(n):
+            (tmp_path / name / f"m{i}.py").write_text("")
+        (tmp_path / name / "__init__.py").write_text("")
+    assert module_count_problems([tmp_path / "fits", tmp_path / "grab_bag"]) == [
+        f"grab_bag: {MAX_MODULES + 1} modules"
+    ]
+
+
+def test_no_package_holds_more_than_fifteen_modules():
+    assert len(packages()) > 20
+    assert not module_count_problems(packages()), module_count_problems(packages())
