@@ -2,10 +2,26 @@
 
 from setuptools import find_packages, setup
 
+# Two supported stacks, each pinned to what its tests passed on (docs/stacks.md): Python 3.11 gets the last JAX
+# that installs there (jax 0.11 needs Python >= 3.12), Python 3.12 and 3.13 today's. The rest of the pins are the
+# same on both.
+STACKS = {
+    "python_version < '3.12'": {"jax": "0.10.2", "jaxlib": "0.10.2", "flax": "0.12.8"},
+    "python_version >= '3.12'": {"jax": "0.12.0.1", "jaxlib": "0.12.0.1", "flax": "0.12.12"},
+}
+
+
+def pinned(names: tuple[str, ...], extra: str = "") -> list[str]:
+    """`name==version; marker` of `names` for each stack (`extra`: `jax[tpu]`-style extras of the first name)."""
+    return [
+        f"{name}{extra if i == 0 else ''}=={STACKS[marker][name]}; {marker}"
+        for marker in STACKS
+        for i, name in enumerate(names)
+    ]
+
+
 CORE = [
-    "jax==0.10.2",
-    "jaxlib==0.10.2",
-    "flax==0.12.8",
+    *pinned(("jax", "jaxlib", "flax")),
     "optax==0.2.8",
     "orbax-checkpoint==0.12.8",
     "grain==0.2.18",

@@ -1,14 +1,10 @@
 """Test-wide settings and the trainer fixtures every package's tests share.
 
-8 virtual CPU devices so mesh tests run on one machine, and XLA:CPU set to compile fast (`COMPILE_FLAGS`): the
-tests compile hundreds of tiny programs whose run time is negligible. With LLVM's optimizations off
-(`--xla_backend_optimization_level=0`) XLA:CPU compiles them about twice as fast (the tiny resume run's train
-step: 7.0 s -> 3.4 s on 2 cores), and with its older fusion emitters instead of the MLIR ones
-(`--xla_cpu_use_fusion_emitters=false`) a third faster again (tests/train/test_loss.py and
-tests/models/test_attention.py: 34 s -> 22 s on 2 cores); a program's machine code is generated in one piece,
-not split for threads that the other test worker keeps busy (`--xla_cpu_parallel_codegen_split_count=1`:
-with tests/train/test_step.py, 29.5 s -> 26.4 s). The test processes that the tests start compile likewise.
-XLA reads the flags when jax initializes its backend, so they are set before any test imports jax.
+8 virtual CPU devices so mesh tests run on one machine, and XLA:CPU set to compile fast (`COMPILE_FLAGS`,
+`apertus_jax.aot.fast_compile`): the tests compile hundreds of tiny programs whose run time is negligible; a
+program's machine code in one piece is also not split for threads that the other test worker keeps busy
+(with tests/train/test_step.py, 29.5 s -> 26.4 s on 2 cores). The test processes that the tests start compile
+likewise. XLA reads the flags when jax initializes its backend, so they are set before any test imports jax.
 
 `train(config, workdir)` runs a config file's ConfigDict as `experiments.pretrain` does; `uninterrupted` is the
 reference run of every resume test. `run_job` runs a command of experiments/ in this process, as its subprocess
@@ -28,10 +24,9 @@ import runpy
 import subprocess
 import sys
 
-COMPILE_FLAGS = (
-    "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false "
-    "--xla_cpu_parallel_codegen_split_count=1"
-)
+from apertus_jax.aot.fast_compile import fast_compile_flags  # noqa: E402  (imports no jax)
+
+COMPILE_FLAGS = fast_compile_flags()
 XLA_FLAGS = f"--xla_force_host_platform_device_count=8 {COMPILE_FLAGS}"
 os.environ.setdefault("XLA_FLAGS", XLA_FLAGS)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")

@@ -45,6 +45,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from apertus_jax import files
+from apertus_jax.aot.fast_compile import FAST_COMPILE
 from apertus_jax.models import partitioning
 from apertus_jax.models.partitioning import MeshConfig
 from apertus_jax.models.transformer import param_logical_axes
@@ -55,18 +56,9 @@ from apertus_jax.train.run import Run
 from apertus_jax.train.train_state import make_abstract_params, opt_state_shardings
 
 GB = 1e9
-# A plan never runs what it compiles, so XLA:CPU compiles it for analysis only: LLVM's optimizations skipped, the
-# older IR fusion emitters instead of the MLIR ones (most of the compile time went to them), the machine code in one
-# piece. Buffer assignment and the collectives come from the HLO passes: against XLA's defaults the temporaries
-# differ by at most 0.3% (the 1.5B ablation plan, 11.73 -> 11.69 GB; the others 0.12% or less) and the collectives
-# not at all, and the twelve plans that docs/scaling.md, docs/long_context.md and docs/ablations.md quote (six
-# commands) compile in 32 s of CPU instead of 85 s on 2 cores. The fresh runs of tests/test_results.py compare
-# the plans with records made so.
-ANALYSIS_ONLY = {
-    "xla_backend_optimization_level": 0,
-    "xla_cpu_use_fusion_emitters": False,
-    "xla_cpu_parallel_codegen_split_count": 1,
-}
+# A plan never runs what it compiles, so XLA:CPU compiles it for analysis only (`fast_compile`): the twelve plans
+# that docs/scaling.md, docs/long_context.md and docs/ablations.md quote (six commands) compiled in 32 s of CPU
+# instead of 85 s on 2 cores. The fresh runs of tests/test_results.py compare the plans with records made so.
 DEVICE_MEMORY_GB = {"H100 80GB": 80, "H200 141GB": 141, "TPU v5p 95GB": 95}
 DEFAULT_MESHES = {  # by d_model: 8B on 64 devices, 70B on 256
     4096: ["1x64x1", "1x16x4"],
@@ -158,7 +150,7 @@ def plan_one(config, mesh_shape: tuple[int, ...], rows_per_device: int = 0) -> d
     batch_rows = max(tokens for _, tokens in run.config.train.batch_plan) // run.config.data.seq_len
     step = run.train_step(batch_rows)
     start = time.time()
-    compiled = run.lower_train_step(batch_rows).compile(ANALYSIS_ONLY)
+    compiled = run.lower_train_step(batch_rows).compile(FAST_COMPILE)
     memory = compiled.memory_analysis()
     total = (
         memory.argument_size_in_bytes
@@ -314,7 +306,7 @@ def optimizer_plan(config: RunConfig, mesh_shape: tuple[int, ...], name: str) ->
         out_shardings=(params.shardings, shardings),
     )
     with jax.set_mesh(mesh):
-        compiled = update.lower(params.abstract, state, params.abstract).compile(ANALYSIS_ONLY)
+        compiled = update.lower(params.abstract, state, params.abstract).compile(FAST_COMPILE)
     return {"opt_state": shard_bytes(state), "collectives": collective_bytes(compiled.as_text())}
 
 
