@@ -11,13 +11,9 @@ STACKS = {
 }
 
 
-def pinned(names: tuple[str, ...], extra: str = "") -> list[str]:
-    """`name==version; marker` of `names` for each stack (`extra`: `jax[tpu]`-style extras of the first name)."""
-    return [
-        f"{name}{extra if i == 0 else ''}=={STACKS[marker][name]}; {marker}"
-        for marker in STACKS
-        for i, name in enumerate(names)
-    ]
+def pinned(names: tuple[str, ...]) -> list[str]:
+    """`name==version; marker` of `names` for each stack."""
+    return [f"{name}=={STACKS[marker][name]}; {marker}" for marker in STACKS for name in names]
 
 
 CORE = [
@@ -89,13 +85,19 @@ setup(
         "wandb": ["wandb==0.31.0"],
         "prep": ["datatrove==0.10.1", "protego==0.7.0", "pyarrow>=15", "orjson>=3.9", "spacy==3.8.18"],
         # Compile-only TPU and GPU targets on a CPU machine (`experiments.memory_plan --target`,
-        # docs/accelerators.md): libtpu through jax[tpu]; the CUDA PJRT plugin with cuDNN (about 2 GB).
+        # docs/accelerators.md): libtpu and the CUDA PJRT plugin with cuDNN (about 2 GB), each stack its own
+        # (docs/stacks.md): on the current one libtpu 0.0.51, which knows TPU7x (jax[tpu] 0.12.0.1 would pin
+        # 0.0.50), and the CUDA 13 plugin, which compiles for Hopper and Blackwell.
         "accelerators": [
-            "jax[tpu]==0.10.2",
-            "libtpu==0.0.42.1",
-            "jax-cuda12-plugin==0.10.2",
-            "jax-cuda12-pjrt==0.10.2",
-            "nvidia-cudnn-cu12==9.28.0.42",
+            "jax[tpu]==0.10.2; python_version < '3.12'",
+            "libtpu==0.0.42.1; python_version < '3.12'",
+            "jax-cuda12-plugin==0.10.2; python_version < '3.12'",
+            "jax-cuda12-pjrt==0.10.2; python_version < '3.12'",
+            "nvidia-cudnn-cu12==9.28.0.42; python_version < '3.12'",
+            "libtpu==0.0.51; python_version >= '3.12'",
+            "jax-cuda13-plugin==0.12.0.1; python_version >= '3.12'",
+            "jax-cuda13-pjrt==0.12.0.1; python_version >= '3.12'",
+            "nvidia-cudnn-cu13==9.27.0.42; python_version >= '3.12'",
         ],
         "seqio": [
             "seqio==0.0.20",

@@ -14,31 +14,55 @@ with cuDNN (GPU) compile for them in this CPU process; nothing runs and nothing 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import os
 import re
 
+import jax
 import numpy as np
 from jax.experimental import topologies
 
 from apertus_jax import extras
 
 GB = 1e9
-# Per chip: (topology prefix, TensorCores counted per chip in the slice name, HBM in GB, peak dense bf16
-# FLOP/s); Google Cloud's TPU system-architecture pages (docs/accelerators.md "TPU chips").
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuChip:
+    """A TPU generation: its `libtpu` topology prefix, the TensorCores per chip that a slice name counts
+    (`v5p-128`: 128 TensorCores, 64 chips), the compile-only devices per chip (1: a v4/v5p chip's two
+    TensorCores as one "megacore" device; 2: TPU7x's two TensorCores as two devices), HBM in GB and peak dense
+    bf16 FLOP/s per chip (Google Cloud's TPU system-architecture pages, docs/accelerators.md "TPU chips")."""
+
+    prefix: str
+    cores_per_chip: int
+    devices_per_chip: int
+    hbm_gb: float
+    peak_flops: float
+
+    @property
+    def megacore(self) -> bool:
+        return self.cores_per_chip == 2 and self.devices_per_chip == 1
+
+
 TPU_CHIPS = {
-    "v4": ("v4", 2, 32, 275e12),
-    "v5p": ("v5p", 2, 95, 459e12),
-    "v5e": ("v5e", 1, 16, 197e12),
-    "v6e": ("v6e", 1, 32, 918e12),
+    "v4": TpuChip("v4", 2, 1, 32, 275e12),
+    "v5p": TpuChip("v5p", 2, 1, 95, 459e12),
+    "v5e": TpuChip("v5e", 1, 1, 16, 197e12),
+    "v6e": TpuChip("v6e", 1, 1, 32, 918e12),
+    # Ironwood: 192 GiB and 2,307 TFLOP/s bf16 per chip; libtpu 0.0.51 (the current stack) knows its topologies.
+    "tpu7x": TpuChip("tpu7x", 2, 2, 192 * 2**30 / 1e9, 2307e12),
 }
 # The GPU kinds with a target config in gpu_target_configs/ (KIND.txtpb).
 GPU_KINDS = ("h100", "h200", "b200", "gb200")
 GPU_TARGET_CONFIGS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_target_configs")
-# The packages of the `accelerators` extra that compile for each platform (`apertus_jax.extras`).
-COMPILER_MODULES = {
-    "tpu": ("libtpu",),
-    "gpu": ("jax_cuda12_plugin", "jax_plugins.xla_cuda12", "nvidia.cudnn"),
+# The packages of the `accelerators` extra that compile for each platform (`apertus_jax.extras`): on GPU the CUDA
+# PJRT plugin of the installed stack's extra, CUDA 13 (jax >= 0.11: Hopper and Blackwell) or CUDA 12 (jax 0.10.2).
+CUDA_PLUGINS = {
+    version: (f"jax_cuda{version}_plugin", f"jax_plugins.xla_cuda{version}", "nvidia.cudnn")
+    for version in (13, 12)
 }
+COMPILER_MODULES = {"tpu": ("libtpu",), "gpu": CUDA_PLUGINS[12 if jax.__version_info__ < (0, 11) else 13]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +83,8 @@ class Target:
         """Memory per device in GB (1e9 bytes): TPU from `TPU_CHIPS`, GPU the target config's
         `device_memory_size`."""
         if self.platform == "tpu":
-            return float(TPU_CHIPS[self.kind][2])
+            chip = TPU_CHIPS[self.kind]
+            return chip.hbm_gb / chip.devices_per_chip
         size = re.search(r"device_memory_size:\s*(\d+)", gpu_target_config(self.kind))
         return int(size.group(1)) / GB
 
@@ -88,7 +113,10 @@ class Target:
     @property
     def peak_flops(self) -> float | None:
         """Peak dense bf16 FLOP/s of one device (TPU; None on GPU, where no time is estimated)."""
-        return TPU_CHIPS[self.kind][3] if self.platform == "tpu" else None
+        if self.platform != "tpu":
+            return None
+        chip = TPU_CHIPS[self.kind]
+        return chip.peak_flops / chip.devices_per_chip
 
 
 def _torus(chips: int, dims: int) -> list[int]:
@@ -101,19 +129,19 @@ def _torus(chips: int, dims: int) -> list[int]:
 
 
 def parse_target(name: str, num_slices: int = 1) -> Target:
-    """The `Target` of a name: `v4-N`, `v5p-N` (N >= 8 TensorCores), `v5e-N`, `v6e-N` (N <= 256 chips), N a
-    power of two, or `KIND:HOSTSxGPUS` with KIND in `GPU_KINDS`.
+    """The `Target` of a name: `v4-N`, `v5p-N`, `tpu7x-N` (N >= 8 TensorCores), `v5e-N`, `v6e-N` (N <= 256
+    chips), N a power of two, or `KIND:HOSTSxGPUS` with KIND in `GPU_KINDS`.
 
     Raises:
       ValueError: an unknown or malformed name, a bad `num_slices` (one line naming the accepted forms).
     """
-    forms = f"TPU v4-N, v5p-N, v5e-N, v6e-N (e.g. v5p-128) or GPU KIND:HOSTSxGPUS with KIND in {GPU_KINDS}"
+    forms = f"TPU v4-N, v5p-N, tpu7x-N, v5e-N, v6e-N (e.g. v5p-128) or GPU KIND:HOSTSxGPUS with KIND in {GPU_KINDS}"
     if num_slices < 1:
         raise ValueError(f"--num_slices={num_slices}: use 1 or more TPU slices")
-    tpu = re.fullmatch(r"(v4|v5p|v5e|v6e)-(\d+)", name)
+    tpu = re.fullmatch(r"(v4|v5p|tpu7x|v5e|v6e)-(\d+)", name)
     if tpu:
         kind, count = tpu.group(1), int(tpu.group(2))
-        _, cores_per_chip, _, _ = TPU_CHIPS[kind]
+        cores_per_chip = TPU_CHIPS[kind].cores_per_chip
         chips = count // cores_per_chip
         flat = kind in ("v5e", "v6e")
         if (
@@ -127,7 +155,8 @@ def parse_target(name: str, num_slices: int = 1) -> Target:
                 f"--target={name}: {kind} slices here are powers of two ({sizes}), e.g. {kind}-{8 if not flat else 4}"
             )
         topology = "x".join(map(str, _torus(chips, 2 if flat else 3)))
-        return Target(name, "tpu", kind, chips * num_slices, topology, num_slices)
+        devices = chips * TPU_CHIPS[kind].devices_per_chip * num_slices
+        return Target(name, "tpu", kind, devices, topology, num_slices)
     gpu = re.fullmatch(r"([a-z0-9]+):(\d+)x(\d+)", name)
     if gpu and gpu.group(1) in GPU_KINDS and int(gpu.group(2)) > 0 and int(gpu.group(3)) > 0:
         if num_slices != 1:
@@ -153,7 +182,8 @@ def target_devices(target: Target) -> list:
     """The compile-only devices of `target`, in slice, host, device order.
 
     Raises:
-      ValueError: the compiler of the target's platform is not installed (the one line names the extra).
+      ValueError: the compiler of the target's platform is not installed (the one line names the extra), or
+        its libtpu does not know the TPU generation.
     """
     extras.require("accelerators", f"--target={target.name}", COMPILER_MODULES[target.platform])
     if target.platform == "gpu":
@@ -163,11 +193,21 @@ def target_devices(target: Target) -> list:
     # libtpu locks /tmp/libtpu_lockfile for the one process that may own the chips; compile-only devices own
     # none, so concurrent plans (and test workers) may load it side by side.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "true")
-    return topologies.get_topology_desc(
-        topology_name=f"{TPU_CHIPS[target.kind][0]}:{target.topology}",
-        platform="tpu",
-        chip_config_name="megacore" if TPU_CHIPS[target.kind][1] == 2 else "default",
-        chips_per_host_bounds=target.chips_per_host,
-        wrap=target.wrap,
-        num_slices=target.num_slices,
-    ).devices
+    chip = TPU_CHIPS[target.kind]
+    try:
+        return topologies.get_topology_desc(
+            topology_name=f"{chip.prefix}:{target.topology}",
+            platform="tpu",
+            chip_config_name="megacore" if chip.megacore else "default",
+            chips_per_host_bounds=target.chips_per_host,
+            wrap=target.wrap,
+            num_slices=target.num_slices,
+        ).devices
+    except (
+        jax.errors.JaxRuntimeError
+    ) as error:  # a generation this libtpu does not know (TPU7x before 0.0.51)
+        reason = str(error).splitlines()[0]
+        raise ValueError(
+            f"--target={target.name}: libtpu {importlib.metadata.version('libtpu')} cannot compile for it "
+            f"({reason}); TPU7x needs the accelerators extra of the current stack (Python 3.12, docs/stacks.md)"
+        ) from None

@@ -180,13 +180,13 @@ def param_layout(config: ModelConfig, mesh: Mesh, seed: int = 0) -> ParamLayout:
     """The `ParamLayout` of `Apertus(config, rngs=nnx.Rngs(seed))` on `mesh` (nothing allocated)."""
 
     def create() -> dict:
-        return nnx.state(Apertus(config, rngs=nnx.Rngs(seed)), nnx.Param).to_pure_dict()
+        return nnx.to_pure_dict(nnx.state(Apertus(config, rngs=nnx.Rngs(seed)), nnx.Param))
 
     graphdef, abstract_state = abstract_model(config)  # the seed changes values, not shapes
-    shardings = state_shardings(abstract_state, mesh).to_pure_dict()
+    shardings = nnx.to_pure_dict(state_shardings(abstract_state, mesh))
     abstract = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        abstract_state.to_pure_dict(),
+        nnx.to_pure_dict(abstract_state),
         shardings,
     )
     return ParamLayout(graphdef, shardings, abstract, create)
@@ -208,7 +208,7 @@ def create_model(config: ModelConfig, *, seed: int = 0, mesh: Mesh | None = None
 
 def model_from_params(config: ModelConfig, params: dict) -> Apertus:
     """An `Apertus` holding `params`, the trainer's plain nested dict of parameters
-    (`nnx.state(model, nnx.Param).to_pure_dict()` layout); nothing is initialized or compiled."""
+    (`nnx.to_pure_dict(nnx.state(model, nnx.Param))` layout); nothing is initialized or compiled."""
     graphdef, state = abstract_model(config)
     state = jax.tree.map(lambda x: x, state)  # a fresh copy: the cached abstract state stays untouched
     nnx.replace_by_pure_dict(state, params)
@@ -218,7 +218,7 @@ def model_from_params(config: ModelConfig, params: dict) -> Apertus:
 def param_logical_axes(config: ModelConfig) -> dict:
     """The logical axes of every parameter of `Apertus(config)` (a tuple of rule-table names per parameter, in
     the trainer's pure-dict layout; nothing allocated): what Muon maps to matrix dimensions."""
-    return state_logical_axes(abstract_model(config)[1]).to_pure_dict()
+    return nnx.to_pure_dict(state_logical_axes(abstract_model(config)[1]))
 
 
 @functools.cache

@@ -76,8 +76,8 @@ def muon_dimension_numbers(
 
     Args:
       logical_axes: a pytree with one tuple of axis names (str, or None for an unnamed dimension) per
-        parameter, e.g. `apertus_jax.models.partitioning.state_logical_axes(nnx.state(model, nnx.Param))
-        .to_pure_dict()`.
+        parameter, e.g. `nnx.to_pure_dict(state_logical_axes(nnx.state(model, nnx.Param)))`
+        (`apertus_jax.models.partitioning.state_logical_axes`).
       batch_axes: names of axes along which independent matrices are stacked (scanned layers).
       width_axis: the model-width axis that every hidden matrix reads from or writes to.
       adam_axes: a parameter with any of these axes goes to AdamW (embeddings and output head).

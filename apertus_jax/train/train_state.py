@@ -1,7 +1,7 @@
 """The train state {"params", "opt_state"}: abstract shapes, shardings and sharded initialization; the batch's
 sharding.
 
-Parameters are kept as a plain nested dict of float32 arrays (`nnx.State.to_pure_dict()`), so checkpoints
+Parameters are kept as a plain nested dict of float32 arrays (`nnx.to_pure_dict`), so checkpoints
 are plain trees; `nnx.merge(graphdef, params)` rebuilds the model inside the jitted step. `AbstractParams` is the
 parameters alone (what evaluation, export and fine-tuning restore); `AbstractTrainState` adds the optimizer state,
 each moment placed like its parameter (`opt_state_shardings`).

@@ -81,7 +81,7 @@ def load_model_and_tokenizer(
         trained = load_workdir(workdir)
         model, tok = trained.model, trained.tokenizer
         if dtype and dtype != model.config.dtype:
-            params = nnx.state(model, nnx.Param).to_pure_dict()
+            params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
             model = model_from_params(model.config.replace(dtype=dtype), params)
     else:
         model = load_hf(pretrained, **({"dtype": dtype} if dtype else {}))

@@ -9,6 +9,7 @@ of TPU compiles on 2 cores), run by hand with the extra installed:
 """
 
 import dataclasses
+import importlib.metadata
 import json
 import re
 import subprocess
@@ -44,6 +45,8 @@ needs_gpu = _needs("gpu", "CUDA plugin")
         ("v6e-256", 1, "tpu", 256, "16x16"),
         ("v5e-128", 1, "tpu", 128, "8x16"),
         ("v5p-16", 2, "tpu", 16, "2x2x2"),
+        ("tpu7x-128", 1, "tpu", 128, "4x4x4"),  # 64 chips of two TensorCores, each a device
+        ("tpu7x-8", 1, "tpu", 8, "2x2x1"),
         ("h100:1x8", 1, "gpu", 8, "1x8"),
         ("gb200:4x4", 1, "gpu", 16, "4x4"),
     ],
@@ -67,6 +70,7 @@ def test_target_names_as_google_cloud_and_hostsxgpus(name, slices, platform, dev
         ("v5p-8", (2, 2, 1), (False, False, False)),
         ("v5e-128", (2, 2, 1), (False, True, False)),  # 8x16: the side of 16 wraps
         ("v6e-256", (2, 2, 1), (True, True, False)),
+        ("tpu7x-128", (2, 2, 1), (True, True, True)),
         ("v5e-1", (1, 1, 1), (False, False, False)),
     ],
 )
@@ -78,6 +82,9 @@ def test_tpu_hosts_hold_four_chips_and_whole_cubes_or_pod_sides_wrap_around(name
 def test_hbm_per_device():
     assert compile_targets.parse_target("v5p-128").hbm_gb == 95
     assert compile_targets.parse_target("v5e-4").hbm_gb == 16
+    # TPU7x: 192 GiB per chip, two devices per chip; 2,307 TFLOP/s bf16 per chip
+    tpu7x = compile_targets.parse_target("tpu7x-8")
+    assert round(tpu7x.hbm_gb, 2) == 103.08 and tpu7x.peak_flops == 2307e12 / 2
     # the target configs' device_memory_size: 79.1 GiB of an H100 80GB, 141 GB of an H200 are 151.4e9 bytes
     assert round(compile_targets.parse_target("h100:1x8").hbm_gb, 2) == 84.94
     assert round(compile_targets.parse_target("h200:2x8").hbm_gb, 2) == 151.40
@@ -111,7 +118,9 @@ def test_meshes_must_use_all_devices_of_the_target():
         target_plan.target_meshes(config, target, ["1x8x1"])
 
 
-@pytest.mark.parametrize("name, absent", [("v5e-4", "libtpu"), ("h100:1x8", "jax_cuda12_plugin")])
+@pytest.mark.parametrize(
+    "name, absent", [("v5e-4", "libtpu"), ("h100:1x8", compile_targets.COMPILER_MODULES["gpu"][0])]
+)
 def test_a_missing_extra_names_the_install_line(name, absent, monkeypatch):
     monkeypatch.setitem(sys.modules, absent, None)  # a None entry: the package cannot be found
     with pytest.raises(ValueError) as error:
@@ -251,6 +260,20 @@ def test_tiny_step_on_v5e_4_uses_splash_kernels(tiny_bf16):
         and report["params_gb"] + report["optimizer_gb"] < report["total_gb"] < report["hbm_gb"] == 16
     )
     assert "est_step_seconds" not in report
+
+
+@needs_tpu
+def test_tpu7x_compiles_on_the_current_stack_and_is_refused_in_one_line_before(tiny_bf16):
+    """libtpu 0.0.51 (the current stack) knows TPU7x: two devices per chip; an older libtpu refuses it."""
+    target = compile_targets.parse_target("tpu7x-8")
+    if tuple(map(int, importlib.metadata.version("libtpu").split("."))) < (0, 0, 51):
+        with pytest.raises(ValueError, match=r"^--target=tpu7x-8: libtpu .* cannot compile for it \("):
+            compile_targets.target_devices(target)
+        return
+    devices = compile_targets.target_devices(target)
+    assert len(devices) == 8 and {d.device_kind for d in devices} == {"TPU7x"}
+    report = target_plan.plan_on_target(tiny_bf16, target, devices, (1, 8, 1), with_estimate=False)
+    assert report["kernels"] and report["fits"] and report["hbm_gb"] == pytest.approx(103.08, abs=0.01)
 
 
 @needs_tpu

@@ -26,7 +26,7 @@ TINY = get_config("tiny", vocab_size=512, scan_layers=True)
 def logical_axes(config):
     """The model's parameters' logical axes as a plain tree (the trainer's params layout)."""
     _, state = nnx.split(nnx.eval_shape(lambda: Apertus(config, rngs=nnx.Rngs(0))), nnx.Param)
-    return state_logical_axes(state).to_pure_dict()
+    return nnx.to_pure_dict(state_logical_axes(state))
 
 
 def reference_newton_schulz(g_out_in, steps=5):

@@ -25,7 +25,7 @@ def test_restores_the_saved_parameters(workdir):
     directory, params = workdir
     trained = load_workdir(directory)
     assert trained.step == 7 and trained.tokenizer.vocab_size == 1024
-    restored = nnx.state(trained.model, nnx.Param).to_pure_dict()
+    restored = nnx.to_pure_dict(nnx.state(trained.model, nnx.Param))
     jax.tree.map(np.testing.assert_array_equal, restored, params)
 
 
@@ -35,7 +35,7 @@ def test_restores_params_without_reading_the_optimizer_state(workdir, tmp_path):
     shutil.copytree(directory, copy)
     shutil.rmtree(os.path.join(copy, "checkpoints", "7", "opt_state"))  # no optimizer state to read
     trained = load_workdir(copy)
-    restored = nnx.state(trained.model, nnx.Param).to_pure_dict()
+    restored = nnx.to_pure_dict(nnx.state(trained.model, nnx.Param))
     jax.tree.map(np.testing.assert_array_equal, restored, params)
 
 

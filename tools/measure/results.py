@@ -64,9 +64,10 @@ MARKER = re.compile(r"<!-- (?:result|reference)\b")
 # A figure with a decimal point (what `hand_typed_figures` looks for): 5.68, 1,234.5; not v3.0.1, a path or a URL.
 DECIMAL = re.compile(r"(?<![\w./])\d[\d,]*\.\d+(?![\w.]|-\w)")
 # Words after which a decimal is a name, not a figure: arXiv 2509.14233, section 2.4, Python 3.11, Table 3.2,
-# Llama 3.1.
+# Llama 3.1, jax 0.11.
 NAMING = re.compile(
-    r"(?:arXiv:?|[Ss]ections?|§|Python(?: >=)?|[Tt]ables?|[Ff]ig(?:ures?|s?\.)|[Ee]q\.|[Vv]ersions?|Llama)\s*$"
+    r"(?:arXiv:?|[Ss]ections?|§|Python(?: >=)?|[Tt]ables?|[Ff]ig(?:ures?|s?\.)|[Ee]q\.|[Vv]ersions?|Llama"
+    r"|[Jj][Aa][Xx](?:lib)?|flax)\s*$"
 )
 # The longest line of prose a page may have (tables and code are exempt).
 LONGEST_LINE = 300
