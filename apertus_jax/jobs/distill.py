@@ -9,6 +9,8 @@ every position, with the log of the remaining probability mass, to `logits_dir/s
 (and `meta.json`). The student's batch source is its usual pipeline source with the stored arrays of the same
 step attached (`TeacherLogits`): packing, stages and exact resume are the pipeline's own, and each step's
 file carries a checksum of its tokens, so a misaligned store fails loudly instead of teaching the wrong rows.
+The student's run checks the store whole before its first step, and a store it cannot train on (a step file
+missing or unreadable, rows of another seed) is refused with one line before anything is written.
 
 The store's format, its batch source (`TeacherLogits`) and the objective (`distillation`, with its formula):
 `apertus_jax.posttrain.distillation`. One process: the store holds the rows of a single-process run.
@@ -29,8 +31,10 @@ from apertus_jax import files
 from apertus_jax.config.schema import Config
 from apertus_jax.jobs.pretrain import run_training
 from apertus_jax.posttrain.distillation import (
+    CHECKSUM,
     META,
     TeacherLogits,
+    check_store,
     distillation,
     read_meta,
     step_file,
@@ -81,7 +85,7 @@ def write_teacher_logits(
         batch = next(source)
         ids, logprobs, rest = jax.device_get(top_k(batch["tokens"], batch["positions"], batch["segment_ids"]))
         arrays = {"teacher_ids": ids, "teacher_logprobs": logprobs, "rest_logprob": rest}
-        arrays["tokens_sha256"] = tokens_checksum(batch["tokens"])
+        arrays[CHECKSUM] = tokens_checksum(batch["tokens"])
         with files.atomic_path(step_file(logits_dir, step)) as path:
             save_file({name: np.ascontiguousarray(a) for name, a in arrays.items()}, path)
         if step % 50 == 0 or step == steps:
@@ -109,11 +113,14 @@ def _same_tokenizer(run: Run, meta: dict) -> Run:
 
 def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temperature: float) -> str:
     """Trains (or resumes) the student `config` in `workdir` on the teacher logits of `logits_dir` with the
-    standard hooks; returns "done" or "preempted".
+    standard hooks; returns "done" or "preempted". The store is checked whole before the run writes anything:
+    its meta against the student's config, every step file up to `train.steps` (`check_store`), and its first
+    step's rows against the student's first batch (`TeacherLogits`).
 
     Raises:
       FileNotFoundError: as `read_meta`.
-      ValueError: a store of another row length, or shorter than `train.steps`; as `distillation` and
+      ValueError: a store of another row length or vocabulary, shorter than `train.steps`, with a step file
+        missing or unreadable, or of other rows (one line naming the store and the fix); as `distillation` and
         `apertus_jax.train.loop.train`.
     """
     meta = read_meta(logits_dir)
@@ -127,6 +134,7 @@ def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temp
             f"{logits_dir} holds {meta['steps']} steps of {meta['seq_len']}-token rows; the student trains "
             f"{config.train.steps} steps of {config.data.seq_len}: write the logits with the student's config"
         )
+    check_store(logits_dir, meta, config.train.steps)
     pipeline = config.data.pipeline
     pipeline.check_inputs()
     data = {name: spec.describe() for name, spec in pipeline.components.items()}

@@ -1,6 +1,8 @@
 """Pretraining distillation from stored teacher logits: the store aligned with the student's rows (a store of
-other rows, another row length or vocabulary, too few steps or another tokenizer refused), and a student run
-that reports its KL and cross-entropy and resumes exactly (the store: `teacher_logits_store`, tests/conftest.py)."""
+other rows, another row length or vocabulary, too few steps or another tokenizer refused), checked whole before
+the first step (a missing or unreadable step file, rows of another seed: one line, nothing written), and a
+student run that reports its KL and cross-entropy and resumes exactly (the store: `teacher_logits_store`,
+tests/conftest.py)."""
 
 import dataclasses
 import json
@@ -11,7 +13,7 @@ import jax
 import pytest
 
 from apertus_jax.jobs.distill import distill
-from apertus_jax.posttrain.distillation import TeacherLogits, read_meta
+from apertus_jax.posttrain.distillation import TeacherLogits, check_store, read_meta, step_file
 from apertus_jax.train.run import Run, pipeline_batch_source
 
 K = 8
@@ -38,22 +40,21 @@ def test_a_store_of_other_rows_or_too_few_steps_is_refused(teacher_logits_store,
     _, student, logits_dir = teacher_logits_store
     other_seed = student.replace(seed=student.seed + 1)
     meta = read_meta(logits_dir)
-    source = TeacherLogits(
-        pipeline_batch_source(Run(other_seed, devices=jax.devices()[:1])), logits_dir, meta
-    )
-    with pytest.raises(ValueError, match="teacher logits of step 1 .* are of other rows"):
-        next(source)
+    with pytest.raises(
+        ValueError, match="step 1 holds the teacher's logits of other rows than the student's"
+    ):
+        TeacherLogits(pipeline_batch_source(Run(other_seed, devices=jax.devices()[:1])), logits_dir, meta)
     longer = student.replace(train=dataclasses.replace(student.train, steps=4))
     with pytest.raises(ValueError, match="holds 3 steps of 64-token rows; the student trains 4 steps"):
         distill(longer, str(tmp_path / "w"), logits_dir, alpha=0.9, temperature=1.0)
     wider = student.replace(model=dataclasses.replace(student.model, vocab_size=2048))
     with pytest.raises(ValueError, match="logits over 1024 ids, the student's model.vocab_size is 2048"):
         distill(wider, str(tmp_path / "w"), logits_dir, alpha=0.9, temperature=1.0)
-    other_k = TeacherLogits(
-        pipeline_batch_source(Run(student, devices=jax.devices()[:1])), logits_dir, {**meta, "k": K + 1}
-    )
-    with pytest.raises(ValueError, match=rf"have shape \(8, 64, {K}\), the step needs \(8, 64, {K + 1}\)"):
-        next(other_k)
+    other_k = {**meta, "k": K + 1}
+    with pytest.raises(
+        ValueError, match=rf"shape \(8, 64, {K}\), meta.json says rows of 64 tokens and k={K + 1}"
+    ):
+        check_store(logits_dir, other_k, 3)
     retokenized = tmp_path / "retokenized"
     shutil.copytree(logits_dir, retokenized)
     (retokenized / "meta.json").write_text(json.dumps({**meta, "tokenizer": "tekken"}))
@@ -62,3 +63,43 @@ def test_a_store_of_other_rows_or_too_few_steps_is_refused(teacher_logits_store,
     with pytest.raises(FileNotFoundError, match="no meta.json"):
         read_meta(str(tmp_path))
     assert sorted(os.listdir(logits_dir))[-1] == "step_00000003.safetensors"
+
+
+def _store_copy(logits_dir, tmp_path):
+    copy = tmp_path / "logits"
+    shutil.copytree(logits_dir, copy)
+    return copy
+
+
+def test_a_missing_or_unreadable_step_file_is_refused_before_anything_is_written(
+    teacher_logits_store, tmp_path
+):
+    _, student, logits_dir = teacher_logits_store
+    workdir = tmp_path / "student"
+    store = _store_copy(logits_dir, tmp_path)
+    os.remove(step_file(str(store), 2))
+    with pytest.raises(ValueError) as missing:
+        distill(student, str(workdir), str(store), alpha=0.9, temperature=1.0)
+    assert str(missing.value) == (
+        f"teacher logits {store}: step_00000002.safetensors (step 2) is missing; write the store again with "
+        "`python -m experiments.teacher_logits` with the student's --config and overrides and --steps of at "
+        "least its train.steps"
+    )
+    shutil.copy(step_file(logits_dir, 3), step_file(str(store), 2))
+    with open(step_file(str(store), 3), "r+b") as f:
+        f.truncate(1000)
+    with pytest.raises(
+        ValueError, match=r"step_00000003.safetensors \(step 3\) is unreadable \(.*incomplete"
+    ):
+        distill(student, str(workdir), str(store), alpha=0.9, temperature=1.0)
+    assert not workdir.exists()
+
+
+def test_a_store_of_another_seed_is_refused_before_anything_is_written(teacher_logits_store, tmp_path):
+    _, student, logits_dir = teacher_logits_store
+    workdir = tmp_path / "student"
+    with pytest.raises(
+        ValueError, match=f"teacher logits {logits_dir}: step 1 holds the teacher's logits of other"
+    ):
+        distill(student.replace(seed=student.seed + 1), str(workdir), logits_dir, alpha=0.9, temperature=1.0)
+    assert not workdir.exists()
