@@ -57,7 +57,7 @@ def write_teacher_logits(
     """
     if jax.process_count() > 1:
         raise ValueError("write_teacher_logits runs in one process; start it without a multi-host launcher")
-    teacher = load_workdir(teacher_workdir)
+    teacher = load_workdir(teacher_workdir, "writing teacher logits from")
     run = Run(config)  # the student run: its data side gives the batches
     vocab = config.model.vocab_size
     if teacher.config.model.vocab_size != vocab:

@@ -68,7 +68,7 @@ def evaluate(
         )
     if limit < 0 or batch_size < 1:
         raise ValueError(f"--limit={limit} must be >= 0 and --batch_size={batch_size} >= 1")
-    trained = load_workdir(workdir)
+    trained = load_workdir(workdir, "evaluating")
     tokenizer = trained.tokenizer
     if not seq_len:
         seq_len = int(trained.config.data.seq_len)
