@@ -165,6 +165,8 @@ def test_the_own_data_path_runs_as_the_usage_page_shows_it(tmp_path, compilation
         results.append(result.stdout)
     with open(tmp_path / "my_shards" / "manifest.json") as f:
         assert json.load(f)["documents"] == len(documents)
+    assert results[0].startswith(f"wrote {tmp_path}/my_shards: {len(documents):,} documents, ")
+    assert results[1] == f"run done: {tmp_path}/my_run\n"
     with open(tmp_path / "my_run" / "metrics.jsonl") as f:
         records = [json.loads(line) for line in f]
     assert [r["step"] for r in records] == list(range(1, 21))
