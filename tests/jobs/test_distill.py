@@ -6,6 +6,7 @@ tests/conftest.py)."""
 
 import dataclasses
 import json
+import logging
 import os
 import shutil
 
@@ -20,7 +21,10 @@ K = 8
 
 
 @pytest.mark.slow
-def test_the_student_reports_kl_and_ce_and_resumes_exactly(teacher_logits_store, tmp_path, read_records):
+def test_the_student_reports_kl_and_ce_and_resumes_exactly(
+    teacher_logits_store, tmp_path, read_records, caplog
+):
+    caplog.set_level(logging.INFO)
     _, student, logits_dir = teacher_logits_store
     records = {}
     for name, stops in (("uninterrupted", [3]), ("resumed", [2, 3])):
@@ -34,6 +38,12 @@ def test_the_student_reports_kl_and_ce_and_resumes_exactly(teacher_logits_store,
     assert records["resumed"] == records["uninterrupted"] and len(records["resumed"]) == 3
     for _, loss, kl, ce in records["resumed"]:
         assert loss == pytest.approx(0.9 * 4 * kl + 0.1 * ce, rel=1e-5)
+    # Each step's log line shows the objective's own metrics, as metrics.jsonl records them.
+    logged = [m.split(" | lr ")[0] for m in caplog.messages if m.startswith("step ") and "/3 | loss" in m]
+    assert logged[:3] == [  # the uninterrupted run's
+        f"step {step}/3 | loss {loss:.4f} | ce {ce:.4f} | kl {kl:.4f}"
+        for step, loss, kl, ce in records["uninterrupted"]
+    ]
 
 
 def test_a_store_of_other_rows_or_too_few_steps_is_refused(teacher_logits_store, tmp_path):
