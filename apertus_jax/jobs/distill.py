@@ -36,10 +36,12 @@ from apertus_jax.posttrain.distillation import (
     TeacherLogits,
     check_store,
     distillation,
+    loss_label,
     read_meta,
     step_file,
     tokens_checksum,
 )
+from apertus_jax.records.loss_plot import LossPlot
 from apertus_jax.train.run import Run, pipeline_batch_source
 from apertus_jax.trained.workdir import load_workdir
 
@@ -147,4 +149,5 @@ def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temp
             pipeline_batch_source(_same_tokenizer(run, meta)), logits_dir, meta
         ),
         data=data,
+        loss_plot=LossPlot("distillation loss (nats/token)", loss_label(alpha, temperature)),
     )

@@ -192,6 +192,11 @@ class TeacherLogits:
         return self.inner.consumed()
 
 
+def loss_label(alpha: float, temperature: float) -> str:
+    """How the objective's loss is made, for a plot's title: `ALPHA x tau^2 x KL + (1 - ALPHA) x CE at tau T`."""
+    return f"{alpha:g} x tau^2 x KL + {1 - alpha:g} x CE at tau {temperature:g}"
+
+
 def distillation(seq_len: int, k: int, alpha: float, temperature: float) -> Objective:
     """The objective `alpha * tau^2 * KL(teacher top-k || student) + (1 - alpha) * CE` (module docstring) over
     `[B, seq_len, k]` teacher arrays; it reads the logits.

@@ -13,6 +13,7 @@ import shutil
 import jax
 import pytest
 
+from apertus_jax import plots
 from apertus_jax.jobs.distill import distill
 from apertus_jax.posttrain.distillation import TeacherLogits, check_store, read_meta, step_file
 from apertus_jax.train.run import Run, pipeline_batch_source
@@ -22,9 +23,16 @@ K = 8
 
 @pytest.mark.slow
 def test_the_student_reports_kl_and_ce_and_resumes_exactly(
-    teacher_logits_store, tmp_path, read_records, caplog
+    teacher_logits_store, tmp_path, read_records, caplog, monkeypatch
 ):
     caplog.set_level(logging.INFO)
+    drawn, save = [], plots.save  # the loss curves, with their labels, as the runs draw them
+
+    def keep(fig, path, **kwargs):
+        drawn.append((os.path.basename(path), fig.axes[0].get_ylabel(), fig.axes[0].get_title()))
+        save(fig, path, **kwargs)
+
+    monkeypatch.setattr(plots, "save", keep)
     _, student, logits_dir = teacher_logits_store
     records = {}
     for name, stops in (("uninterrupted", [3]), ("resumed", [2, 3])):
@@ -40,6 +48,7 @@ def test_the_student_reports_kl_and_ce_and_resumes_exactly(
         assert loss == pytest.approx(0.9 * 4 * kl + 0.1 * ce, rel=1e-5)
     # Each step's log line shows the objective's own metrics, as metrics.jsonl records them.
     logged = [m.split(" | lr ")[0] for m in caplog.messages if m.startswith("step ") and "/3 | loss" in m]
+    assert drawn[-1] == ("loss.png", "distillation loss (nats/token)", "0.9 x tau^2 x KL + 0.1 x CE at tau 2")
     assert logged[:3] == [  # the uninterrupted run's
         f"step {step}/3 | loss {loss:.4f} | ce {ce:.4f} | kl {kl:.4f}"
         for step, loss, kl, ce in records["uninterrupted"]
