@@ -149,11 +149,14 @@ class TeacherLogits:
         inner.set_state(start)
         _step_shapes(logits_dir, 1)
         with safe_open(step_file(logits_dir, 1), framework="numpy") as f:
-            stored = f.get_tensor(CHECKSUM)
-        if not np.array_equal(stored, tokens_checksum(first["tokens"])):
+            self._check_rows(1, first["tokens"], f.get_tensor(CHECKSUM))
+
+    def _check_rows(self, step: int, tokens: np.ndarray, checksum: np.ndarray) -> None:
+        """Raises ValueError (one line with `STORE_FIX`) unless `checksum` is that of the student's `tokens`."""
+        if not np.array_equal(checksum, tokens_checksum(tokens)):
             raise ValueError(
-                f"teacher logits {logits_dir}: step 1 holds the teacher's logits of other rows than the student's "
-                f"first batch (another data pipeline, seed or batch plan); {STORE_FIX}"
+                f"teacher logits {self.logits_dir}: step {step} holds the teacher's logits of other rows than the "
+                f"student's step {step} (another data pipeline, seed or batch plan); {STORE_FIX}"
             )
 
     def __iter__(self) -> TeacherLogits:
@@ -164,16 +167,12 @@ class TeacherLogits:
         self.step += 1
         _step_shapes(self.logits_dir, self.step)  # missing or unreadable: the line of `check_store`
         stored = load_file(step_file(self.logits_dir, self.step))
-        if not np.array_equal(stored[CHECKSUM], tokens_checksum(batch["tokens"])):
-            raise ValueError(
-                f"the teacher logits of step {self.step} in {self.logits_dir} are of other rows; write them with "
-                "the student's config (same data, seed and batch plan)"
-            )
+        self._check_rows(self.step, batch["tokens"], stored[CHECKSUM])
         expected = (*batch["tokens"].shape, self.k)
         if any(stored[name].shape != expected for name in ARRAYS[:2]):
             raise ValueError(
-                f"the teacher logits of step {self.step} in {self.logits_dir} have shape "
-                f"{stored['teacher_ids'].shape}, the step needs {expected}; write them with the student's config"
+                f"teacher logits {self.logits_dir}: step {self.step} holds arrays of shape "
+                f"{stored['teacher_ids'].shape}, the step needs {expected}; {STORE_FIX}"
             )
         return {**batch, **{name: stored[name] for name in ARRAYS}}
 
