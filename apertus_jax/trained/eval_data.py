@@ -27,6 +27,7 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
+from absl import logging
 
 from apertus_jax.config.schema import Config
 from apertus_jax.data import demo_corpus, shards
@@ -126,10 +127,14 @@ def heldout_documents(
         whole = "the demo corpus's UDHR translations held out whole (languages the run never saw)"
         return Documents(named, (texts,)), Documents(whole, (unseen,)) if unseen else None
     found = heldout_texts(config.eval, config.data.pipeline)
-    if found.missing and len(found.heldout) == 0:
-        kinds = config.data.pipeline.components
-        named = ", ".join(f"{name!r} ({kinds[name].kind})" for name in found.missing)
-        raise ValueError(f"the run trains on {named} with no held-out set to score; {HELDOUT_FIX}")
+    kinds = config.data.pipeline.components
+    named = ", ".join(f"{name!r} ({kinds[name].kind})" for name in found.missing)
+    if not found.heldout:
+        raise ValueError(
+            f"the run trains on {named or 'no component'} with no held-out set to score; {HELDOUT_FIX}"
+        )
+    if found.missing:
+        logging.warning("not scored, without a held-out set (eval.heldout_paths names none): %s", named)
     heldout_set = Documents(
         "the run's held-out sets: " + ", ".join(name for name, _ in found.heldout),
         tuple(texts for _, texts in found.heldout),
