@@ -11,8 +11,9 @@ The held-out documents, in this order of choice:
   order, and its UDHR translations held out whole (languages the run never saw) apart;
 - any other run: the held-out sets of its own components as the in-loop evaluation asks for them
   (`apertus_jax.eval.in_loop.heldout_texts`: a component kind's own held-out split, a raw component's file
-  in the run's `eval.heldout_paths`, the extra sets named there), in config order; a run with a component
-  that has no held-out set and no extra set is refused with one line naming `--heldout`.
+  in the run's `eval.heldout_paths`, the extra sets named there), in config order. A component without a held-out
+  set is named in a warning when the run's config names extra sets (the user's held-out files); without them
+  the run is refused with one line naming `--heldout` (it would be scored on another component's text alone).
 
 The trained documents of memorization are those of the run's components, as its pipeline loads them (the demo
 corpus's training split for a run on it alone). Each `Documents` says what it is (`data`), and the result and
@@ -129,7 +130,10 @@ def heldout_documents(
     found = heldout_texts(config.eval, config.data.pipeline)
     kinds = config.data.pipeline.components
     named = ", ".join(f"{name!r} ({kinds[name].kind})" for name in found.missing)
-    if not found.heldout:
+    extra = [
+        name for name, _ in found.heldout if name not in kinds
+    ]  # sets of eval.heldout_paths of their own
+    if not found.heldout or (found.missing and not extra):
         raise ValueError(
             f"the run trains on {named or 'no component'} with no held-out set to score; {HELDOUT_FIX}"
         )

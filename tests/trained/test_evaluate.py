@@ -145,6 +145,16 @@ def test_a_run_on_its_own_shards_is_refused_without_held_out_data_in_one_line(tm
         (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert line.startswith(f"error: {says}"), line
     assert sorted(os.listdir(workdir)) == ["checkpoints", "config.json"]
+    # Mixed with the demo corpus, the run is not scored on the demo's held-out text alone.
+    mixed = tiny_own_data.get_config(shards)
+    with mixed.unlocked():
+        mixed.data.pipeline.components.prose = dict(kind="demo", sources=["german_prose"], weight=0.5)
+    (workdir / "config.json").write_text(json.dumps(parse(mixed).to_dict()))
+    result = run_job("experiments.evaluate", f"--workdir={workdir}", "--task=perplexity")
+    assert result.returncode == 2 and result.stdout == "", result.stderr[-2000:]
+    assert result.stderr.splitlines()[-1].startswith(
+        "error: the run trains on 'text' (arrayrecord) with no held-out set to score; pass --heldout=PATH"
+    )
 
 
 @pytest.fixture(scope="module")
