@@ -6,7 +6,8 @@
 
 Each DIR is a run workdir (holding `metrics.jsonl`) or a folder searched for them; a workdir called `seed<N>`
 belongs to the variant named by its parent folder (the layout of `experiments.ablate`). Writes OUT.png and
-OUT.md (default DIR0/comparison) and prints the table. An unfinished run (fewer steps than its config.json's
+OUT.md and prints the table; without --out, `comparison.png/.md` in the folder that holds the runs, never in a
+run's workdir (`/tmp/run_a /tmp/run_b`: /tmp/comparison; an ablation folder DIR: DIR/comparison). An unfinished run (fewer steps than its config.json's
 `train.steps`) is left out and named in a warning and in OUT.md. No DIR, a DIR without runs, none finished or an
 unknown baseline ends with one line on stderr and exit status 2.
 """
@@ -17,7 +18,9 @@ from apertus_jax.studies.ablations.compare import compare
 from experiments import cli
 
 _BASELINE = flags.DEFINE_string("baseline", None, "Variant the others are compared to (default: the first).")
-_OUT = flags.DEFINE_string("out", None, "Output path without extension (default DIR0/comparison).")
+_OUT = flags.DEFINE_string(
+    "out", None, "Output path without extension (default: comparison in the folder holding the runs)."
+)
 
 
 def main(argv) -> None:

@@ -8,7 +8,7 @@ The logits come from `experiments.teacher_logits` with the same student config. 
 resumes; a bad config, flag or store ends with one line on stderr and exit status 2.
 """
 
-from absl import flags, logging
+from absl import flags
 
 from apertus_jax.jobs.distill import distill
 from apertus_jax.train.checkpoint import check_workdir_usable
@@ -31,7 +31,7 @@ def main(argv) -> None:
     status = distill(
         config, _WORKDIR.value, _LOGITS.value, alpha=_ALPHA.value, temperature=_TEMPERATURE.value
     )
-    logging.info("distill %s: %s", status, _WORKDIR.value)
+    print(f"distill {status}: {_WORKDIR.value}")
 
 
 if __name__ == "__main__":

@@ -3,10 +3,14 @@
     python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=german_exams_qa
     python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=perplexity
     python -m experiments.evaluate --workdir=/tmp/apertus_demo --task=memorization --limit=64
+    python -m experiments.evaluate --workdir=/tmp/my_run --task=perplexity --heldout=/tmp/my_heldout.jsonl
 
 Tasks (`<language>_exams_qa`, `perplexity`, `memorization`) and their scores: `apertus_jax/trained/evaluate.py`.
-The result is printed and written as JSON to `--output` (default WORKDIR/eval/TASK.json, atomically). A bad
-workdir, task or limit ends with one line on stderr and exit status 2.
+Perplexity and memorization score the held-out data of `--heldout` (a shard set or a JSONL, Parquet or text
+file), else the held-out parts of the run's own components (`apertus_jax/trained/eval_data.py`); a run whose
+components have none is refused, naming `--heldout`. The result, with what it scored (`data`), is printed and
+written as JSON to `--output` (default WORKDIR/eval/TASK.json, atomically). A bad workdir, task, limit or
+held-out path ends with one line on stderr and exit status 2.
 """
 
 import json
@@ -20,6 +24,12 @@ from experiments import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir (config.json + checkpoints/).")
 _TASK = flags.DEFINE_string("task", "german_exams_qa", "<language>_exams_qa | perplexity | memorization")
+_HELDOUT = flags.DEFINE_string(
+    "heldout",
+    "",
+    "Perplexity, memorization: your held-out data, a shard set (experiments.tokenize_data) or a JSONL, Parquet "
+    "or text file (default: the held-out parts of the run's components).",
+)
 _LIMIT = flags.DEFINE_integer(
     "limit", 0, "Use only the first N questions/documents (0 = all; memorization: 64)."
 )
@@ -45,6 +55,7 @@ def main(argv) -> None:
     result = evaluate(
         _WORKDIR.value,
         _TASK.value,
+        heldout=_HELDOUT.value,
         limit=_LIMIT.value,
         batch_size=_BATCH_SIZE.value,
         seq_len=_SEQ_LEN.value,

@@ -4,11 +4,11 @@
     python -m experiments.goldfish_formats --out=workdir/goldfish_formats [--plays=hamlet,macbeth]
 
 Writes `goldfish_formats.json` and `goldfish_formats.md` into `--out` and prints the table; progress per play
-on stdout. An unknown play, a k or h that is not an integer or is below 1 ends with one line on stderr and exit status 2,
+in the log (stderr). An unknown play, a k or h that is not an integer or is below 1 ends with one line on stderr and exit status 2,
 with nothing written.
 """
 
-from absl import flags
+from absl import flags, logging
 
 from apertus_jax.studies.goldfish.formats import markdown, run_study
 from apertus_jax.train.checkpoint import check_workdir_usable
@@ -30,7 +30,7 @@ def main(argv) -> None:
         tokenizer=_TOKENIZER.value,
         ks=_KS.value,
         hs=_HS.value,
-        log=lambda line: print(line, flush=True),
+        log=logging.info,
     )
     print(markdown(report["results"], report["plays"], report["tokenizer"]))
     print(f"wrote {_OUT.value}/goldfish_formats.json and .md in {report['seconds']}s")

@@ -5,12 +5,12 @@
 
 A tiny Apertus is trained twice on the same sonnets for many epochs, once with the standard loss and once
 with the Goldfish loss, then prompted with each document's start and scored on the greedy continuation.
-Writes `goldfish_study.json` and `goldfish_study.png` into `--out` and prints a table; progress with ETA on
-stdout. Default settings: 500 steps per run (both runs about 100 s on 2 CPU cores). A bad document count or
+Writes `goldfish_study.json` and `goldfish_study.png` into `--out` and prints a table; progress with ETA in
+the log (stderr). Default settings: 500 steps per run (both runs about 100 s on 2 CPU cores). A bad document count or
 prefix/suffix length ends with one line on stderr and exit status 2.
 """
 
-from absl import flags
+from absl import flags, logging
 
 from apertus_jax.studies.goldfish.study import GoldfishStudy, run_study, summary_table
 from apertus_jax.train.checkpoint import check_workdir_usable
@@ -54,7 +54,7 @@ def main(argv) -> None:
         eval_every=_EVAL_EVERY.value,
         seed=_SEED.value,
     )
-    results = run_study(study, _OUT.value, log=lambda line: print(line, flush=True))
+    results = run_study(study, _OUT.value, log=logging.info)
     print(summary_table(results))
     print(f"wrote {_OUT.value}/goldfish_study.json and goldfish_study.png in {results['seconds']}s")
 

@@ -10,8 +10,6 @@ first: a broken or missing file, or an --out that cannot be written, ends with o
 status 2, and nothing is written or printed.
 """
 
-import sys
-
 import numpy as np
 from absl import flags
 
@@ -57,7 +55,7 @@ def main(argv) -> None:
         rows = gpt_samples.first_rows(stream, _ROWS.value)
         with files.atomic_path(_OUT.value) as tmp, open(tmp, "wb") as f:
             np.save(f, rows, allow_pickle=False)
-        print(f"wrote {_OUT.value}: {rows.shape[0]} rows of {rows.shape[1]} tokens", file=sys.stderr)
+        print(f"wrote {_OUT.value}: {rows.shape[0]} rows of {rows.shape[1]} tokens")
 
 
 if __name__ == "__main__":

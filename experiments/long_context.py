@@ -13,7 +13,7 @@ a bad config or path ends with one line on stderr and exit status 2; SIGTERM sto
 """
 
 import jax
-from absl import flags, logging
+from absl import flags
 
 from apertus_jax.jobs.long_context import load_stages, run_stages
 from apertus_jax.train import distributed
@@ -43,7 +43,8 @@ def main(argv) -> None:
             check_layout(config, jax.device_count(), jax.process_count())
         except ValueError as error:
             raise ValueError(f"stage {name}: {error}") from None
-    logging.info("long context %s: %s", run_stages(stages, _WORKDIR.value, _INIT_FROM.value), _WORKDIR.value)
+    status = run_stages(stages, _WORKDIR.value, _INIT_FROM.value)
+    print(f"long context {status}: {_WORKDIR.value}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Trains the standard and the Goldfish run (and, with `resume_check`, the standard
 checkpoint and resumed) in `--out`/<run>, reusing finished workdirs; scores every probe and canary; writes
 `memorization.json`, `memorization.md`, `heatmap_<run>_<decoding>.png` and `canary_exposure.png` into
 `--out` and prints the tables. `--config.run.train.steps=N` alone makes the run's LR schedule follow N (as in
-`experiments.pretrain`; said in the log). Progress with ETA on stdout. A SIGTERM or Ctrl-C stops the current
+`experiments.pretrain`; said in the log). Progress with ETA in the log (stderr). A SIGTERM or Ctrl-C stops the current
 run at a checkpoint and ends the study without scoring or writing results (rerun the command to continue). A
 bad study setting ends with one line on stderr and exit status 2 before anything is trained or written.
 """
@@ -31,7 +31,7 @@ def main(argv) -> None:
     fitted = fit_schedule_to_steps(_CONFIG.value.run, overridden_keys(sys.argv, "run."), flag="--config.run.")
     if fitted:
         logging.info(fitted)
-    report = run_study(_CONFIG.value, _OUT.value, log=lambda line: print(line, flush=True))
+    report = run_study(_CONFIG.value, _OUT.value, log=logging.info)
     if report is None:  # a run was preempted: it said so; nothing scored or written
         return
     print(markdown(report))

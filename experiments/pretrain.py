@@ -9,7 +9,7 @@ or SIGINT (Ctrl-C) saves a checkpoint at the current step and exits 0; a second 
 starts, stops at once with one line and exit status 130 (the last complete checkpoint stays valid).
 """
 
-from absl import flags, logging
+from absl import flags
 
 from apertus_jax.jobs.pretrain import pretrain
 from apertus_jax.train import distributed
@@ -25,7 +25,8 @@ def main(argv) -> None:
     config = cli.parsed_config(_CONFIG)
     check_workdir_usable(_WORKDIR.value)  # before devices and the mesh start: a bad workdir fails fast
     distributed.initialize_from_env()  # TPU pods, SLURM, explicit JAX_* variables; no-op for one process
-    logging.info("run %s: %s", pretrain(config, _WORKDIR.value), _WORKDIR.value)
+    status = pretrain(config, _WORKDIR.value)
+    print(f"run {status}: {_WORKDIR.value}")
 
 
 if __name__ == "__main__":

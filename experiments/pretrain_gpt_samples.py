@@ -9,7 +9,7 @@ checkpoint and exits 0; a bad prefix, split or config ends with one line on stde
 anything is written.
 """
 
-from absl import flags, logging
+from absl import flags
 
 from apertus_jax.jobs.gpt_samples import pretrain_on_gpt_samples
 from apertus_jax.train import distributed
@@ -41,7 +41,7 @@ def main(argv) -> None:
         num_samples=_NUM_SAMPLES.value or None,
         add_extra_token=_ADD_EXTRA_TOKEN.value,
     )
-    logging.info("run %s: %s", status, _WORKDIR.value)
+    print(f"run {status}: {_WORKDIR.value}")
 
 
 if __name__ == "__main__":

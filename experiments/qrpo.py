@@ -11,7 +11,7 @@ With `posttrain.reference = "cached"` (default) the frozen reference (`checkpoin
 on stderr and exit status 2.
 """
 
-from absl import flags, logging
+from absl import flags
 
 from apertus_jax.jobs.posttrain import qrpo
 from apertus_jax.train import distributed
@@ -27,7 +27,8 @@ def main(argv) -> None:
     config = cli.parsed_config(_CONFIG)
     check_workdir_usable(_WORKDIR.value)
     distributed.initialize_from_env()
-    logging.info("run %s: %s", qrpo(config, _WORKDIR.value), _WORKDIR.value)
+    status = qrpo(config, _WORKDIR.value)
+    print(f"run {status}: {_WORKDIR.value}")
 
 
 if __name__ == "__main__":

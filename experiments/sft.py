@@ -7,7 +7,7 @@ the pretraining workdir whose parameters start the run. Same behaviour as `exper
 resumes, SIGTERM saves and exits 0, bad input ends with one line on stderr and exit status 2.
 """
 
-from absl import flags, logging
+from absl import flags
 
 from apertus_jax.jobs.posttrain import sft
 from apertus_jax.train import distributed
@@ -23,7 +23,8 @@ def main(argv) -> None:
     config = cli.parsed_config(_CONFIG)
     check_workdir_usable(_WORKDIR.value)
     distributed.initialize_from_env()
-    logging.info("run %s: %s", sft(config, _WORKDIR.value), _WORKDIR.value)
+    status = sft(config, _WORKDIR.value)
+    print(f"run {status}: {_WORKDIR.value}")
 
 
 if __name__ == "__main__":

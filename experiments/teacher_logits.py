@@ -9,7 +9,7 @@
 exit status 2.
 """
 
-from absl import flags, logging
+from absl import flags
 
 from apertus_jax.jobs.distill import write_teacher_logits
 from experiments import cli
@@ -26,7 +26,7 @@ def main(argv) -> None:
     cli.required(teacher=_TEACHER.value, out=_OUT.value, steps=_STEPS.value)
     config = cli.parsed_config(_CONFIG)
     meta = write_teacher_logits(_TEACHER.value, config, _OUT.value, steps=_STEPS.value, k=_K.value)
-    logging.info("wrote %d steps of top-%d teacher logits to %s", meta["steps"], meta["k"], _OUT.value)
+    print(f"wrote {meta['steps']} steps of top-{meta['k']} teacher logits to {_OUT.value}")
 
 
 if __name__ == "__main__":

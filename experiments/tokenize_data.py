@@ -20,8 +20,6 @@ skipped empty documents and replaced invalid UTF-8 bytes. Bad input ends with on
 status 2.
 """
 
-import sys
-
 from absl import flags
 
 from experiments import cli
@@ -108,23 +106,21 @@ def main(argv) -> None:
     )
     manifest = run_tokenize(job)
     if manifest is None:
-        print(f"submitted: the data appears at {_OUT.value} when the last job ends", file=sys.stderr)
+        print(f"submitted: the data appears at {_OUT.value} when the last job ends")
         return
     if _FORMAT.value == "megatron":
         print(
             f"wrote {_OUT.value}.bin/.idx ({manifest['megatron_dtype']}): {manifest['documents']:,} documents, "
             f"{manifest['tokens']:,} tokens from {manifest['tasks']} tasks; "
             f"{manifest['replaced_invalid_utf8']} invalid UTF-8 bytes replaced, "
-            f"{manifest['skipped_empty_documents']} empty documents skipped",
-            file=sys.stderr,
+            f"{manifest['skipped_empty_documents']} empty documents skipped"
         )
         return
     print(
         f"wrote {_OUT.value}: {manifest['documents']:,} documents, {manifest['tokens']:,} tokens in "
         f"{len(manifest['shards'])} shards from {manifest['tasks']} tasks; "
         f"{manifest['replaced_invalid_utf8']} invalid UTF-8 bytes replaced, "
-        f"{manifest['skipped_empty_documents']} empty documents skipped",
-        file=sys.stderr,
+        f"{manifest['skipped_empty_documents']} empty documents skipped"
     )
 
 

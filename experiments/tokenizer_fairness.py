@@ -22,7 +22,9 @@ a blank Gini (summary.md says why). An unknown UDHR code, a missing or unreadabl
       --hf_tokenizer=llama3.1=/tmp/llama/package/models/tokenizer.json
 """
 
-from absl import flags
+import os
+
+from absl import flags, logging
 
 from apertus_jax.data.demo_corpus import load_demo_documents, load_udhr, udhr_languages
 from apertus_jax.tokenizers.report import write_fairness_report
@@ -54,8 +56,11 @@ def main(argv):
         reference=REFERENCE.value,
         bpe_vocab_size=BPE_VOCAB_SIZE.value,
         hf_tokenizers=HF_TOKENIZERS.value,
-        log=lambda line: print(line, flush=True),
+        log=logging.info,
     )
+    with open(os.path.join(OUT.value, "summary.md"), encoding="utf-8") as f:
+        print(f.read(), end="")
+    print(f"wrote {OUT.value}: summary.md, by_script.md, tokenizer_fairness.png and a table per tokenizer")
 
 
 if __name__ == "__main__":

@@ -136,18 +136,25 @@ def own_data_commands() -> list[str]:
 @pytest.mark.slow
 def test_the_own_data_path_runs_as_the_usage_page_shows_it(tmp_path, compilation_cache):
     """JSONL of real text (German prose of the demo corpus standing in for yours) -> `tokenize_data
-    --tokenizer=demo` -> 20 steps of the tiny model, each command as docs/usage.md prints it (its /tmp/ paths
-    moved into this test's directory, run from there): the shards hold the file's documents, the run trains
-    on them with its schedule fitted to the 20 steps, and the loss falls."""
+    --tokenizer=demo` -> 20 steps of the tiny model -> its perplexity on held-out documents of yours, each
+    command as docs/usage.md prints it (its /tmp/ paths moved into this test's directory, run from there): the
+    shards hold the file's documents, the run trains on them with its schedule fitted to the 20 steps, the loss
+    falls, and the evaluation scores the held-out file and says so."""
     from apertus_jax.data.demo_corpus import load_german_prose
 
-    documents = [d["text"] for d in load_german_prose()[:1000]]
-    with open(tmp_path / "my_text.jsonl", "w", encoding="utf-8") as f:
-        f.writelines(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in documents)
+    prose = [d["text"] for d in load_german_prose()]
+    documents, heldout = prose[:1000], prose[1000:1020]
+    for name, texts in (("my_text.jsonl", documents), ("my_heldout.jsonl", heldout)):
+        with open(tmp_path / name, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in texts)
     steps = own_data_commands()
-    assert [shlex.split(c)[2] for c in steps] == ["experiments.tokenize_data", "experiments.pretrain"]
+    assert [shlex.split(c)[2] for c in steps] == [
+        "experiments.tokenize_data",
+        "experiments.pretrain",
+        "experiments.evaluate",
+    ]
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT, JAX_COMPILATION_CACHE_DIR=compilation_cache)
-    logs = []
+    logs, results = [], []
     for command in steps:
         argv = shlex.split(command.replace("/tmp/", f"{tmp_path}/"))
         result = subprocess.run(
@@ -155,8 +162,11 @@ def test_the_own_data_path_runs_as_the_usage_page_shows_it(tmp_path, compilation
         )
         assert result.returncode == 0, result.stderr[-3000:]
         logs.append(result.stderr)
+        results.append(result.stdout)
     with open(tmp_path / "my_shards" / "manifest.json") as f:
         assert json.load(f)["documents"] == len(documents)
+    assert results[0].startswith(f"wrote {tmp_path}/my_shards: {len(documents):,} documents, ")
+    assert results[1] == f"run done: {tmp_path}/my_run\n"
     with open(tmp_path / "my_run" / "metrics.jsonl") as f:
         records = [json.loads(line) for line in f]
     assert [r["step"] for r in records] == list(range(1, 21))
@@ -164,4 +174,9 @@ def test_the_own_data_path_runs_as_the_usage_page_shows_it(tmp_path, compilation
     with open(tmp_path / "my_run" / "provenance.json") as f:
         assert json.load(f)["tokens_consumed"] == {"text": records[-1]["tokens"]}
     assert "train.steps=20 overridden without the schedule: the schedule follows it" in logs[1]
+    with open(tmp_path / "my_run" / "eval" / "perplexity.json") as f:
+        scored = json.load(f)
+    assert scored["data"] == "--heldout=my_heldout.jsonl (20 documents)" and scored["num_documents"] == 20
+    assert scored["step"] == 20 and "unseen_languages" not in scored
+    assert "perplexity: scoring 20 documents of --heldout=my_heldout.jsonl" in logs[2]
     assert "run: model tiny" in logs[1] and "optimizer ademamix" in logs[1] and "tokens planned" in logs[1]

@@ -64,18 +64,33 @@ def _kind_of(path: str) -> str:
     return next((kind for kind in sources.RAW_KINDS if path.endswith(f".{kind}")), "text")
 
 
-def _read_texts(path: str) -> list[str]:
-    """Texts of an extra held-out file (kind by its extension: jsonl, parquet, else plain text)."""
+def read_texts(path: str) -> list[str]:
+    """Texts of a held-out file (kind by its extension: jsonl, parquet, else plain text).
+
+    Raises:
+      FileNotFoundError / ValueError: as `apertus_jax.data.sources.iter_raw_documents`.
+    """
     documents = sources.iter_raw_documents([path], _kind_of(path), sources.RawStats(), score_field=None)
     return [d.text for d in documents]
 
 
-def heldout_sets(eval_config: EvalConfig, pipeline: PipelineSpec | None, tokenizer) -> list[HeldoutSet]:
-    """The held-out set of each document component of `pipeline` that has one, then the extra sets of
-    `eval.heldout_paths` whose names are not components, then the unseen-language set of each component that
-    has one (named `unseen_languages/<component>`), each capped at `eval_config.heldout_tokens` tokens (whole
-    documents, at least one). A run that does not read `data.pipeline` (a job's own batch source) passes
-    None: the extra sets alone.
+@dataclasses.dataclass(frozen=True)
+class HeldoutTexts:
+    """The held-out texts of a run, by set: `heldout` [(name, texts)] of the training languages (each document
+    component's own, then the extra sets of `eval.heldout_paths`), `unseen` [(name, texts)] of languages it
+    never trains on (named `unseen_languages/<component>`), and `missing`: the document components that have
+    no held-out set."""
+
+    heldout: list[tuple[str, list[str]]]
+    unseen: list[tuple[str, list[str]]]
+    missing: list[str]
+
+
+def heldout_texts(eval_config: EvalConfig, pipeline: PipelineSpec | None) -> HeldoutTexts:
+    """The held-out texts of each document component of `pipeline` (`DocumentSpec.heldout_texts`, with its
+    file of `eval.heldout_paths`), of the extra sets of `eval.heldout_paths` whose names are not components,
+    and of each component's unseen languages. A run that does not read `data.pipeline` (a job's own batch
+    source) passes None: the extra sets alone.
 
     Raises:
       FileNotFoundError / ValueError: a bad `eval.heldout_paths` file, or one given for a kind that reads no
@@ -84,23 +99,34 @@ def heldout_sets(eval_config: EvalConfig, pipeline: PipelineSpec | None, tokeniz
     paths = dict(entry.split("=", 1) for entry in eval_config.heldout_paths)
     mixed = pipeline.mixed() if pipeline is not None else {}
     components = pipeline.components if pipeline is not None else {}
-    named = []
+    heldout, missing = [], []
     for name, spec in mixed.items():
         try:
             texts = spec.heldout_texts(paths.get(name))
         except ValueError as error:
             raise ValueError(f"eval.heldout_paths: component {name!r}: {error}") from None
         if texts is None:
-            logging.warning("eval: component %r has no held-out set (set eval.heldout_paths)", name)
-            continue
-        named.append((name, texts))
-    named += [(name, _read_texts(path)) for name, path in paths.items() if name not in components]
-    for name, spec in mixed.items():
-        unseen = spec.unseen_language_texts()
-        if unseen:
-            named.append((f"{UNSEEN_LANGUAGES}/{name}", unseen))
+            missing.append(name)
+        else:
+            heldout.append((name, texts))
+    heldout += [(name, read_texts(path)) for name, path in paths.items() if name not in components]
+    unseen = [(f"{UNSEEN_LANGUAGES}/{name}", spec.unseen_language_texts()) for name, spec in mixed.items()]
+    return HeldoutTexts(heldout, [(name, texts) for name, texts in unseen if texts], missing)
+
+
+def heldout_sets(eval_config: EvalConfig, pipeline: PipelineSpec | None, tokenizer) -> list[HeldoutSet]:
+    """The held-out sets of `heldout_texts` (a warning names each component without one), the held-out ones
+    first, then the unseen-language ones, each capped at `eval_config.heldout_tokens` tokens (whole documents,
+    at least one).
+
+    Raises:
+      FileNotFoundError / ValueError: as `heldout_texts`.
+    """
+    found = heldout_texts(eval_config, pipeline)
+    for name in found.missing:
+        logging.warning("eval: component %r has no held-out set (set eval.heldout_paths)", name)
     sets = []
-    for name, texts in named:
+    for name, texts in found.heldout + found.unseen:
         documents, num_bytes, tokens = [], 0, 0
         for text in texts:
             document = tokenizer.encode_document(text)

@@ -9,6 +9,8 @@ every position, with the log of the remaining probability mass, to `logits_dir/s
 (and `meta.json`). The student's batch source is its usual pipeline source with the stored arrays of the same
 step attached (`TeacherLogits`): packing, stages and exact resume are the pipeline's own, and each step's
 file carries a checksum of its tokens, so a misaligned store fails loudly instead of teaching the wrong rows.
+The student's run checks the store whole before its first step, and a store it cannot train on (a step file
+missing or unreadable, rows of another seed) is refused with one line before anything is written.
 
 The store's format, its batch source (`TeacherLogits`) and the objective (`distillation`, with its formula):
 `apertus_jax.posttrain.distillation`. One process: the store holds the rows of a single-process run.
@@ -29,13 +31,17 @@ from apertus_jax import files
 from apertus_jax.config.schema import Config
 from apertus_jax.jobs.pretrain import run_training
 from apertus_jax.posttrain.distillation import (
+    CHECKSUM,
     META,
     TeacherLogits,
+    check_store,
     distillation,
+    loss_label,
     read_meta,
     step_file,
     tokens_checksum,
 )
+from apertus_jax.records.loss_plot import LossPlot
 from apertus_jax.train.run import Run, pipeline_batch_source
 from apertus_jax.trained.workdir import load_workdir
 
@@ -53,7 +59,7 @@ def write_teacher_logits(
     """
     if jax.process_count() > 1:
         raise ValueError("write_teacher_logits runs in one process; start it without a multi-host launcher")
-    teacher = load_workdir(teacher_workdir)
+    teacher = load_workdir(teacher_workdir, "writing teacher logits from")
     run = Run(config)  # the student run: its data side gives the batches
     vocab = config.model.vocab_size
     if teacher.config.model.vocab_size != vocab:
@@ -81,7 +87,7 @@ def write_teacher_logits(
         batch = next(source)
         ids, logprobs, rest = jax.device_get(top_k(batch["tokens"], batch["positions"], batch["segment_ids"]))
         arrays = {"teacher_ids": ids, "teacher_logprobs": logprobs, "rest_logprob": rest}
-        arrays["tokens_sha256"] = tokens_checksum(batch["tokens"])
+        arrays[CHECKSUM] = tokens_checksum(batch["tokens"])
         with files.atomic_path(step_file(logits_dir, step)) as path:
             save_file({name: np.ascontiguousarray(a) for name, a in arrays.items()}, path)
         if step % 50 == 0 or step == steps:
@@ -109,11 +115,14 @@ def _same_tokenizer(run: Run, meta: dict) -> Run:
 
 def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temperature: float) -> str:
     """Trains (or resumes) the student `config` in `workdir` on the teacher logits of `logits_dir` with the
-    standard hooks; returns "done" or "preempted".
+    standard hooks; returns "done" or "preempted". The store is checked whole before the run writes anything:
+    its meta against the student's config, every step file up to `train.steps` (`check_store`), and its first
+    step's rows against the student's first batch (`TeacherLogits`).
 
     Raises:
       FileNotFoundError: as `read_meta`.
-      ValueError: a store of another row length, or shorter than `train.steps`; as `distillation` and
+      ValueError: a store of another row length or vocabulary, shorter than `train.steps`, with a step file
+        missing or unreadable, or of other rows (one line naming the store and the fix); as `distillation` and
         `apertus_jax.train.loop.train`.
     """
     meta = read_meta(logits_dir)
@@ -127,6 +136,7 @@ def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temp
             f"{logits_dir} holds {meta['steps']} steps of {meta['seq_len']}-token rows; the student trains "
             f"{config.train.steps} steps of {config.data.seq_len}: write the logits with the student's config"
         )
+    check_store(logits_dir, meta, config.train.steps)
     pipeline = config.data.pipeline
     pipeline.check_inputs()
     data = {name: spec.describe() for name, spec in pipeline.components.items()}
@@ -139,4 +149,5 @@ def distill(config: Config, workdir: str, logits_dir: str, *, alpha: float, temp
             pipeline_batch_source(_same_tokenizer(run, meta)), logits_dir, meta
         ),
         data=data,
+        loss_plot=LossPlot("distillation loss (nats/token)", loss_label(alpha, temperature)),
     )

@@ -28,8 +28,8 @@ from apertus_jax.posttrain import reference as reference_lib
 from apertus_jax.posttrain.objectives import objective_for
 from apertus_jax.posttrain.preference_data import PreferencePipeline, completion_examples
 from apertus_jax.posttrain.sft_data import ChatPipeline
-from apertus_jax.train.checkpoint import restore_workdir_params
 from apertus_jax.train.run import Run
+from apertus_jax.trained.workdir import restore_params
 
 
 def _shards(run: Run, build):
@@ -97,10 +97,10 @@ def reference_model(run: Run, workdir: str) -> tuple[reference_lib.ReferenceMode
     """The frozen reference (`workdir`'s newest parameters) on the run's mesh and model, and its step.
 
     Raises:
-      FileNotFoundError / ValueError: as `apertus_jax.train.checkpoint.restore_workdir_params`.
+      FileNotFoundError / ValueError: as `apertus_jax.trained.workdir.restore_params`.
     """
-    params, meta = restore_workdir_params(workdir, run.spec.abstract["params"])
-    return reference_lib.ReferenceModel(run.spec.apply_fn, params), meta["progress"]["step"]
+    params, step = restore_params(workdir, run.spec.abstract["params"], "reading the reference from")
+    return reference_lib.ReferenceModel(run.spec.apply_fn, params), step
 
 
 def prepare_reference_cache(config: Config, workdir: str) -> Config:

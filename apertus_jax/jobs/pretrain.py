@@ -53,18 +53,22 @@ def hf_params(directory: str) -> Callable[[Run], InitialParams]:
     return initial_params
 
 
-def standard_hooks(config: Config, data: dict[str, dict] | None = None) -> list[Hook]:
+def standard_hooks(
+    config: Config, data: dict[str, dict] | None = None, loss_plot: LossPlot | None = None
+) -> list[Hook]:
     """The hooks of every run of `config` (module docstring), in the order they run.
 
     Args:
       data: {name: description} of what a job's own batch source reads; None: the run reads `data.pipeline`
         (its components describe themselves, and the probe manifest lists its injected documents).
+      loss_plot: the loss curve of a job whose objective is not the training cross-entropy, labelled with
+        what its loss is (None: `LossPlot()`).
     """
     pipeline = config.data.pipeline
     described = (
         data if data is not None else {name: spec.describe() for name, spec in pipeline.components.items()}
     )
-    hooks: list[Hook] = [ConfigRecord(config.to_dict()), ProvenanceRecord(described), LossPlot()]
+    hooks: list[Hook] = [ConfigRecord(config.to_dict()), ProvenanceRecord(described), loss_plot or LossPlot()]
     # The held-out sets of data.pipeline only when the run reads it: no own description, or one that names
     # every component of the pipeline (a source that adds to the pipeline's batches, e.g. teacher logits).
     reads_pipeline = data is None or set(pipeline.components) <= set(data)
@@ -81,6 +85,7 @@ def assemble(
     objective: Objective | None = None,
     batch_source: Callable[[Run], BatchSource] | None = None,
     data: dict[str, dict] | None = None,
+    loss_plot: LossPlot | None = None,
     hooks: Sequence[Hook] = (),
     devices: Sequence | None = None,
 ) -> Run:
@@ -90,6 +95,7 @@ def assemble(
     Args:
       batch_source, data: a job's own batch source and the description of what it reads (both or neither;
         without them the run reads `data.pipeline`).
+      loss_plot: as `standard_hooks`.
 
     Raises:
       ValueError: a batch source without its description, or a config the devices or processes cannot run
@@ -98,7 +104,7 @@ def assemble(
     """
     if (batch_source is None) != (data is None):
         raise ValueError("a job's own batch source needs the description of what it reads (data=...)")
-    hooks = [*standard_hooks(config, data), *hooks]
+    hooks = [*standard_hooks(config, data, loss_plot), *hooks]
     init_from = config.checkpoint.init_from
     init_params = hf_params(init_from[len(HF_PREFIX) :]) if init_from.startswith(HF_PREFIX) else None
     run = Run(

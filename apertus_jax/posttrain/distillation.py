@@ -7,7 +7,10 @@ source that reads it, and the objective.
 The store (`apertus_jax.jobs.distill.write_teacher_logits` writes it): per step, the teacher's `k` most likely
 next tokens and their log-probabilities at every position, with the log of the remaining probability mass, in
 `logits_dir/step_NNNNNNNN.safetensors` (`step_file`), and `meta.json`. Each step's file carries a checksum of
-its tokens (`tokens_checksum`), so a misaligned store fails loudly instead of teaching the wrong rows.
+its tokens (`tokens_checksum`), so a misaligned store fails loudly instead of teaching the wrong rows. The store
+is checked whole before the first step (`check_store`: every step file present and readable; `TeacherLogits`:
+the first step's rows are the student's first batch), so a broken store is refused before the run writes
+anything.
 
 The objective (`distillation`), per unmasked position, with teacher top-k log-probabilities `l_1..l_k` (ids
 `j_i`) and the log of the rest of its mass `r = log(1 - sum_i exp(l_i))`, student logits `z`, temperature `tau`:
@@ -36,6 +39,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import load_file
 
 from apertus_jax.train.batches import BatchSource
@@ -43,6 +47,12 @@ from apertus_jax.train.step import Objective
 
 META = "meta.json"
 ARRAYS = ("teacher_ids", "teacher_logprobs", "rest_logprob")
+CHECKSUM = "tokens_sha256"
+# The fix of a store that cannot teach the student's run.
+STORE_FIX = (
+    "write the store again with `python -m experiments.teacher_logits` with the student's --config and overrides "
+    "and --steps of at least its train.steps"
+)
 LOG_FLOOR = -100.0  # the log-probability a student probability that underflows counts as (exp(-100))
 
 
@@ -72,17 +82,82 @@ def read_meta(logits_dir: str) -> dict:
         return json.load(f)
 
 
+def _step_shapes(logits_dir: str, step: int) -> dict[str, tuple[int, ...]]:
+    """{array name: shape} of the store's file of `step`, from its header (the arrays are not read).
+
+    Raises:
+      ValueError: the file is missing or unreadable (one line naming the store, the file and `STORE_FIX`).
+    """
+    path = step_file(logits_dir, step)
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"teacher logits {logits_dir}: {os.path.basename(path)} (step {step}) is missing; {STORE_FIX}"
+        )
+    try:
+        with safe_open(path, framework="numpy") as f:
+            return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    except (SafetensorError, OSError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(
+            f"teacher logits {logits_dir}: {os.path.basename(path)} (step {step}) is unreadable ({reason}); "
+            f"{STORE_FIX}"
+        ) from None
+
+
+def check_store(logits_dir: str, meta: dict, steps: int) -> None:
+    """Checks the step files 1..`steps` of the store `logits_dir` (its `meta.json` read as `meta`) from their
+    headers: each present and readable, with the arrays `ARRAYS` and the tokens' checksum, the teacher's of
+    `[rows, meta["seq_len"], meta["k"]]`. Reads no array: a store of many GB is checked in seconds.
+
+    Raises:
+      ValueError: one line naming the store, the first bad step file, the problem and the fix.
+    """
+    for step in range(1, steps + 1):
+        shapes = _step_shapes(logits_dir, step)
+        missing = [name for name in (*ARRAYS, CHECKSUM) if name not in shapes]
+        if missing:
+            raise ValueError(
+                f"teacher logits {logits_dir}: {os.path.basename(step_file(logits_dir, step))} (step {step}) has "
+                f"no {', '.join(missing)}; {STORE_FIX}"
+            )
+        expected = (meta["seq_len"], meta["k"])
+        if any(shapes[name][1:] != expected for name in ARRAYS[:2]):
+            raise ValueError(
+                f"teacher logits {logits_dir}: {os.path.basename(step_file(logits_dir, step))} (step {step}) holds "
+                f"arrays of shape {shapes['teacher_ids']}, meta.json says rows of {expected[0]} tokens and "
+                f"k={expected[1]}; {STORE_FIX}"
+            )
+
+
 class TeacherLogits:
     """A batch source (`apertus_jax.train.batches.BatchSource`): `inner`'s batches with the stored teacher
     arrays of the same step attached (`teacher_ids` int32 and `teacher_logprobs` float32, `[rows, T, k]`).
 
-    Raises (from `__next__`):
-      ValueError: the store ends before this step, or its rows are not this step's (token checksum).
+    The constructor checks that the store's first step holds the rows of `inner`'s first batch: it reads that
+    batch and sets `inner` back to where it was (the loop builds its batch source before it writes anything).
+
+    Raises:
+      ValueError: the store's first step is of other rows (from the constructor); the store ends before this
+        step, or its rows are not this step's (token checksum; from `__next__`).
     """
 
     def __init__(self, inner: BatchSource, logits_dir: str, meta: dict):
         self.inner, self.logits_dir, self.step = inner, logits_dir, 0
         self.k = meta["k"]
+        start = inner.get_state()
+        first = next(inner)
+        inner.set_state(start)
+        _step_shapes(logits_dir, 1)
+        with safe_open(step_file(logits_dir, 1), framework="numpy") as f:
+            self._check_rows(1, first["tokens"], f.get_tensor(CHECKSUM))
+
+    def _check_rows(self, step: int, tokens: np.ndarray, checksum: np.ndarray) -> None:
+        """Raises ValueError (one line with `STORE_FIX`) unless `checksum` is that of the student's `tokens`."""
+        if not np.array_equal(checksum, tokens_checksum(tokens)):
+            raise ValueError(
+                f"teacher logits {self.logits_dir}: step {step} holds the teacher's logits of other rows than the "
+                f"student's step {step} (another data pipeline, seed or batch plan); {STORE_FIX}"
+            )
 
     def __iter__(self) -> TeacherLogits:
         return self
@@ -90,22 +165,14 @@ class TeacherLogits:
     def __next__(self) -> dict[str, np.ndarray]:
         batch = next(self.inner)
         self.step += 1
-        path = step_file(self.logits_dir, self.step)
-        if not os.path.isfile(path):
-            raise ValueError(
-                f"{self.logits_dir} has no teacher logits for step {self.step}; write at least train.steps steps"
-            )
-        stored = load_file(path)
-        if not np.array_equal(stored["tokens_sha256"], tokens_checksum(batch["tokens"])):
-            raise ValueError(
-                f"the teacher logits of step {self.step} in {self.logits_dir} are of other rows; write them with "
-                "the student's config (same data, seed and batch plan)"
-            )
+        _step_shapes(self.logits_dir, self.step)  # missing or unreadable: the line of `check_store`
+        stored = load_file(step_file(self.logits_dir, self.step))
+        self._check_rows(self.step, batch["tokens"], stored[CHECKSUM])
         expected = (*batch["tokens"].shape, self.k)
         if any(stored[name].shape != expected for name in ARRAYS[:2]):
             raise ValueError(
-                f"the teacher logits of step {self.step} in {self.logits_dir} have shape "
-                f"{stored['teacher_ids'].shape}, the step needs {expected}; write them with the student's config"
+                f"teacher logits {self.logits_dir}: step {self.step} holds arrays of shape "
+                f"{stored['teacher_ids'].shape}, the step needs {expected}; {STORE_FIX}"
             )
         return {**batch, **{name: stored[name] for name in ARRAYS}}
 
@@ -122,6 +189,11 @@ class TeacherLogits:
 
     def consumed(self) -> dict:
         return self.inner.consumed()
+
+
+def loss_label(alpha: float, temperature: float) -> str:
+    """How the objective's loss is made, for a plot's title: `ALPHA x tau^2 x KL + (1 - ALPHA) x CE at tau T`."""
+    return f"{alpha:g} x tau^2 x KL + {1 - alpha:g} x CE at tau {temperature:g}"
 
 
 def distillation(seq_len: int, k: int, alpha: float, temperature: float) -> Objective:

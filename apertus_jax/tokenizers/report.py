@@ -326,7 +326,7 @@ def write_fairness_report(
       reference: UDHR code whose cost is parity 1.0.
       bpe_vocab_size: ids of the demo-trained BPE; 0 skips it.
       hf_tokenizers: HF `tokenizer.json` files as PATH or NAME=PATH.
-      log: receives progress lines, the summary table and the ranking.
+      log: receives progress lines and the ranking (summary.md holds the table).
 
     Returns:
       The summary rows (SUMMARY_COLUMNS), sorted by ascending Gini.
@@ -418,7 +418,6 @@ def write_fairness_report(
         os.path.join(out, "tokenizer_fairness.png"),
         f"Tokenization cost on {len(texts)} UDHR translations",
     )
-    log(summary)
     ranking = [row["tokenizer"] for row in rows]
     log(
         f"lowest Gini: {ranking[0]} ({rows[0]['gini']:.4f}); tekken ranks "

@@ -401,6 +401,8 @@ class _Loop:
         roll_back = self.faults.record(finite)
         progress.skipped_steps = self.faults.skipped_total
         tokens_per_s, step_mfu = self.clock.throughput(pending)
+        # the objective's own metrics (pretraining: z_loss; post-training: rewards, log-ratios, margins)
+        own = {k: float(v) for k, v in step_metrics.items() if k not in STEP_METRICS and k not in reasons}
         self.writer.write(
             {
                 "step": progress.step,
@@ -415,13 +417,11 @@ class _Loop:
                 "skipped_steps": progress.skipped_steps,
                 **{f"{reason}_steps": n for reason, n in progress.dropped_steps.items()},
                 "rollbacks": progress.rollbacks,
-                # the objective's own metrics (pretraining: z_loss; post-training: rewards, log-ratios, margins)
-                **{
-                    k: float(v) for k, v in step_metrics.items() if k not in STEP_METRICS and k not in reasons
-                },
+                **own,
                 # the batch source's own (the pipeline with Goldfish: goldfish_dropped_fraction)
                 **self.batches.batch_metrics(pending.batch),
-            }
+            },
+            shown=tuple(own),
         )
         if roll_back:
             self._roll_back()

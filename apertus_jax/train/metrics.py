@@ -129,8 +129,9 @@ class MetricsWriter:
                     kept.append(line)
         files.write_text(self.path, "".join(kept))
 
-    def write(self, record: dict) -> None:
-        """Appends `record` (must hold "step"; values are JSON numbers) and logs the human line."""
+    def write(self, record: dict, shown: tuple[str, ...] = ()) -> None:
+        """Appends `record` (must hold "step"; values are JSON numbers) and logs the human line, with the
+        record's values of `shown` (the objective's own metrics: z_loss, kl and ce, ...) after the loss."""
         if not self.enabled:
             return
         now = time.time()
@@ -147,10 +148,11 @@ class MetricsWriter:
         elapsed = now - self._start_time
         eta = elapsed / max(done - 1, 1) * (self.total_steps - record["step"]) if done > 1 else float("nan")
         logging.info(
-            "step %d/%d | loss %.4f | lr %.3g | grad_norm %.3g | %.0f tok/s | MFU %.1f%% | skipped %d | ETA %s",
+            "step %d/%d | loss %.4f%s | lr %.3g | grad_norm %.3g | %.0f tok/s | MFU %.1f%% | skipped %d | ETA %s",
             record["step"],
             self.total_steps,
             record["loss"],
+            "".join(f" | {key} {record[key]:.4f}" for key in shown),
             record["lr"],
             record["grad_norm"],
             record["tokens_per_s"],

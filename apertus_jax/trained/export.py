@@ -31,7 +31,7 @@ from apertus_jax.posttrain import chat
 from apertus_jax.records.provenance import load_provenance, model_card
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.tokenizers.hf_export import hf_tokenizer, special_token_names
-from apertus_jax.trained.workdir import load_workdir
+from apertus_jax.trained.workdir import load_workdir, run_holds
 
 EXPORT_FILE = "training_data.json"
 MODEL_CARD = "README.md"
@@ -104,16 +104,24 @@ def export_hf(workdir: str, directory: str, *, overwrite: bool = False) -> dict:
     """Exports the newest checkpoint of `workdir` as a HF checkpoint with its tokenizer and data statement
     into `directory` (module docstring); returns the provenance record.
 
+    A workdir a live run holds is exported as its newest checkpoint stands, with a warning naming its step
+    (`workdir.load_workdir`).
+
     Raises:
       FileExistsError: as `check_out` (checked first).
-      FileNotFoundError, NotADirectoryError: not a training workdir (`workdir.read_config`), no checkpoint or
-        no provenance record.
-      ValueError: the newest checkpoint and the provenance record are of different steps; as
-        `tokenizer_files` and `models.hf.to_hf`.
+      FileNotFoundError, NotADirectoryError: not a training workdir (`workdir.read_config`), no checkpoint
+        (a live run that has saved none yet is named as such) or no provenance record.
+      ValueError: the newest checkpoint and the provenance record are of different steps (a live run between
+        the two is named as such); as `tokenizer_files` and `models.hf.to_hf`.
     """
     check_out(directory, overwrite)
-    trained = load_workdir(workdir)
+    trained = load_workdir(workdir, "exporting")
     provenance = load_provenance(workdir)
+    if trained.step != provenance["step"] and run_holds(workdir):
+        raise ValueError(
+            f"a run holds {workdir} and is between its checkpoint and its provenance record (step "
+            f"{trained.step} against {provenance['step']}); rerun in a moment"
+        )
     if trained.step != provenance["step"]:
         raise ValueError(
             f"{workdir}: the newest readable checkpoint is of step {trained.step} but provenance.json records "

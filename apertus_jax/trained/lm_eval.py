@@ -78,7 +78,7 @@ def load_model_and_tokenizer(
             "(HF checkpoint directory)"
         )
     if workdir is not None:
-        trained = load_workdir(workdir)
+        trained = load_workdir(workdir, "evaluating")
         model, tok = trained.model, trained.tokenizer
         if dtype and dtype != model.config.dtype:
             params = nnx.to_pure_dict(nnx.state(model, nnx.Param))

@@ -4,15 +4,23 @@ The workdir holds `config.json` (the run config, `apertus_jax.records.config_rec
 `checkpoints/`. The config is parsed like any run config, the model rebuilt from its `model` section, and the
 parameters of the newest readable checkpoint restored with the trainer's `restore_workdir_params` onto one
 device; the optimizer state is neither built nor read (parameters are a checkpoint item of their own).
+
+A workdir a live run holds (the trainer's `WorkdirLock`, tested here without being taken) is read as it
+stands: its newest checkpoint, with a warning that names the run and the step read; a live run that has saved
+no checkpoint yet is told apart from a folder that holds no run (`run_holds`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import glob
 import json
 import os
+from typing import Any
 
 import jax
+from absl import logging
 
 from apertus_jax.config.schema import Config, parse_recorded
 from apertus_jax.data.run_tokenizer import run_tokenizer
@@ -35,40 +43,91 @@ class TrainedModel:
     step: int
 
 
+def run_holds(workdir: str) -> bool:
+    """Whether a live run holds `workdir`: another process has the trainer's lock on one of its `.lock-p<N>`
+    files (`apertus_jax.train.checkpoint.WorkdirLock`). Tested with a non-blocking shared lock released at once,
+    never waited for or kept (a run that starts in that instant finds its workdir in use and starts when
+    rerun)."""
+    for path in glob.glob(os.path.join(glob.escape(workdir), ".lock-p*")):
+        try:
+            with open(path) as f:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(f, fcntl.LOCK_UN)
+        except BlockingIOError:
+            return True
+        except OSError:  # gone or unreadable: no lock to test
+            continue
+    return False
+
+
+def _no_checkpoint_yet(workdir: str) -> str:
+    """The message of a workdir a live run holds that has no checkpoint to read yet."""
+    return (
+        f"a run holds {workdir} and has saved no checkpoint yet; rerun once it has saved one (it saves every "
+        "checkpoint.every_steps steps and when it stops)"
+    )
+
+
 def read_config(workdir: str) -> Config:
     """The parsed `config.json` of a training workdir.
 
     Raises:
       FileNotFoundError, NotADirectoryError: as `records.runs.check_workdir_exists`; no `config.json` or no
-        `checkpoints/`.
+        `checkpoints/` (a live run that has not written them yet is named as such).
       ValueError: a `config.json` this version cannot parse.
     """
     check_workdir_exists(workdir)
     path = os.path.join(workdir, CONFIG)
     if not os.path.exists(path) or not os.path.isdir(os.path.join(workdir, "checkpoints")):
+        if run_holds(workdir):
+            raise FileNotFoundError(_no_checkpoint_yet(workdir))
         raise FileNotFoundError(f"{workdir} has no config.json or checkpoints/: {WORKDIR_FIX}")
     with open(path) as f:
         return parse_recorded(json.load(f))
 
 
-def load_workdir(workdir: str) -> TrainedModel:
-    """The newest checkpoint of `workdir` as a model on the default device.
-
-    A checkpoint that fails to restore is moved aside by the trainer's `Checkpointer` (as a resumed run
-    would do) and the previous one is used.
+def restore_params(workdir: str, abstract_params, doing: str = "reading") -> tuple[Any, int]:
+    """The parameters of the newest readable checkpoint of `workdir` on the shardings of `abstract_params`
+    (`apertus_jax.train.checkpoint.restore_workdir_params`) and its step. In a workdir a live run holds
+    (`run_holds`), the newest checkpoint saved so far, with the warning `a run holds WORKDIR: <doing> its
+    newest checkpoint, step N`.
 
     Raises:
-      FileNotFoundError: as `read_config`, or no readable checkpoint.
+      FileNotFoundError: no `checkpoints/` or no readable checkpoint (a live run that has saved none yet is
+        named as such).
+      ValueError: as `restore_workdir_params`.
+    """
+    try:
+        params, meta = restore_workdir_params(workdir, abstract_params)
+    except FileNotFoundError:
+        if run_holds(workdir):
+            raise FileNotFoundError(_no_checkpoint_yet(workdir)) from None
+        raise
+    step = int(meta["progress"]["step"])
+    if run_holds(workdir):
+        logging.warning("a run holds %s: %s its newest checkpoint, step %d", workdir, doing, step)
+    return params, step
+
+
+def load_workdir(workdir: str, doing: str = "reading") -> TrainedModel:
+    """The newest checkpoint of `workdir` as a model on the default device (`restore_params`: in a workdir a
+    live run holds, the newest checkpoint saved so far, with a warning that names its step).
+
+    A checkpoint that fails to restore is skipped with a warning and left in place, and the previous one is
+    used.
+
+    Args:
+      doing: what the caller does with the model, for that warning ("exporting", "evaluating").
+
+    Raises:
+      FileNotFoundError: as `read_config` and `restore_params`.
     """
     config = read_config(workdir)
     model_config, data = config.model, config.data
     tokenizer = run_tokenizer(data.tokenizer, data.demo_tokenizer_vocab)
     mesh = partitioning.make_mesh(1, 1, 1, devices=jax.devices()[:1])
     abstract_params = make_abstract_params(model_config, mesh, config.seed).abstract
-    params, meta = restore_workdir_params(workdir, abstract_params)
+    params, step = restore_params(workdir, abstract_params, doing)
     return TrainedModel(
-        model=model_from_params(model_config, params),
-        tokenizer=tokenizer,
-        config=config,
-        step=int(meta["progress"]["step"]),
+        model=model_from_params(model_config, params), tokenizer=tokenizer, config=config, step=step
     )

@@ -7,7 +7,9 @@
 The argument names the shard sets (comma-separated directories), read as one component "text". The rest is
 `tiny_demo`'s: the model, the 4,096-id demo BPE the shards were tokenized with, 300 steps of 16 x 128 tokens,
 the schedule; no in-loop evaluation (its held-out sets and exam questions are the demo corpus's; a held-out
-file of yours: `--config.eval.every_steps=100 --config.eval.heldout_paths='("heldout=PATH.jsonl",)'`).
+file of yours: `--config.eval.every_steps=100 --config.eval.heldout_paths='("heldout=PATH.jsonl",)'`). After
+the run, `python -m experiments.evaluate --task=perplexity --heldout=PATH` scores your held-out file or shards
+(without `--heldout`, the file of `eval.heldout_paths`; with neither, it refuses).
 """
 
 from configs.runs import tiny_demo

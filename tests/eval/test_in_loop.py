@@ -132,8 +132,8 @@ def test_sigterm_mid_eval_resumes_and_redoes_the_eval(
     write = metrics_lib.MetricsWriter.write
     make = evaluation.make_token_logprobs
 
-    def write_and_arm(self, record):
-        write(self, record)
+    def write_and_arm(self, record, **kwargs):
+        write(self, record, **kwargs)
         if record["step"] == 8 and not armed:
             armed.append(True)
 

@@ -29,7 +29,10 @@ def test_rows_and_summary_then_a_truncated_bin_is_one_line(tmp_path, run_job):
     stream = gpt_samples.gpt_samples(blend, seq_len=32, seed=3, split="98,2", num_samples=500)
     np.testing.assert_array_equal(np.load(tmp_path / "rows.npy"), gpt_samples.first_rows(stream, 20))
     lines = result.stdout.splitlines()
-    assert lines[-1] == "rows=500"  # the blend: ceil(500 * 0.6) + ceil(500 * 0.4)
+    assert lines[-2:] == [
+        "rows=500",
+        f"wrote {tmp_path / 'rows.npy'}: 20 rows of 33 tokens",
+    ]  # the blend: ceil(500 * 0.6) + ceil(500 * 0.4)
     assert lines[0].startswith(f"prefix={tmp_path / 'a'} dtype=int32 sequences=300 ")
 
     with open(tmp_path / "b.bin", "r+b") as f:

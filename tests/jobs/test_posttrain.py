@@ -62,8 +62,8 @@ def _run_with_sigterm(job, make_config, workdir, after_step, monkeypatch):
     """Runs `job` to the end with a real SIGTERM after `after_step`, then resumes; returns the outcomes."""
     write = metrics_lib.MetricsWriter.write
 
-    def write_then_signal(self, record):
-        write(self, record)
+    def write_then_signal(self, record, **kwargs):
+        write(self, record, **kwargs)
         if record["step"] == after_step:
             os.kill(os.getpid(), signal.SIGTERM)
 

@@ -55,8 +55,8 @@ def test_resume_after_crashes_is_bitwise_identical(uninterrupted, tmp_path, monk
     write = metrics_lib.MetricsWriter.write
     pending = list(CRASH_STEPS)
 
-    def write_then_crash(self, record):
-        write(self, record)
+    def write_then_crash(self, record, **kwargs):
+        write(self, record, **kwargs)
         if pending and record["step"] == pending[0]:
             pending.pop(0)
             raise Crash(record["step"])
@@ -235,8 +235,8 @@ def test_spike_batch_is_skipped_counted_and_resume_is_bitwise(tmp_path, monkeypa
     write = metrics_lib.MetricsWriter.write
     pending = [6, 7]
 
-    def write_then_crash(self, record):
-        write(self, record)
+    def write_then_crash(self, record, **kwargs):
+        write(self, record, **kwargs)
         if pending and record["step"] == pending[0]:
             pending.pop(0)
             raise Crash(record["step"])

@@ -116,8 +116,8 @@ def test_demo_run_history_equals_metrics_jsonl_across_a_crash(tmp_path, monkeypa
         config.metrics.wandb_project = "apertus-test"
     write = metrics_lib.MetricsWriter.write
 
-    def write_then_crash(self, record):
-        write(self, record)
+    def write_then_crash(self, record, **kwargs):
+        write(self, record, **kwargs)
         if record["step"] == 3:
             raise Crash()
 

@@ -1,6 +1,7 @@
 """HF export of a training workdir: weights, config, tokenizer files, the provenance record and the model card,
 read back with transformers (`AutoTokenizer`, `AutoModelForCausalLM`, the text-generation pipeline) for a
-demo run, a post-trained run, a tekken run and a run with an `hf:` tokenizer.json."""
+demo run, a post-trained run, a tekken run and a run with an `hf:` tokenizer.json; an export of a live run's
+workdir, said to be one."""
 
 import json
 import os
@@ -17,6 +18,7 @@ from apertus_jax.models.generate import generate
 from apertus_jax.posttrain import chat
 from apertus_jax.records.provenance import load_provenance
 from apertus_jax.tokenizers.load import load_tokenizer
+from apertus_jax.train.checkpoint import WorkdirLock
 from apertus_jax.trained import export
 from apertus_jax.trained.workdir import load_workdir
 
@@ -346,6 +348,35 @@ def test_export_cli_refuses_a_non_empty_out_and_overwrite_replaces_an_earlier_ex
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
     assert sorted(os.listdir(tmp_path)) == ["hf", "run"]
     assert f"wrote {out} (step 3;" in replaced.stdout
+
+
+@pytest.mark.slow
+def test_an_export_of_a_live_run_says_so_and_names_the_step_it_exported(tmp_path, export_cli):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    write_tiny_workdir(str(workdir), 3)
+    with WorkdirLock(str(workdir)):
+        done = export_cli(workdir, tmp_path / "hf")
+        assert done.returncode == 0, done.stderr[-2000:]
+        warnings = [line for line in done.stderr.splitlines() if line.startswith("W ")]
+        assert [line.split(" ", 2)[2] for line in warnings] == [
+            f"a run holds {workdir}: exporting its newest checkpoint, step 3"
+        ]
+        assert done.stdout.startswith(f"wrote {tmp_path / 'hf'} (step 3;")
+        # The run has saved its checkpoint of step 3 and not yet recorded it (or the other way round).
+        record = json.loads((workdir / "provenance.json").read_text())
+        (workdir / "provenance.json").write_text(json.dumps({**record, "step": 4}))
+        between = export_cli(workdir, tmp_path / "hf2")
+    assert between.returncode == 2
+    assert between.stderr.strip().splitlines()[-1] == (
+        f"error: a run holds {workdir} and is between its checkpoint and its provenance record (step 3 against "
+        "4); rerun in a moment"
+    )
+    stopped = export_cli(workdir, tmp_path / "hf2")
+    assert (
+        stopped.returncode == 2 and "the run stopped between its checkpoint and its record" in stopped.stderr
+    )
+    assert not (tmp_path / "hf2").exists()
 
 
 @pytest.mark.slow

@@ -1,4 +1,6 @@
-"""Restoring a trainer workdir: the saved parameters, without the optimizer state, a clear error without one."""
+"""Restoring a trainer workdir: the saved parameters, without the optimizer state, a clear error without one; a
+workdir a live run holds read as it stands, with a warning naming the step read, and told apart from a folder
+that holds no run when it has no checkpoint yet."""
 
 import os
 import shutil
@@ -8,7 +10,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from apertus_jax.trained.workdir import load_workdir
+from apertus_jax.train.checkpoint import WorkdirLock
+from apertus_jax.trained.workdir import load_workdir, run_holds
 
 from ..conftest import write_tiny_workdir
 
@@ -42,6 +45,41 @@ def test_restores_params_without_reading_the_optimizer_state(workdir, tmp_path):
 def test_a_folder_without_a_run_is_one_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no config.json or checkpoints"):
         load_workdir(str(tmp_path))
+
+
+def test_a_live_run_is_read_as_it_stands_with_a_warning_naming_the_step(workdir, tmp_path, caplog):
+    copy = tmp_path / "run"
+    shutil.copytree(workdir[0], copy)
+    assert not run_holds(str(copy))
+    with WorkdirLock(str(copy)):
+        assert run_holds(str(copy))
+        trained = load_workdir(str(copy), "exporting")
+    assert trained.step == 7
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [f"a run holds {copy}: exporting its newest checkpoint, step 7"]
+    caplog.clear()
+    assert not run_holds(str(copy)) and load_workdir(str(copy)).step == 7  # the run has ended: no warning
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_a_live_run_without_a_checkpoint_is_told_apart_from_a_folder_without_a_run(workdir, tmp_path):
+    live = tmp_path / "live"
+    (live / "checkpoints").mkdir(parents=True)  # what a run has written before its first checkpoint
+    shutil.copy(os.path.join(workdir[0], "config.json"), live)
+    with pytest.raises(FileNotFoundError, match=r"no readable checkpoint under .*; train first"):
+        load_workdir(str(live))
+    says = (
+        f"a run holds {live} and has saved no checkpoint yet; rerun once it has saved one (it saves every "
+        "checkpoint.every_steps steps and when it stops)"
+    )
+    with WorkdirLock(str(live)):
+        with pytest.raises(FileNotFoundError) as held:
+            load_workdir(str(live))
+        assert str(held.value) == says
+        os.remove(live / "config.json")  # a run that has not recorded its config yet
+        with pytest.raises(FileNotFoundError) as held:
+            load_workdir(str(live))
+        assert str(held.value) == says
 
 
 def usage_block(heading: str) -> str:

@@ -5,7 +5,8 @@
 Each path is a run workdir (holding `metrics.jsonl`) or a folder searched for them. Runs are grouped into
 variants by name (`apertus_jax.records.runs`: a workdir `seed<N>` belongs to the variant of its parent folder). Curves are the mean over a variant's
 seeds. `compare` leaves out unfinished runs (`RunRecords.finished`), naming them in a warning and in the table's
-file. Notebooks use the parts: `apertus_jax.records.runs.load_runs(dirs)`, `summarize(runs, baseline)`, `plot(runs, baseline, path)`,
+file. Without an `out`, the figure and table go into the folder that holds the runs, never into a run's
+workdir (`default_out`). Notebooks use the parts: `apertus_jax.records.runs.load_runs(dirs)`, `summarize(runs, baseline)`, `plot(runs, baseline, path)`,
 `markdown_table(rows)`; the command line is `python -m experiments.compare_runs`.
 
 Definitions (per seed, then mean over seeds; "±" is half the range over seeds):
@@ -225,14 +226,24 @@ def plot(runs: list[RunRecords], baseline: str | None, path: str) -> None:
     plots.save(fig, path, dpi=100)
 
 
+def default_out(run_paths: list[str]) -> str:
+    """Where a comparison of the workdirs `run_paths` goes without an `out`: `comparison` in the deepest folder
+    that holds them all and is no run's workdir (runs given one by one: beside them; an ablation folder: in it)."""
+    folder = os.path.commonpath([os.path.abspath(path) for path in run_paths])
+    while os.path.isfile(os.path.join(folder, "metrics.jsonl")):  # a run's workdir: go up beside it
+        folder = os.path.dirname(folder)
+    return os.path.join(folder, "comparison")
+
+
 def compare(paths: list[str], baseline: str | None = None, out: str | None = None) -> tuple[str, str]:
-    """Loads the finished runs under `paths`, writes `out`.png and `out`.md (default: `paths[0]/comparison`);
-    returns their paths. Unfinished runs are left out, named in a logged warning and in `out`.md.
+    """Loads the finished runs under `paths`, writes `out`.png and `out`.md (default: `default_out` of the
+    runs); returns their paths. Unfinished runs are left out, named in a logged warning and in `out`.md.
 
     Raises:
       FileNotFoundError: a path without runs; ValueError: no finished run, or an unknown baseline.
     """
     runs = load_runs(paths)
+    out = out or default_out([r.path for r in runs])
     unfinished = ", ".join(
         f"{r.path} (step {r.train[-1]['step'] if r.train else 0} of {r.planned_steps or '?'})"
         for r in runs
@@ -242,7 +253,6 @@ def compare(paths: list[str], baseline: str | None = None, out: str | None = Non
     if not runs:
         raise ValueError(f"no run under {' '.join(paths)} is finished ({unfinished}): finish one to compare")
     baseline = _check_baseline(runs, baseline)
-    out = out or os.path.join(paths[0], "comparison")
     table = markdown_table(summarize(runs, baseline))
     note = ""
     if unfinished:

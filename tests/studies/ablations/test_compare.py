@@ -106,6 +106,19 @@ def test_cli_prints_the_table_it_writes(ablation, run_job):
     assert os.path.getsize(ablation / "cmp.png") > 10_000
 
 
+def test_without_out_the_comparison_goes_beside_the_runs_never_into_one(ablation, run_job):
+    runs = [ablation / "base" / "seed0", ablation / "better" / "seed0"]
+    done = run_job("experiments.compare_runs", *runs)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.endswith(f"wrote {ablation / 'comparison.png'} and {ablation / 'comparison.md'}\n")
+    assert (ablation / "comparison.md").read_text().startswith("Baseline: `base`.")
+    for run in [*runs, ablation / "base" / "seed1"]:
+        assert os.listdir(run) == ["metrics.jsonl"]
+    assert compare.default_out([str(runs[1])]) == str(
+        ablation / "better" / "comparison"
+    )  # one run: beside it
+
+
 def test_bad_inputs_are_one_line_exit_2(ablation, tmp_path, run_job):
     with pytest.raises(FileNotFoundError, match="holds no metrics.jsonl"):
         compare.compare([str(tmp_path / "nothing")])

@@ -231,7 +231,7 @@ def test_the_command_trains_preempts_resumes_and_scores(tmp_path, memorization):
         "step": 6,
     }
     assert (
-        "[standard_resumed] preempted at step 6 (stopped after its first checkpoint); resuming" in proc.stdout
+        "[standard_resumed] preempted at step 6 (stopped after its first checkpoint); resuming" in proc.stderr
     )
     seen = check["uninterrupted"]["probes"]
     assert sum(seen) > 0 and seen == check["resumed"]["probes"]
@@ -245,8 +245,11 @@ def test_the_command_trains_preempts_resumes_and_scores(tmp_path, memorization):
             assert (out / f"heatmap_{name}_{decoding}.png").read_bytes()[:4] == b"\x89PNG"
     summary = (out / "memorization.md").read_text()
     assert "Resume check" in summary
-    # 12 steps do not reach every planned occurrence: said on stdout and in the summary.
-    assert "saw fewer occurrences than planned" in proc.stdout and "**Warning (standard):**" in summary
+    # 12 steps do not reach every planned occurrence: said in the log and in the summary.
+    assert "saw fewer occurrences than planned" in proc.stderr and "**Warning (standard):**" in summary
+    # Progress goes to the log, the tables to stdout.
+    assert "[standard] training done in" in proc.stderr and "[standard] training" not in proc.stdout
+    assert proc.stdout.splitlines()[-1].startswith(f"wrote {out}/memorization.json, memorization.md")
 
 
 @pytest.fixture(scope="module")
