@@ -99,6 +99,9 @@ setup(
             "jax-cuda13-pjrt==0.12.0.1; python_version >= '3.12'",
             "nvidia-cudnn-cu13==9.27.0.42; python_version >= '3.12'",
         ],
+        # MaxText beside apertus_jax on the current stack (Python 3.12: it needs jax >= 0.11.1), for
+        # `benchmarks.maxtext_tpu`: both programs compiled by one libtpu.
+        "maxtext": ["maxtext[tpu]==0.2.5; python_version >= '3.12'"],
         "seqio": [
             "seqio==0.0.20",
             "tensorflow==2.21.0",

@@ -1,12 +1,12 @@
 """Our 8B train step against MaxText's on the same TPU compiler: per-chip memory and the roofline step time of
 one 4,096-token row per chip on a v5p-128 slice (64 chips), compile-only, no TPU needed.
 
-    python -m benchmarks.maxtext_tpu --out DIR   # in a venv holding both stacks (below); 23 minutes on 2 cores
+    pip install -e ".[accelerators,maxtext]"       # Python 3.12: the current stack (docs/stacks.md)
+    python -m benchmarks.maxtext_tpu --out DIR   # 23 minutes on 2 cores
 
-Both programs are compiled by one libtpu: MaxText 0.2.5 needs jax >= 0.11.1, so this runs in a Python 3.12 venv
-with `pip install "maxtext[tpu]==0.2.5" "jax[tpu]==0.11.2" "jaxlib==0.11.2"` and then apertus_jax installed
-with `--no-deps` beside it (its other requirements as in setup.py; flax 0.12.12 comes with MaxText). The
-settings shared by all three programs: bf16 compute over float32 parameters, AdamW, full remat, layers
+All three programs are compiled by one libtpu in one venv: MaxText 0.2.5 needs jax >= 0.11.1, and installs beside
+apertus_jax on the current stack (the `maxtext` extra); the record names the stack (`stack`: the versions of jax,
+jaxlib, flax, libtpu and MaxText). The settings shared by all three programs: bf16 compute over float32 parameters, AdamW, full remat, layers
 unrolled, one row per chip and no gradient accumulation, fsdp over the 64 chips, the splash (flash) kernel.
 - `maxtext`: MaxText's `train_compile` for its `llama3.1-8b` (its printed memory and cost analyses are read).
 - `ours_llama`: our 8B as Llama 3.1 (SwiGLU 14,336, no QK-norm, vocabulary 128,256) through
@@ -20,6 +20,7 @@ DIR/maxtext_tpu.json: each program's GB per chip, seconds, collectives and what 
 """
 
 import glob
+import importlib.metadata
 import json
 import os
 import re
@@ -125,6 +126,11 @@ def _run(argv: list[str], log_path: str, dump_dir: str | None = None) -> str:
         return f.read()
 
 
+def stack() -> dict[str, str]:
+    """The versions of the packages that compiled the programs (one venv for all three)."""
+    return {name: importlib.metadata.version(name) for name in ("jax", "jaxlib", "flax", "libtpu", "maxtext")}
+
+
 def main(argv) -> None:
     del argv
     out = flags.FLAGS.out
@@ -149,7 +155,7 @@ def main(argv) -> None:
             dump,
         )
         plans[name] = {**ours_values(plan_json), **peak(dump)}
-    record = compare(maxtext, plans["ours_llama"], plans["ours_apertus"])
+    record = {**compare(maxtext, plans["ours_llama"], plans["ours_apertus"]), "stack": stack()}
     with open(os.path.join(out, "maxtext_tpu.json"), "w") as f:
         json.dump(record, f, indent=1)
     for name, r in record["ratios"].items():
