@@ -54,11 +54,12 @@ def read_config(workdir: str) -> Config:
 def load_workdir(workdir: str) -> TrainedModel:
     """The newest checkpoint of `workdir` as a model on the default device.
 
-    A checkpoint that fails to restore is moved aside by the trainer's `Checkpointer` (as a resumed run
-    would do) and the previous one is used.
+    A checkpoint that fails to restore is left in place with a warning and the previous one is used
+    (`apertus_jax.train.checkpoint.restore_workdir_params`).
 
     Raises:
-      FileNotFoundError: as `read_config`, or no readable checkpoint.
+      FileNotFoundError: as `read_config`, or no checkpoint. ValueError: no checkpoint is readable (one line
+        naming the newest).
     """
     config = read_config(workdir)
     model_config, data = config.model, config.data
