@@ -15,6 +15,7 @@ behaviour:
   date, thread, file and line); the log goes to stderr, so stdout holds only a job's result lines;
 - quiet library logs: absl prints every INFO record of every library; jax's "Unable to initialize backend
   'tpu'" on machines without a TPU and Orbax's per-save/restore chatter are dropped (their warnings stay);
+  both are `apertus_jax.logs.show_progress`, which a Python program calls to log as the commands do;
 - an exception raised while a config file is executed or its `get_config()` runs is one line naming the
   file and line (`error: configs/x.py:12: NameError: name 'foo' is not defined`), exit status 2
   (`apertus_jax.config.schema.load_module`, `call_config`);
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import logging as std_logging
 import os
 import re
 import sys
@@ -40,7 +40,7 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from apertus_jax import extras
+from apertus_jax import extras, logs
 from apertus_jax.cache import cache_dir
 from apertus_jax.config.fields import config_fields, format_fields
 from apertus_jax.config.schema import (
@@ -80,16 +80,6 @@ def require_extras(*names: str) -> None:
             extras.require(name, job)
         except ValueError as error:
             usage_error(error)
-
-
-def quiet_library_logs() -> None:
-    """Drops INFO records of jax's backend probe and of Orbax from the absl log (warnings and errors stay)."""
-    std_logging.getLogger("jax._src.xla_bridge").setLevel(std_logging.WARNING)
-
-    def keep(record):
-        return record.levelno >= std_logging.WARNING or "/orbax/" not in record.pathname
-
-    logging.get_absl_handler().addFilter(keep)
 
 
 def enable_compilation_cache() -> None:
@@ -204,26 +194,23 @@ def _parse_flags(argv: list[str]) -> list[str]:
         usage_error(f"{error} (see --helpshort)")
 
 
-# The short log line: level initial and local time (`--log_format=short`, the default).
-SHORT_LOG_FORMAT = std_logging.Formatter("%(levelname).1s %(asctime)s %(message)s", "%H:%M:%S")
-
-
 def execute(main: Callable[[list[str]], object], *, compilation_cache: bool = False) -> None:
     """Runs `main(argv)` as the job's command (module docstring); its return value is ignored."""
     log_format = flags.DEFINE_enum(
-        "log_format", "short", ["short", "absl"], "Log lines: 'I 10:42:07 message', or absl's full prefix."
+        "log_format",
+        "short",
+        list(logs.LOG_FORMATS),
+        "Log lines: 'I 10:42:07 message', or absl's full prefix.",
     )
 
     def job(argv):
-        if log_format.value == "short":
-            logging.get_absl_handler().setFormatter(SHORT_LOG_FORMAT)
+        logs.show_progress(log_format.value)
         if _run_config is not None and flags.FLAGS.config_fields:
             fitted = _apply_overrides(_run_config.value)
             if fitted:
                 logging.info(fitted)
             print(format_fields(config_fields(_run_config.value)))
             return
-        quiet_library_logs()
         if compilation_cache:
             enable_compilation_cache()
         try:
