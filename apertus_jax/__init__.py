@@ -1,8 +1,8 @@
 """apertus_jax: a JAX/Flax reproduction of the Apertus pretraining recipe and the Boldt data study.
 
 The packages are layers, each importing only those below it (docs/architecture.md), from the ground up:
-- `checks`, `cache`, `extras`, `files`, `named`: range checks, the cache folder, optional extras, atomic writes,
-  objects named "module:attribute" and imported on first use;
+- `checks`, `cache`, `extras`, `files`, `logs`, `named`: range checks, the cache folder, optional extras, atomic
+  writes, the log as the commands print it, objects named "module:attribute" and imported on first use;
 - `plots`, `pypi`: figures without pyplot, pinned archives from PyPI;
 - `tokenizers`: one Tokenizer interface, BPE training, fairness metrics;
 - `models`, `optim`: the Apertus transformer in Flax NNX; AdEMAMix, Muon, WSD and batch-size plans;

@@ -15,6 +15,10 @@ behaviour:
   date, thread, file and line); the log goes to stderr, so stdout holds only a job's result lines;
 - quiet library logs: absl prints every INFO record of every library; jax's "Unable to initialize backend
   'tpu'" on machines without a TPU and Orbax's per-save/restore chatter are dropped (their warnings stay);
+  both are `apertus_jax.logs.show_progress`, which a Python program calls to log as the commands do;
+- an exception raised while a config file is executed or its `get_config()` runs is one line naming the
+  file and line (`error: configs/x.py:12: NameError: name 'foo' is not defined`), exit status 2
+  (`apertus_jax.config.schema.load_module`, `call_config`);
 - `--config=PATH` names a config file relative to the working directory or, when it is not there, to the
   repository (`CONFIG_ROOT`: `--config=configs/runs/tiny_demo.py` works from any directory; a job that loads
   its file itself finds it with `config_file`);
@@ -25,7 +29,7 @@ behaviour:
 from __future__ import annotations
 
 import difflib
-import logging as std_logging
+import inspect
 import os
 import re
 import sys
@@ -36,12 +40,13 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from apertus_jax import extras
+from apertus_jax import extras, logs
 from apertus_jax.cache import cache_dir
 from apertus_jax.config.fields import config_fields, format_fields
 from apertus_jax.config.schema import (
     apply_preset_override,
     base_config,
+    call_config,
     closest_keys,
     fit_schedule_to_steps,
     key_paths,
@@ -75,16 +80,6 @@ def require_extras(*names: str) -> None:
             extras.require(name, job)
         except ValueError as error:
             usage_error(error)
-
-
-def quiet_library_logs() -> None:
-    """Drops INFO records of jax's backend probe and of Orbax from the absl log (warnings and errors stay)."""
-    std_logging.getLogger("jax._src.xla_bridge").setLevel(std_logging.WARNING)
-
-    def keep(record):
-        return record.levelno >= std_logging.WARNING or "/orbax/" not in record.pathname
-
-    logging.get_absl_handler().addFilter(keep)
 
 
 def enable_compilation_cache() -> None:
@@ -152,8 +147,7 @@ def _unknown_key(argv: list[str], error: Exception, default: str | None = None) 
     """The one-line message of an override of a key that the config does not have, with the closest keys
     of the config's schema (any section) and where its keys are defined: the run config schema, or the
     config file of another kind of config (a preparation or study config); `default` is the config file
-    when `argv` names none. A config file without get_config() (ml_collections' AttributeError too) is
-    named as such."""
+    when `argv` names none."""
     arg = _config_arg(argv) or default
     path = "apertus_jax/config/schema.py"
     try:
@@ -161,13 +155,7 @@ def _unknown_key(argv: list[str], error: Exception, default: str | None = None) 
             config = base_config()
         else:
             file, _, config_arg = arg.partition(":")
-            module = load_module(file)
-            if not callable(getattr(module, "get_config", None)):  # not a key at all: the file is no config
-                return (
-                    f"--config={arg}: {file} defines no get_config(); a config file defines get_config() "
-                    "returning its config (e.g. configs/runs/tiny_demo.py)"
-                )
-            config = module.get_config(config_arg) if config_arg else module.get_config()
+            config = call_config(load_module(file), "get_config", *([config_arg] if config_arg else []))
             if not set(base_config().keys()) <= set(config.keys()):  # not a run config's sections
                 path = os.path.relpath(file, CONFIG_ROOT) if file.startswith(CONFIG_ROOT + os.sep) else file
         known = key_paths(config)
@@ -200,37 +188,29 @@ def _parse_flags(argv: list[str]) -> list[str]:
     except (AttributeError, KeyError) as error:
         usage_error(_unknown_key(argv, error))
     except (flags.Error, OSError) as error:
-        # A config file's get_config that raised: ml_collections wraps its traceback; its last line is the news.
-        raised = re.search(r"Error whilst parsing config file:.*\b\w+Error: (.*)$", str(error), re.DOTALL)
         key = re.search(r"Unknown command line flag 'config\.([\w.]+)'", str(error))
         if key and "set" in flags.FLAGS:  # a job whose config keys are set by --set (experiments.ablate)
             usage_error(f"{error}: this command sets a config key with --set={key.group(1)}=VALUE")
-        if raised and arg and ":" in arg and "get_config() takes 0 positional arguments" in raised.group(1):
-            path, _, config_arg = arg.partition(":")
-            usage_error(f"--config={arg}: {path} takes no argument; drop ':{config_arg}'")
-        usage_error(raised.group(1) if raised else f"{error} (see --helpshort)")
-
-
-# The short log line: level initial and local time (`--log_format=short`, the default).
-SHORT_LOG_FORMAT = std_logging.Formatter("%(levelname).1s %(asctime)s %(message)s", "%H:%M:%S")
+        usage_error(f"{error} (see --helpshort)")
 
 
 def execute(main: Callable[[list[str]], object], *, compilation_cache: bool = False) -> None:
     """Runs `main(argv)` as the job's command (module docstring); its return value is ignored."""
     log_format = flags.DEFINE_enum(
-        "log_format", "short", ["short", "absl"], "Log lines: 'I 10:42:07 message', or absl's full prefix."
+        "log_format",
+        "short",
+        list(logs.LOG_FORMATS),
+        "Log lines: 'I 10:42:07 message', or absl's full prefix.",
     )
 
     def job(argv):
-        if log_format.value == "short":
-            logging.get_absl_handler().setFormatter(SHORT_LOG_FORMAT)
+        logs.show_progress(log_format.value)
         if _run_config is not None and flags.FLAGS.config_fields:
             fitted = _apply_overrides(_run_config.value)
             if fitted:
                 logging.info(fitted)
             print(format_fields(config_fields(_run_config.value)))
             return
-        quiet_library_logs()
         if compilation_cache:
             enable_compilation_cache()
         try:
@@ -252,10 +232,49 @@ def define_config(default: str | None, help_text: str, example: str = "") -> fla
     if default is not None:
         default = resolve_config(default) or default
     help_text += f" Any value is overridden with --config.KEY=VALUE{f' (e.g. {example})' if example else ''}."
-    try:
-        return config_flags.DEFINE_config_file("config", default, help_text)
-    except (AttributeError, KeyError) as error:  # the default file is parsed here, with sys.argv's overrides
-        usage_error(_unknown_key(sys.argv, error, default))
+    holder = config_flags.DEFINE_config_file("config", None, help_text)
+    flags.FLAGS["config"].parser = _ConfigFileParser()
+    if default is not None:
+        try:  # without --config in sys.argv, the default file is parsed here, with sys.argv's overrides
+            flags.FLAGS.set_default("config", default)
+        except (AttributeError, KeyError) as error:
+            usage_error(_unknown_key(sys.argv, error, default))
+    return holder
+
+
+class _ConfigFileParser(flags.ArgumentParser):
+    """The parser of `--config=PATH[:ARG]` in place of ml_collections' own: the file's `get_config(ARG)`, loaded
+    and called by the config layer's `load_module` and `call_config`, locked. An exception raised in the file
+    is one line naming its file and line, exit status 2, as is a file without `get_config` or a `get_config`
+    that takes no ARG (or needs one)."""
+
+    def parse(self, path):
+        file, colon, config_arg = path.partition(":")
+        args = (config_arg,) if colon else ()
+        try:
+            module = load_module(file)
+            get_config = getattr(module, "get_config", None)
+            if not callable(get_config):
+                raise ValueError(
+                    f"--config={path}: {file} defines no get_config(); a config file defines get_config() "
+                    "returning its config (e.g. configs/runs/tiny_demo.py)"
+                )
+            try:
+                inspect.signature(get_config).bind(*args)
+            except TypeError:
+                fix = f"drop ':{config_arg}'" if args else f"give it as --config={file}:ARG"
+                raise ValueError(
+                    f"--config={path}: {file} takes {'no' if args else 'an'} argument; {fix}"
+                ) from None
+            config = call_config(module, "get_config", *args)
+        except ValueError as error:
+            usage_error(error)
+        if callable(getattr(config, "lock", None)):
+            config.lock()
+        return config
+
+    def flag_type(self) -> str:
+        return "config object"
 
 
 class _IntegerListParser(flags.ListParser):

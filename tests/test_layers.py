@@ -36,6 +36,7 @@ LAYERS = (
         "apertus_jax.cache",
         "apertus_jax.extras",
         "apertus_jax.files",
+        "apertus_jax.logs",
         "apertus_jax.named",
     ),
     ("apertus_jax.plots", "apertus_jax.pypi", "apertus_jax.tokenizers"),

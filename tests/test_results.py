@@ -227,6 +227,8 @@ def test_the_readme_try_it_shows_the_demo_figures_in_one_block():
     keys = {f"{m['name']}.{m['path']}" for m in placeholders(block["name"])}
     assert {f"demo.{name}" for name in MEASUREMENTS["demo"].deterministic} <= keys
     assert {"demo.median_tokens_per_s", "demo.wall_seconds"} <= keys
+    # the wall time with the processor kind it was measured on, and the other kinds' times
+    assert {"demo.machine.processor", "demo.wall_time_elsewhere"} <= keys
     assert block["body"].startswith(
         "Measured by `python -m tools.measure --only demo` (docs/results/demo.json): "
     )

@@ -1,13 +1,14 @@
 """The test suite's own rule: a test starts a Python process only where the process is the point (signals and
-kill -9, multi-host, a device count other than the suite's 8, fresh imports, the documented commands); a job's
-errors and results are checked in this process (`run_job` in tests/conftest.py)."""
+kill -9, multi-host, a device count other than the suite's 8, fresh imports, the documented commands and the
+docs' Python snippets run as a user runs them); a job's errors and results are checked in this process
+(`run_job` in tests/conftest.py)."""
 
 import pathlib
 import re
 
 import pytest
 
-PROCESS_FILES_BOUND = 10
+PROCESS_FILES_BOUND = 11
 TESTS = pathlib.Path(__file__).parent
 STARTS = re.compile(r"subprocess\.(run|Popen|check_output|check_call)\(")
 PYTHON = re.compile(r'sys\.executable|"bash"')  # this interpreter, or a shell script that starts one

@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import importlib.util
 import os
+import traceback
 from collections.abc import Iterable
 from typing import Any
 
@@ -263,15 +264,64 @@ def fit_schedule_to_steps(
     )
 
 
+class ConfigFileError(ValueError):
+    """An exception raised inside a config file, while it was executed or one of its functions ran: the
+    message is one line naming the file, the line and the exception
+    (`configs/x.py:12: NameError: name 'foo' is not defined`)."""
+
+
+def _raised_in(path: str, error: BaseException) -> str:
+    """`PATH:LINE: TYPE: MESSAGE` of `error` raised inside the config file `path`: LINE is the last line of
+    that file its traceback passes through (a syntax error's own line; none when the call itself failed),
+    PATH is relative to the working directory when the file is under it."""
+    target, line, message = os.path.realpath(path), None, _message(error)
+    if isinstance(error, SyntaxError):
+        message = error.msg
+        if error.filename and os.path.realpath(error.filename) == target:
+            line = error.lineno
+    for frame, number in traceback.walk_tb(error.__traceback__):
+        if os.path.realpath(frame.f_code.co_filename) == target:
+            line = number
+    shown = os.path.relpath(path)
+    shown = path if shown.startswith(os.pardir) else shown
+    where = f"{shown}:{line}" if line else shown
+    return f"{where}: {type(error).__name__}: {' '.join(message.split())}"
+
+
+def _message(error: BaseException) -> str:
+    """What `error` says: its one argument as text (a KeyError's key unquoted; an exception wrapped in
+    another, as ml_collections wraps a locked config's KeyError in an AttributeError, unwrapped), else
+    `str(error)`."""
+    while len(error.args) == 1 and isinstance(error.args[0], BaseException):
+        error = error.args[0]
+    return str(error.args[0]) if len(error.args) == 1 else str(error)
+
+
 def load_module(path: str, name: str = "config_file"):
     """The Python module of a config file (`configs/...py`), executed once.
 
     Raises:
-      ValueError: `path` is not a file.
+      ValueError: `path` is not a file. ConfigFileError: executing it raised (one line naming the file and
+        line).
     """
     if not os.path.isfile(path):
         raise ValueError(f"--config={path} is not a file")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001 - whatever the file raises is the user's to fix, in one line
+        raise ConfigFileError(_raised_in(path, error)) from error
     return module
+
+
+def call_config(module, function: str, *args):
+    """`module.FUNCTION(*args)` of a config file's module (`load_module`): a config file's `get_config(...)`.
+
+    Raises:
+      ConfigFileError: the call raised (one line naming the file and the line of it that failed).
+    """
+    try:
+        return getattr(module, function)(*args)
+    except Exception as error:  # noqa: BLE001 - as in `load_module`
+        raise ConfigFileError(_raised_in(module.__file__, error)) from error

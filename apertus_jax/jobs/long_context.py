@@ -23,7 +23,7 @@ from absl import logging
 
 from apertus_jax import files
 from apertus_jax.checks import check_number
-from apertus_jax.config.schema import Config, load_module, parse
+from apertus_jax.config.schema import Config, call_config, load_module, parse
 from apertus_jax.jobs import pretrain as pretrain_job
 from apertus_jax.train.checkpoint import Checkpointer
 
@@ -113,8 +113,8 @@ def load_stages(path: str) -> list[tuple[str, Config]]:
     Every stage's config is parsed before any stage runs.
 
     Raises:
-      ValueError: the file is missing, has no `STAGES` / `get_config`, or a stage's config is invalid
-        (`stage NAME: ...`).
+      ValueError: the file is missing, has no `STAGES` / `get_config`, raised (`ConfigFileError`: its file and
+        line), or a stage's config is invalid (`stage NAME: ...`).
     """
     module = load_module(path, "long_context_config")
     if not hasattr(module, "STAGES") or not hasattr(module, "get_config"):
@@ -122,7 +122,7 @@ def load_stages(path: str) -> list[tuple[str, Config]]:
     stages = []
     for stage in module.STAGES:
         try:
-            stages.append((stage.name, parse(module.get_config(stage.name))))
+            stages.append((stage.name, parse(call_config(module, "get_config", stage.name))))
         except ValueError as error:
             raise ValueError(f"stage {stage.name}: {error}") from None
     return stages

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.flax import load_file
 from safetensors.numpy import save_file
 
@@ -463,13 +463,21 @@ def check_init_dir(directory: str, config: ModelConfig, tokenizer) -> None:
 
     Raises:
       FileNotFoundError: no `config.json`, safetensors weights or `tokenizer.json` in `directory`.
-      ValueError: one line naming the first field or tokenizer property that differs, and the fix.
+      ValueError: a weights file that is not whole (truncated: its header does not cover it), or one line
+        naming the first field or tokenizer property that differs, and the fix.
     """
     where = f"checkpoint.init_from=hf:{directory}"
     for name in (CONFIG_FILE, TOKENIZER_FILE):
         if not os.path.isfile(os.path.join(directory, name)):
             raise FileNotFoundError(f"{where}: no {name}; point it at a HF checkpoint directory")
-    _weight_files(directory)
+    for path in _weight_files(directory):
+        try:  # reads the header only: a truncated or damaged file is refused before the run writes anything
+            with safe_open(path, framework="numpy"):
+                pass
+        except SafetensorError as error:
+            raise ValueError(
+                f"{where}: {path} is not a whole safetensors file ({error}); copy or export it again"
+            ) from None
     with open(os.path.join(directory, CONFIG_FILE)) as f:
         theirs = config_from_hf(json.load(f))
     for field in PARAM_FIELDS:

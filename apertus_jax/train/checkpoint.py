@@ -154,6 +154,11 @@ def _first_line(error: BaseException) -> str:
     return (str(error).splitlines() or [""])[0].split(" See full TensorStore details")[0][:200]
 
 
+def _unreadable(directory: str, step: int, error: BaseException) -> str:
+    """ "checkpoint STEP in DIRECTORY is unreadable (TYPE: first line of the error)"."""
+    return f"checkpoint {step} in {directory} is unreadable ({type(error).__name__}: {_first_line(error)})"
+
+
 def _chain(error: BaseException | None) -> Iterator[BaseException]:
     """`error`, then the exceptions it was raised from or during, each once."""
     seen = set()
@@ -230,13 +235,15 @@ class Checkpointer:
       directory: the checkpoint root (created if missing, unless `read_only`).
       keep: how many recent checkpoints to keep (keep-N).
       async_save: write arrays in a background thread; the step continues while they are written.
-      read_only: a reader of another job's checkpoints: an unreadable checkpoint is skipped with a warning and
-        left where it is (the trainer sets it aside, `restore_latest`).
+      read_only: a reader of another job's checkpoints: an unreadable checkpoint is skipped and left where it
+        is, and listed in `unreadable` ((step, error), newest first) for the reader to report
+        (`restore_workdir_params`); the trainer sets it aside with a warning (`restore_latest`).
     """
 
     def __init__(self, directory: str, keep: int, async_save: bool = True, read_only: bool = False):
         self.directory = os.path.abspath(directory)
         self.read_only = read_only
+        self.unreadable: list[tuple[int, Exception]] = []
         self.manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
@@ -347,17 +354,13 @@ class Checkpointer:
         return None
 
     def _set_aside(self, step: int, error: Exception) -> None:
+        if self.read_only:
+            self.unreadable.append((step, error))
+            return
         target = os.path.join(self.directory + "_corrupt", str(step))
         logging.warning(
-            "checkpoint %d in %s is unreadable (%s: %s); %s, trying the previous one",
-            step,
-            self.directory,
-            type(error).__name__,
-            _first_line(error),
-            "left in place (this job only reads it)" if self.read_only else f"moved to {target}",
+            "%s; moved to %s, trying the previous one", _unreadable(self.directory, step, error), target
         )
-        if self.read_only:
-            return
         if jax.process_index() == 0:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.move(os.path.join(self.directory, str(step)), target)
@@ -376,8 +379,9 @@ def restore_workdir_params(workdir: str, abstract_params) -> tuple[Any, dict[str
     checkpoint is skipped with a warning and left in place: the workdir is another job's.
 
     Raises:
-      FileNotFoundError: `workdir` has no `checkpoints/` or no readable checkpoint.
-      ValueError: a model of other parameter shapes, or a checkpoint of another layout.
+      FileNotFoundError: `workdir` has no `checkpoints/` or no checkpoint.
+      ValueError: every checkpoint is unreadable (one line naming the newest and why, no warning before it), a
+        model of other parameter shapes, or a checkpoint of another layout.
     """
     directory = os.path.join(workdir, "checkpoints")
     if not os.path.isdir(directory):
@@ -390,10 +394,22 @@ def restore_workdir_params(workdir: str, abstract_params) -> tuple[Any, dict[str
         restored = checkpointer.restore_latest_params(abstract_params)
     finally:
         checkpointer.close()
+    if restored is None and checkpointer.unreadable:
+        step, error = checkpointer.unreadable[0]
+        raise ValueError(
+            f"{_unreadable(checkpointer.directory, step, error)}, and no earlier one is readable: copy the "
+            "workdir again from where it was written, or give a workdir whose checkpoints are whole"
+        )
     if restored is None:
         raise FileNotFoundError(
             f"no readable checkpoint under {directory}; train first (`python -m experiments.pretrain "
             f"--workdir={workdir}`)"
+        )
+    for step, error in checkpointer.unreadable:
+        logging.warning(
+            "%s; left in place (this job only reads it), read step %d instead",
+            _unreadable(checkpointer.directory, step, error),
+            restored[1]["progress"]["step"],
         )
     return restored
 

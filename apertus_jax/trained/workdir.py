@@ -120,7 +120,8 @@ def load_workdir(workdir: str, doing: str = "reading") -> TrainedModel:
       doing: what the caller does with the model, for that warning ("exporting", "evaluating").
 
     Raises:
-      FileNotFoundError: as `read_config` and `restore_params`.
+      FileNotFoundError: as `read_config` and `restore_params`. ValueError: no checkpoint is readable (one
+        line naming the newest).
     """
     config = read_config(workdir)
     model_config, data = config.model, config.data

@@ -18,7 +18,7 @@ from configs.runs import tiny_demo
 def get_config(shards: str = ""):
     if not shards:
         raise ValueError(
-            "configs/runs/tiny_own_data.py needs your shard set: "
+            "this config needs your shard set: "
             "--config=configs/runs/tiny_own_data.py:/path/to/shards (experiments.tokenize_data --out)"
         )
     config = tiny_demo.get_config()

@@ -5,12 +5,19 @@ import ast
 import os
 import pathlib
 import re
-import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).parents[2]
 JOBS = sorted(p.stem for p in (ROOT / "experiments").glob("*.py") if p.stem not in ("__init__", "cli"))
+
+
+# The line of tiny_own_data.py's `raise` without an argument (the error names its file and line).
+OWN_DATA_RAISE = next(
+    number
+    for number, line in enumerate((ROOT / "configs/runs/tiny_own_data.py").read_text().splitlines(), 1)
+    if line.strip() == "raise ValueError("
+)
 
 
 def test_every_job_is_listed():
@@ -81,7 +88,7 @@ def test_usage_error_raised_in_main_is_one_line(run_job):
         ),
         (
             ["--config=configs/runs/tiny_own_data.py"],
-            "error: configs/runs/tiny_own_data.py needs your shard set: "
+            f"error: configs/runs/tiny_own_data.py:{OWN_DATA_RAISE}: ValueError: this config needs your shard set: "
             "--config=configs/runs/tiny_own_data.py:/path/to/shards (experiments.tokenize_data --out)",
         ),
     ],
@@ -346,12 +353,9 @@ def test_a_malformed_number_is_one_line_naming_its_flag(job, args, message, tmp_
     assert not list(tmp_path.iterdir())
 
 
-def test_a_config_file_without_get_config_is_named_as_such(tmp_path, run_job, monkeypatch):
+def test_a_config_file_without_get_config_is_named_as_such(tmp_path, run_job):
     """Before: `unknown config key: module config_config has no attribute get_config`: no key was unknown, and
     config_config is not the file's name."""
-    # ml_collections executes a --config file into sys.modules["config_config"], reusing the module of an
-    # earlier in-process job: its get_config() would survive into this file's module.
-    monkeypatch.delitem(sys.modules, "config_config", raising=False)
     (tmp_path / "nofn.py").write_text("X = 1\n")
     result = run_job(
         "experiments.pretrain", f"--config={tmp_path / 'nofn.py'}", f"--workdir={tmp_path / 'w'}"
@@ -361,3 +365,54 @@ def test_a_config_file_without_get_config_is_named_as_such(tmp_path, run_job, mo
         "defines get_config() returning its config (e.g. configs/runs/tiny_demo.py)"
     ], result.stderr[-2000:]
     assert not (tmp_path / "w").exists()  # (importing the file may write its __pycache__ beside it)
+
+
+# A user's config file of the tiny demo with one mistake, the line of each that fails, and what it raised.
+BROKEN_CONFIGS = {
+    "value": ("config.train.steps = int('thirty')", 7, "ValueError: invalid literal for int() with base 10: 'thirty'"),
+    "name": ("config.train.steps = foo", 7, "NameError: name 'foo' is not defined"),
+    "locked": ("config.train.stepz = 3", 7, 'AttributeError: Key "stepz" does not exist and cannot be added'),
+    "import": ("from configs.runs.tiny_demoo import get_config", 1, "ModuleNotFoundError: No module named 'configs.runs.tiny_demoo'"),
+    "syntax": ("if True", 7, "SyntaxError: expected ':'"),
+}  # fmt: skip
+
+
+def broken_config(mistake: str) -> str:
+    """configs/runs/tiny_demo.py's run with the line `mistake` in get_config (an import goes to the top)."""
+    head = mistake if mistake.startswith("from ") else "from configs.runs import tiny_demo"
+    body = "" if mistake.startswith("from ") else f"    {mistake}\n"
+    return f"{head}\n\n\ndef get_config():\n    config = tiny_demo.get_config()\n\n{body}    return config\n"
+
+
+@pytest.mark.parametrize("name", BROKEN_CONFIGS)
+def test_an_exception_raised_in_a_config_file_is_one_line_naming_its_file_and_line(name, tmp_path, run_job):
+    """Before: a ValueError was one line without file or line (`error: invalid literal for int() ...`), a
+    NameError, an import or a syntax error a traceback and exit status 1. The file is named as given, relative
+    to the working directory (here the folder that holds it)."""
+    mistake, line, message = BROKEN_CONFIGS[name]
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "mine.py").write_text(broken_config(mistake))
+    result = run_job("experiments.pretrain", "--config=configs/mine.py", "--workdir=w", cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith(f"error: configs/mine.py:{line}: {message}"), lines
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_config_file_that_needs_an_argument_says_how_to_give_it(tmp_path, run_job):
+    (tmp_path / "staged.py").write_text("def get_config(stage):\n    return None\n")
+    result = run_job("experiments.pretrain", "--config=staged.py", "--workdir=w", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: --config=staged.py: staged.py takes an argument; give it as --config=staged.py:ARG"
+    ], result.stderr[-2000:]
+
+
+def test_an_ablation_file_that_raises_is_one_line_naming_its_file_and_line(tmp_path, run_job):
+    """The commands that load their config file themselves (experiments.ablate, experiments.long_context) go
+    through the same loader."""
+    (tmp_path / "ablation.py").write_text("def get_ablation():\n    return dict(base=baes)\n")
+    result = run_job("experiments.ablate", "--config=ablation.py", "--workdir=w", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: ablation.py:2: NameError: name 'baes' is not defined"
+    ], result.stderr[-2000:]
+    assert not (tmp_path / "w").exists()

@@ -171,3 +171,29 @@ def test_the_pretrain_command_refuses_another_model_in_one_line_and_writes_nothi
         "model.vocab_size=4096; set --config.model.vocab_size=1024"
     ]
     assert not os.path.exists(f"{tmp_path}/w")
+
+
+def test_a_truncated_safetensors_file_is_one_line_naming_it_and_writes_nothing(exported, tmp_path, run_job):
+    """Before: 40 lines ending in `SafetensorError: Error while deserializing header: incomplete metadata, file
+    not fully covered`, exit status 1, when the run read the parameters."""
+    _, _, out = exported
+    broken = tmp_path / "truncated"
+    broken.mkdir()
+    for name in os.listdir(out):
+        if name != hf.WEIGHTS_FILE:
+            os.link(os.path.join(out, name), broken / name)
+    with open(os.path.join(out, hf.WEIGHTS_FILE), "rb") as f:
+        whole = f.read()
+    (broken / hf.WEIGHTS_FILE).write_bytes(whole[: len(whole) // 2])  # a copy cut short
+    result = run_job(
+        "experiments.pretrain",
+        "--config=configs/runs/tiny_demo.py",
+        f"--config.checkpoint.init_from=hf:{broken}",
+        f"--workdir={tmp_path}/w",
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: checkpoint.init_from=hf:{broken}: {broken / hf.WEIGHTS_FILE} is not a whole safetensors file "
+        "(Error while deserializing header: incomplete metadata, file not fully covered); copy or export it again"
+    ]
+    assert not os.path.exists(f"{tmp_path}/w")

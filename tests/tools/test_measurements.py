@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tools.measure import measurements, results
+from tools.measure import demo, measurements, results
 from tools.measure.measurements import MEASUREMENTS, REPO, selected
 
 
@@ -93,3 +93,27 @@ def test_render_uses_the_renderer_of_a_block_else_its_template():
     )
     with pytest.raises(FileNotFoundError):
         measurements.render(REPO, "no_such_block")
+
+
+def test_the_demo_wall_time_of_the_other_kinds_is_their_own_or_not_yet_measured():
+    intel, amd = (
+        "Intel(R) Xeon(R) Processor (AVX-512, family 6 model 167)",
+        "AMD EPYC (AVX2, family 25 model 1)",
+    )
+    timed = {"values": {"final_loss": 5.8}, "times": {"wall_seconds": 131.4}}
+    record = {"machine": {"processor": intel}, "processors": {intel: timed, amd: timed}}
+    assert demo.wall_time_elsewhere(record) == f"{amd}: 131 s"
+    record["processors"][amd] = {"values": {"final_loss": 5.8}}  # recorded before times were
+    assert demo.wall_time_elsewhere(record) == f"not yet measured on {amd}"
+    del record["processors"][amd]
+    assert demo.wall_time_elsewhere(record) == "no other processor kind measured"
+
+
+def test_the_readme_demo_block_names_the_kind_of_its_time_and_the_other_kinds_times():
+    """Before: "wall time ... | 50 s", of an Intel Xeon, read as the time on any machine."""
+    record = results.read_result(REPO, "demo")
+    block = measurements.render(REPO, "readme_demo")
+    assert f"| wall time on {record['machine']['processor']}, " in block
+    elsewhere = demo.wall_time_elsewhere(record)
+    assert f"| the same run's wall time on the other processor kinds recorded | {elsewhere} |" in block
+    assert set(record["processors"]) - {record["machine"]["processor"]}  # there is another kind to name

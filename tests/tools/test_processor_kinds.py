@@ -144,6 +144,41 @@ def test_measure_processor_only_adds_this_kind_and_a_moved_value_drops_the_other
         measurements.measure_all(root, ["fake"], processor_only=True)
 
 
+def test_each_kind_keeps_the_times_of_its_latest_measurement(tmp_path, monkeypatch):
+    """A measurement's `times` (its seconds) go into the record of the kind that measured them, beside its
+    deterministic values, and stay there when another kind measures: the docs can quote each kind's time."""
+    (tmp_path / "README.md").write_text("no block\n")
+    _git_repo(tmp_path)
+    runs = []
+
+    def fake(root, scratch):
+        runs.append(scratch)
+        return {"x": 1.5, "run_seconds": 10.0 * len(runs)}
+
+    monkeypatch.setitem(
+        measurements.MEASUREMENTS,
+        "fake",
+        measurements.Measurement("python -m fake", fake, ("x",), times=("run_seconds",)),
+    )
+    root = str(tmp_path)
+    monkeypatch.setattr(results, "processor", lambda: INTEL)
+    measurements.measure_all(root, ["fake"])
+    monkeypatch.setattr(results, "processor", lambda: AMD)
+    measurements.measure_all(root, ["fake"], processor_only=True)
+    record = results.read_result(root, "fake")
+    assert {k: v["times"] for k, v in record["processors"].items()} == {
+        INTEL: {"run_seconds": 10.0},
+        AMD: {"run_seconds": 20.0},
+    }
+    measurements.measure_all(root, ["fake"])  # AMD reproduced its own values: Intel's record and time stay
+    record = results.read_result(root, "fake")
+    assert record["values"]["run_seconds"] == 30.0 and record["machine"]["processor"] == AMD
+    assert {k: v["times"] for k, v in record["processors"].items()} == {
+        INTEL: {"run_seconds": 10.0},
+        AMD: {"run_seconds": 30.0},
+    }
+
+
 @pytest.mark.parametrize("name", list(REGRESSIONS))
 def test_each_deliberate_regression_still_applies_to_todays_code(name, tmp_path):
     """The regression demonstration (check_regressions) edits today's code: each edit must still match once."""

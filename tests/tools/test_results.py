@@ -105,6 +105,11 @@ def test_render_table_fills_its_template_under_the_caption_of_its_results_files(
     )
     with pytest.raises(FileNotFoundError):
         results.render_table(str(tmp_path), "other")
+    (tmp_path / "docs" / "results" / "tables" / "derived.md").write_text(
+        "| {demo.machine.vendor} | {demo.minutes:.2f} min |\n"
+    )
+    minutes = {"demo": lambda record: {"minutes": record["values"]["wall_seconds"] / 60}}
+    assert results.render_table(str(tmp_path), "derived", minutes) == f"{CAPTION}\n| Intel | 0.97 min |\n"
 
 
 def test_render_values_renders_the_values_of_its_results_file_under_its_caption(tmp_path):

@@ -19,7 +19,9 @@ from apertus_jax.train.checkpoint import (
     WorkdirLock,
     WorkdirLockedError,
     check_same_model,
+    restore_workdir_params,
     tree_shapes,
+    workdir_params,
 )
 from apertus_jax.train.loss import cross_entropy
 from apertus_jax.train.step import make_train_step
@@ -181,24 +183,59 @@ def test_checkpoint_of_other_data_settings_is_refused_untouched(saved, demo_iter
     assert sorted(os.walk(directory)) == before
 
 
+def _break_params(directory: str, *steps: int) -> None:
+    """Empties the files of each step's `params/` item (a copy cut short)."""
+    for step in steps:
+        state_dir = os.path.join(directory, str(step), "params")
+        for name in os.listdir(state_dir):
+            if os.path.isfile(path := os.path.join(state_dir, name)):
+                open(path, "w").close()
+
+
 @pytest.mark.slow
 def test_a_reader_of_another_jobs_checkpoints_leaves_an_unreadable_one_in_place(saved, tmp_path, caplog):
     """`read_only` (evaluation, export, init_from): the previous checkpoint is read, the broken one stays."""
     directory = str(tmp_path / "checkpoints")
     shutil.copytree(saved[0], directory)
-    state_dir = os.path.join(directory, "2", "params")
-    for name in os.listdir(state_dir):
-        if os.path.isfile(path := os.path.join(state_dir, name)):
-            open(path, "w").close()
+    _break_params(directory, 2)
     before = sorted(os.walk(tmp_path))
     abstract = make_abstract_params(MODEL, make_mesh(1, 8, 1), seed=1).abstract
     with caplog.at_level("WARNING"):
-        _, meta = Checkpointer(directory, keep=5, read_only=True).restore_latest_params(abstract)
+        _, meta = restore_workdir_params(str(tmp_path), abstract)
     assert meta["progress"]["step"] == 1
     assert sorted(os.walk(tmp_path)) == before
-    assert any(
-        "checkpoint 2 in " in r.getMessage() and "left in place" in r.getMessage() for r in caplog.records
+    assert [r.getMessage().split(" (")[0] for r in caplog.records if r.levelname == "WARNING"] == [
+        f"checkpoint 2 in {directory} is unreadable"
+    ]
+    assert (
+        caplog.records[-1]
+        .getMessage()
+        .endswith("left in place (this job only reads it), read step 1 instead")
     )
+
+
+@pytest.mark.slow
+def test_a_workdir_whose_every_checkpoint_is_unreadable_is_one_line_naming_the_newest(
+    saved, tmp_path, caplog
+):
+    """Before: a warning per checkpoint, then `no readable checkpoint under ...; train first`: two lines or
+    more, and a fix for a workdir that was never trained. As `checkpoint.init_from`, the line names it."""
+    directory = str(tmp_path / "checkpoints")
+    shutil.copytree(saved[0], directory)
+    _break_params(directory, 1, 2)
+    before = sorted(os.walk(tmp_path))
+    abstract = make_abstract_params(MODEL, make_mesh(1, 8, 1), seed=1).abstract
+    with caplog.at_level("WARNING"), pytest.raises(ValueError) as error:
+        workdir_params(str(tmp_path)).load(abstract)
+    assert str(error.value).startswith(
+        f"checkpoint.init_from={tmp_path}: checkpoint 2 in {directory} is unreadable ("
+    ), str(error.value)
+    assert str(error.value).endswith(
+        "and no earlier one is readable: copy the workdir again from where it was written, or give a workdir "
+        "whose checkpoints are whole"
+    )
+    assert "\n" not in str(error.value) and not caplog.records
+    assert sorted(os.walk(tmp_path)) == before
 
 
 @pytest.mark.slow

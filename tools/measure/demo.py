@@ -82,6 +82,19 @@ def measure_demo(root: str, scratch: str) -> dict:
     }
 
 
+def wall_time_elsewhere(record: dict) -> str:
+    """The demo run's wall time on each processor kind of the demo results `record` other than the one it was
+    measured on, from that kind's record (`processors`: `times` of its latest measurement), as README "Try it"
+    shows it: "KIND: N s", or "not yet measured on KIND" for a kind recorded before its times were;
+    joined by "; ", "no other processor kind measured" when there is none."""
+    own, shown = record["machine"]["processor"], []
+    for kind, entry in record.get("processors", {}).items():
+        seconds = entry.get("times", {}).get("wall_seconds")
+        if kind != own:
+            shown.append(f"not yet measured on {kind}" if seconds is None else f"{kind}: {seconds:.0f} s")
+    return "; ".join(shown) or "no other processor kind measured"
+
+
 # The post-training commands of docs/usage.md ("Post-training"), after the demo run, and docs/posttrain.md's
 # DPO baseline started from the same SFT workdir.
 POSTTRAIN_RUNS = {

@@ -55,6 +55,9 @@ class Measurement:
     # the slow tests compare `deterministic` with a fresh run (False: too long for CI), by the rules of
     # `tools.measure.processor_kinds.check`
     rechecked: bool = True
+    # values of the machine (seconds) that each processor kind's record keeps as well, as `times` beside its
+    # deterministic values: the docs quote them per kind (a re-checked measurement's only)
+    times: tuple[str, ...] = ()
 
 
 MEASUREMENTS = {
@@ -62,6 +65,7 @@ MEASUREMENTS = {
         command=f"python -c '{demo.DEMO_BPE}'  # APERTUS_JAX_CACHE=<fresh>\n{demo.DEMO_RUN}",
         measure=demo.measure_demo,
         deterministic=("first_loss", "first10_mean", "last20_mean", "last20_median", "final_loss"),
+        times=("wall_seconds",),
     ),
     "posttrain": Measurement(
         command="\n".join([demo.DEMO_RUN, *demo.POSTTRAIN_RUNS.values()]),
@@ -282,6 +286,9 @@ MEASUREMENTS = {
         rechecked=False,
     ),
 }
+# Values a table template may name beside a results file's own, derived from its record when a block is
+# rendered (`results.render_table`): {results name: record -> {value name: value}}.
+DERIVED = {"demo": lambda record: {"wall_time_elsewhere": demo.wall_time_elsewhere(record)}}
 # The generated blocks rendered by code, each from the results file of its name (`results.render_values`); every
 # other block NAME is the table template docs/results/tables/NAME.md (`results.render_table`).
 RENDERERS = {
@@ -301,7 +308,7 @@ def render(root: str, block: str) -> str:
     """
     if block in RENDERERS:
         return results.render_values(root, block, RENDERERS[block])
-    return results.render_table(root, block)
+    return results.render_table(root, block, DERIVED)
 
 
 def selected(only: list[str] | None) -> list[str]:
@@ -377,6 +384,7 @@ def measure_all(root: str, names: list[str], processor_only: bool = False) -> li
             values = measurement.measure(root, scratch)
         entry = {
             "values": {k: values[k] for k in measurement.deterministic},
+            **({"times": {k: values[k] for k in measurement.times}} if measurement.times else {}),
             "commit": start_record["commit"],
             "date": start_record["date"],
         }

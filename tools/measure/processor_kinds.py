@@ -8,7 +8,8 @@ the documented runs are bitwise reproducible; across kinds they are not: XLA:CPU
 starts from the processor's own estimate instruction, and YNNPACK, which runs the dots and reductions, picks its
 kernels by instruction set (docs/results.md, "Across processor kinds"). So a results file keeps, beside the figures the
 docs quote (`values`, the latest measurement), the deterministic values of every kind measured on the same
-code (`processors`). A fresh run on a kind with a record must give that record bit for bit; on a kind without
+code (`processors`; with the seconds of each kind's latest measurement where the docs quote them per kind,
+`Measurement.times`). A fresh run on a kind with a record must give that record bit for bit; on a kind without
 one it must agree with `values` within twice the spread measured across kinds and across last-bit
 perturbations of one kind (the `processor_spread` measurement); a regression demonstration (the
 `check_regressions` measurement) shows that both rules catch deliberate bugs.
@@ -133,8 +134,9 @@ def check(
 
 
 def kept_processors(previous: Mapping | None, kind: str, entry: dict) -> tuple[dict, list[str]]:
-    """The `processors` of a new record measured on `kind` ({"values", "commit", "date"}: `entry`), and the
-    kinds dropped from the `previous` record: all others unless `kind` reproduced its own previous values."""
+    """The `processors` of a new record measured on `kind` ({"values", "commit", "date"}, and "times" of a
+    measurement that keeps them: `entry`), and the kinds dropped from the `previous` record: all others unless
+    `kind` reproduced its own previous values."""
     old = dict((previous or {}).get("processors", {}))
     own = old.pop(kind, None)
     if own is not None and own["values"] == json.loads(json.dumps(entry["values"])):

@@ -5,7 +5,8 @@ A measurement writes `docs/results/NAME.json` (`write_result`, atomically)::
     {"command": the documented command(s) it ran, "date": "YYYY-MM-DD" (UTC), "commit": HEAD's sha,
      "uncommitted": [code files that differed from HEAD], "machine": {platform, processor, vendor, cpus,
      load_average}, "seconds": the measurement's wall time, "values": {value name: number or string},
-     "processors": {processor kind: {"values": the deterministic values, "commit", "date"}}}
+     "processors": {processor kind: {"values": the deterministic values, "times": the seconds of that kind's
+     latest measurement (those that `Measurement.times` names, if any), "commit", "date"}}}
 
 `processors`, in the files of the measurements the tests re-check, holds the deterministic values of every
 processor kind measured on the same code (`tools.measure.processor_kinds`); `values` are those of the latest
@@ -35,7 +36,7 @@ import os
 import platform
 import re
 import subprocess
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 
 from apertus_jax import files
 
@@ -248,27 +249,34 @@ def caption(names: list[str], record_of: Callable[[str], dict]) -> str:
     )
 
 
-def _cached(root: str) -> Callable[[str], dict]:
+def _cached(root: str, derived: Mapping[str, Callable[[dict], dict]] | None = None) -> Callable[[str], dict]:
     records: dict[str, dict] = {}
 
     def record_of(name: str) -> dict:
         if name not in records:
-            records[name] = read_result(root, name)
+            record = read_result(root, name)
+            if derived and name in derived:
+                record = {**record, "values": {**record["values"], **derived[name](record)}}
+            records[name] = record
         return records[name]
 
     return record_of
 
 
-def render_table(root: str, name: str) -> str:
+def render_table(root: str, name: str, derived: Mapping[str, Callable[[dict], dict]] | None = None) -> str:
     """The body of the generated block NAME from its template ROOT/docs/results/tables/NAME.md: the caption of
     the results files its placeholders name (in order of first use), a blank line, the template filled.
+
+    Args:
+      derived: {results name: record -> {value name: value}}: values a placeholder may name beside the record's
+        own, derived from the whole record (e.g. from its `processors`).
 
     Raises:
       FileNotFoundError: no such template; as `fill` for its placeholders.
     """
     with open(os.path.join(root, TABLES_DIR, f"{name}.md"), encoding="utf-8") as f:
         template = f.read()
-    record_of = _cached(root)
+    record_of = _cached(root, derived)
     names = list(dict.fromkeys(m["name"] for m in PLACEHOLDER.finditer(template)))
     return f"{caption(names, record_of)}\n{fill(template, record_of)}"
 

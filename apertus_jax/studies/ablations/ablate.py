@@ -41,7 +41,7 @@ import ml_collections
 from absl import logging
 
 from apertus_jax import files
-from apertus_jax.config.schema import Config, fit_schedule_to_steps, load_module, parse
+from apertus_jax.config.schema import Config, call_config, fit_schedule_to_steps, load_module, parse
 from apertus_jax.jobs.pretrain import RERUN, pretrain
 from apertus_jax.models.presets import model_section
 from apertus_jax.records.config_record import first_difference, newest_config
@@ -55,14 +55,15 @@ def load_ablation(path: str) -> dict:
     """`get_ablation()` of the ablation file at `path`, checked.
 
     Raises:
-      FileNotFoundError: no such file; ValueError: no `get_ablation`, or a malformed result.
+      FileNotFoundError: no such file; ValueError: no `get_ablation`, or a malformed result;
+        ConfigFileError (a ValueError): the file raised (one line naming its file and line).
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"--config={path}: no such ablation file (see configs/ablations/)")
     module = load_module(path, "ablation_config")
     if not hasattr(module, "get_ablation"):
         raise ValueError(f"{path} defines no get_ablation()")
-    ablation = module.get_ablation()
+    ablation = call_config(module, "get_ablation")
     missing = {"base", "variants", "seeds", "baseline"} - set(ablation)
     if missing:
         raise ValueError(f"{path}: get_ablation() lacks {sorted(missing)}")
