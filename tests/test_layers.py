@@ -333,7 +333,7 @@ def test_importing_the_trainer_loads_no_kind_study_or_job():
         "data.memorization.canaries",
     )
     absent_modules += ("data.pipeline", "data.run_tokenizer", "data.goldfish.canonical", "tokenizers")
-    absent_modules += ("optim.muon", "optim.lion")
+    absent_modules += ("optim.orthogonal", "optim.baselines")
     for absent in absent_modules:
         assert f"apertus_jax.{absent}" not in modules
     above = ("eval", "records", "posttrain", "prep", "config", "trained", "aot", "jobs", "studies")

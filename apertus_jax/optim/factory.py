@@ -15,10 +15,10 @@ from apertus_jax.optim.decay_mask import default_weight_decay_mask
 
 # "module:function" by name
 OPTIMIZERS = {
-    "ademamix": "apertus_jax.optim.ademamix:ademamix",
-    "adamw": "apertus_jax.optim.adamw:adamw",
-    "lion": "apertus_jax.optim.lion:lion",
-    "muon": "apertus_jax.optim.muon:muon",
+    "ademamix": "apertus_jax.optim.ema_mixture:ademamix",
+    "adamw": "apertus_jax.optim.baselines:adamw",
+    "lion": "apertus_jax.optim.baselines:lion",
+    "muon": "apertus_jax.optim.orthogonal:muon",
 }
 
 

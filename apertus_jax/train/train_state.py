@@ -33,7 +33,7 @@ def opt_state_shardings(
     leaf (counters, Newton-Schulz coefficients) `other`.
 
     `optax.tree_map_params` with the holes of masked states kept: a state of `optax.partition` or
-    `optax.masked` (Muon and AdamW branches, `apertus_jax.optim.muon`) holds `optax.MaskedNode` where a
+    `optax.masked` (Muon and AdamW branches, `apertus_jax.optim.orthogonal`) holds `optax.MaskedNode` where a
     branch has no parameter, which a plain `tree_map_params` over `param_shardings` cannot match.
 
     Args:

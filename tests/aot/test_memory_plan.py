@@ -11,7 +11,7 @@ from apertus_jax.aot import memory_plan
 from apertus_jax.config.schema import parse
 from apertus_jax.models import flops
 from apertus_jax.models.transformer import param_logical_axes
-from apertus_jax.optim.muon import muon_dimension_numbers
+from apertus_jax.optim.orthogonal import muon_dimension_numbers
 from configs.runs import apertus_8b, tiny_demo
 
 FLOAT32_BYTES = 4

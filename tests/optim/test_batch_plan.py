@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apertus_jax.optim.ademamix import ademamix
 from apertus_jax.optim.batch_plan import BatchSizePlan, schedule_in_steps
+from apertus_jax.optim.ema_mixture import ademamix
 from apertus_jax.optim.schedules import wsd_schedule
 
 BATCH_4M, BATCH_8M = 1024 * 4096, 2048 * 4096

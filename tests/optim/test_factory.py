@@ -6,8 +6,8 @@ import numpy as np
 import optax
 import pytest
 
-from apertus_jax.optim.ademamix import ademamix
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
+from apertus_jax.optim.ema_mixture import ademamix
 from apertus_jax.optim.factory import make_optimizer
 
 
@@ -19,7 +19,7 @@ def run(tx, params, grads):
     return params
 
 
-def test_ademamix_chain_is_clip_then_masked_ademamix():
+def test_ema_mixture_chain_is_clip_then_masked_ademamix():
     rng = np.random.default_rng(0)
     params = {"w": jnp.asarray(rng.normal(size=(4, 3)), jnp.float32), "b": jnp.ones(3)}
     grads = [
@@ -36,7 +36,7 @@ def test_ademamix_chain_is_clip_then_masked_ademamix():
     assert not np.allclose(run(built, params, grads)["w"], run(unclipped, params, grads)["w"])
 
 
-def test_adamw_and_no_clipping():
+def test_baselines_and_no_clipping():
     params = {"w": jnp.ones((2, 2)), "b": jnp.ones(2)}
     tx = make_optimizer("adamw", 0.5, weight_decay=0.1, clip_norm=None)
     zero = jax.tree.map(jnp.zeros_like, params)

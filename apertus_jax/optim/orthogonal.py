@@ -30,8 +30,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from optax.contrib import MuonDimensionNumbers
 
-from apertus_jax.optim.adamw import adamw
-from apertus_jax.optim.ademamix import MaskOrFn
+from apertus_jax.optim.baselines import adamw
+from apertus_jax.optim.ema_mixture import MaskOrFn
 
 BATCH_AXES = ("layers",)
 WIDTH_AXIS = "embed"

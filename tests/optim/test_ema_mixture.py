@@ -9,9 +9,9 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from apertus_jax.optim.ademamix import ademamix
 from apertus_jax.optim.batch_plan import BatchSizePlan, schedule_in_steps
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
+from apertus_jax.optim.ema_mixture import ademamix
 from apertus_jax.optim.factory import make_optimizer
 from apertus_jax.optim.schedules import wsd_schedule
 

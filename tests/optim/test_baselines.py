@@ -5,13 +5,13 @@ import numpy as np
 import optax
 import pytest
 
-from apertus_jax.optim.adamw import adamw
-from apertus_jax.optim.ademamix import ademamix
+from apertus_jax.optim.baselines import adamw
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
+from apertus_jax.optim.ema_mixture import ademamix
 
 
 @pytest.mark.slow
-def test_adamw_equals_ademamix_without_slow_ema():
+def test_baselines_equals_ademamix_without_slow_ema():
     rng = np.random.default_rng(0)
     with jax.enable_x64(True):
         params = {"w": rng.normal(size=(4, 3)), "b": rng.normal(size=(3,))}

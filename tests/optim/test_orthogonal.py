@@ -13,11 +13,11 @@ from jax.sharding import PartitionSpec as P
 from apertus_jax.models.partitioning import make_mesh, state_logical_axes
 from apertus_jax.models.presets import PRESET_NAMES, get_config
 from apertus_jax.models.transformer import Apertus, param_layout
-from apertus_jax.optim.adamw import adamw
+from apertus_jax.optim.baselines import adamw
 from apertus_jax.optim.config import OptimConfig, make_tx
 from apertus_jax.optim.decay_mask import default_weight_decay_mask
 from apertus_jax.optim.factory import make_optimizer
-from apertus_jax.optim.muon import muon, muon_assignment, muon_dimension_numbers, orthogonalization_spec
+from apertus_jax.optim.orthogonal import muon, muon_assignment, muon_dimension_numbers, orthogonalization_spec
 from apertus_jax.train.train_state import opt_state_shardings
 
 TINY = get_config("tiny", vocab_size=512, scan_layers=True)
