@@ -46,6 +46,7 @@ from typing import Any
 
 import grain
 import numpy as np
+from absl import logging
 
 from apertus_jax.data import mixture
 from apertus_jax.data.config import DataConfig, PipelineSpec
@@ -127,6 +128,7 @@ class TrainIterator(grain.DatasetIterator):
         process_index: int,
         process_count: int,
         seed: int,
+        planned_tokens: int = 0,
     ):
         super().__init__()
         if not 0 <= process_index < process_count:
@@ -181,6 +183,64 @@ class TrainIterator(grain.DatasetIterator):
         self._tokens_before_stage = [0] * len(self.components)  # target tokens of finished stages
         self.length_buckets: dict[str, dict] = {}  # of the current stage's bucketed components
         self._packer = self._stage_packer(0)
+        self._passes_logged = self._passes()  # the passes each component has begun, as last logged
+        if process_index == 0 and planned_tokens:
+            for name, passes in self.planned_passes(planned_tokens).items():
+                logging.info(
+                    "data: %s, %d documents of ~%.0f tokens per data shard: the %s tokens planned read it %.2f "
+                    "times%s",
+                    name,
+                    self._host_document_counts[name],
+                    self.components[self.component_names.index(name)].mean_tokens,
+                    f"{planned_tokens:,}",
+                    passes,
+                    f" (repeated: epochs={self.pipeline.components[name].epochs})" if passes > 1 else "",
+                )
+
+    def planned_passes(self, planned_tokens: int) -> dict[str, float]:
+        """How many times the first `planned_tokens` tokens of the run (all shards) read each mixed component's
+        documents of this data shard, from the stages' token shares and the components' mean document lengths
+        (an estimate: a mean, and rows end where documents do not)."""
+        passes = dict.fromkeys(self._host_document_counts, 0.0)
+        start = 0
+        for stage in self.pipeline.stages:
+            end = planned_tokens if stage.until_tokens is None else min(stage.until_tokens, planned_tokens)
+            if end > start:
+                total = sum(stage.weights.values())
+                for name, weight in stage.weights.items():
+                    if name in passes:
+                        component = self.components[self.component_names.index(name)]
+                        shard_tokens = self._host_document_counts[name] * component.mean_tokens
+                        passes[name] += (end - start) * weight / total / self.process_count / shard_tokens
+            start = max(start, end)
+        return passes
+
+    def _passes(self) -> dict[str, int]:
+        """The passes over its documents each mixed component of the current stage has begun on this shard."""
+        started = self._packer.documents_started
+        stage = self.pipeline.stages[self.stage]
+        return {
+            name: math.ceil(started[self.component_names.index(name)] / count)
+            for name, count in self._host_document_counts.items()
+            if name in stage.weights
+        }
+
+    def _log_new_passes(self) -> None:
+        """One line (first data shard) for each component that began another pass over its documents."""
+        passes = self._passes()
+        for name, begun in passes.items():
+            if begun > max(self._passes_logged.get(name, 1), 1) and self.process_index == 0:
+                logging.info(
+                    "data: %s begins pass %d over its %d documents per data shard at step %d (stage %s; "
+                    "epochs=%s)",
+                    name,
+                    begun,
+                    self._host_document_counts[name],
+                    self.step,
+                    self.pipeline.stages[self.stage].name,
+                    self.pipeline.components[name].epochs,
+                )
+        self._passes_logged = passes
 
     def _stage_packer(self, stage_index: int) -> PackedRows:
         stage = self.pipeline.stages[stage_index]
@@ -261,6 +321,7 @@ class TrainIterator(grain.DatasetIterator):
             rows.append(np.full(self.seq_len + 1, self.tokenizer.pad_id, np.int32))
             histories.append(np.full_like(histories[0], -1))
         self.step += 1
+        self._log_new_passes()
         return rows_to_batch(np.stack(rows), self.tokenizer, self.pipeline.goldfish, np.stack(histories))
 
     @property
@@ -306,6 +367,7 @@ class TrainIterator(grain.DatasetIterator):
         self._tokens_before_stage = [
             int(n) for n in state.get("tokens_before_stage", [0] * len(self.components))
         ]
+        self._passes_logged = self._passes()
 
     def tokens_consumed(self) -> list[int]:
         """Per component (in `component_names` order), the tokens this host has yielded as targets so far,
@@ -351,11 +413,18 @@ class TrainIterator(grain.DatasetIterator):
 
 
 def pipeline_source(
-    data: DataConfig, tokenizer, batch_size, seed: int, process_index: int, process_count: int
+    data: DataConfig,
+    tokenizer,
+    batch_size,
+    seed: int,
+    process_index: int,
+    process_count: int,
+    planned_tokens: int = 0,
 ) -> ShardedSource:
     """A run's default batch source: its `data.pipeline` read by `TrainIterator` shards, this process's block
     of them (`apertus_jax.data.process_shards.sharded`); `batch_size` as `TrainIterator` takes it (the run's
-    `BatchSizePlan`). With Goldfish (k > 0) each batch's `goldfish_dropped_fraction` is a batch metric.
+    `BatchSizePlan`). With Goldfish (k > 0) each batch's `goldfish_dropped_fraction` is a batch metric. With
+    `planned_tokens` (the run's), the first data shard logs how many times they read each component.
 
     Raises:
       ValueError / FileNotFoundError: bad data (a missing path, an empty source, a stage out of documents).
@@ -370,6 +439,7 @@ def pipeline_source(
             process_index=shard,
             process_count=num_shards,
             seed=seed,
+            planned_tokens=planned_tokens,
         )
 
     goldfish = lambda batch: {"goldfish_dropped_fraction": dropped_fraction(batch, tokenizer.eod_id)}

@@ -235,7 +235,13 @@ def pipeline_batch_source(run: Run) -> BatchSource:
     pipeline_source = load_named(PIPELINE_SOURCE)
     config = run.config
     return pipeline_source(
-        config.data, run.tokenizer, run.plan, config.seed, jax.process_index(), jax.process_count()
+        config.data,
+        run.tokenizer,
+        run.plan,
+        config.seed,
+        jax.process_index(),
+        jax.process_count(),
+        run.plan.tokens_at_step(config.train.steps),
     )
 
 

@@ -1,6 +1,7 @@
 """The training pipeline on real text: batch contract, exact resume, batch-size plans, stages, hosts."""
 
 import json
+import math
 
 import grain
 import numpy as np
@@ -10,6 +11,7 @@ from apertus_jax.data import mixture
 from apertus_jax.data.config import BATCH_KEYS, parse_pipeline
 from apertus_jax.data.demo_corpus import load_german_prose
 from apertus_jax.data.masks import document_masks
+from apertus_jax.data.pipeline import TrainIterator
 from apertus_jax.data.run_tokenizer import demo_tokenizer
 
 from .conftest import train_iterator
@@ -379,3 +381,37 @@ def test_tokens_consumed_match_the_stream_across_a_stage_change():
     next(iterator), next(restored)
     assert restored.tokens_consumed() == iterator.tokens_consumed()
     assert iterator.consumed()["tokens"] == dict(zip(["prose", "udhr"], iterator.tokens_consumed()))
+
+
+def test_a_component_read_more_than_once_is_said_at_start_and_at_each_new_pass(tekken, german_jsonl, caplog):
+    """The start-up line gives the passes the planned tokens make over each component (from its documents' mean
+    length), and a line follows each pass begun beyond the first (the user's run that read its set 1.6 times
+    silently)."""
+    config = {"components": {"german": {"kind": "jsonl", "paths": [str(german_jsonl)]}}}
+    pipeline = parse_pipeline(config)
+    component = pipeline.components["german"].load("german", tekken)
+    tokens = sum(len(d) for d in component.documents)
+    planned = int(1.6 * tokens)
+    caplog.set_level("INFO")
+    iterator = TrainIterator(
+        pipeline, tekken, seq_len=512, batch_size=8, process_index=0, process_count=1, seed=0,
+        planned_tokens=planned,
+    )  # fmt: skip
+    assert iterator.planned_passes(planned)["german"] == pytest.approx(planned / tokens)
+    start = [r.getMessage() for r in caplog.records if "tokens planned read it" in r.getMessage()]
+    assert start == [
+        f"data: german, 200 documents of ~{component.mean_tokens:.0f} tokens per data shard: the {planned:,} "
+        "tokens planned read it 1.60 times (repeated: epochs=None)"
+    ]
+    caplog.clear()
+    batches = math.ceil(planned / (8 * 512))
+    take(iterator, batches)
+    passes = [r.getMessage() for r in caplog.records if "begins pass" in r.getMessage()]
+    assert len(passes) == 1 and passes[0].startswith("data: german begins pass 2 over its 200 documents")
+    # A resumed iterator does not announce again the pass it is already in; the next one it does.
+    caplog.clear()
+    resumed = train_iterator(config, tekken, 512, 8)
+    resumed.set_state(iterator.get_state())
+    take(resumed, batches)
+    passes = [r.getMessage() for r in caplog.records if "begins pass" in r.getMessage()]
+    assert passes and all(not p.startswith("data: german begins pass 2 ") for p in passes)
