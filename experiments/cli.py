@@ -10,7 +10,8 @@ behaviour:
   included), `WorkdirLockedError` or `app.UsageError`;
 - a job that needs an optional extra (`apertus_jax.extras`) calls `require_extras` before importing it: without
   the extra, one line naming the extra to install and exit status 2;
-- a Ctrl-C before the trainer took over prints one line and exits with status 130;
+- a Ctrl-C prints one line and exits with status 130: before the trainer took over at once, after it once the
+  trainer saved the step in progress (`apertus_jax.train.loop.PreemptionSignal`; a second Ctrl-C stops at once);
 - short log lines, `I 10:42:07 message` (level and time; `--log_format=absl` gives absl's full prefix with
   date, thread, file and line); the log goes to stderr, so stdout holds only a job's result lines;
 - quiet library logs: absl prints every INFO record of every library; jax's "Unable to initialize backend
@@ -55,9 +56,10 @@ from apertus_jax.config.schema import (
     parse,
 )
 from apertus_jax.train.checkpoint import WorkdirLockedError, check_workdir_usable
+from apertus_jax.train.loop import INTERRUPTED
 
 USAGE_ERROR = 2
-INTERRUPTED = 130
+
 HELP_FLAGS = {"--help", "-help", "-h", "-?", "--helpshort", "--helpfull", "--helpxml"}
 
 # Flags this module defines for a job (`define_config`, `define_run_config`) are the job's own: `--help`
@@ -217,8 +219,10 @@ def execute(main: Callable[[list[str]], object], *, compilation_cache: bool = Fa
             main(argv)
         except (ValueError, OSError, WorkdirLockedError, app.UsageError) as error:
             usage_error(error)
-        except KeyboardInterrupt:
-            print("interrupted: stopped at once; rerun the same command to continue", file=sys.stderr)
+        except KeyboardInterrupt as interrupt:
+            # After the trainer's clean stop its message names the step saved; before it, nothing was.
+            done = str(interrupt) or "stopped at once"
+            print(f"interrupted: {done}; rerun the same command to continue", file=sys.stderr)
             sys.exit(INTERRUPTED)
 
     app.run(job, flags_parser=_parse_flags)

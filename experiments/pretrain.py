@@ -5,8 +5,9 @@
 
 Re-running the same command on the same workdir resumes from its newest readable checkpoint. A bad config,
 tokenizer, data path or workdir ends with one line on stderr and exit status 2 (nothing written); SIGTERM
-or SIGINT (Ctrl-C) saves a checkpoint at the current step and exits 0; a second Ctrl-C, or one before training
-starts, stops at once with one line and exit status 130 (the last complete checkpoint stays valid).
+saves a checkpoint at the current step and exits 0, Ctrl-C the same with exit status 130 (said at once); a
+second Ctrl-C, or one before training starts, stops at once with one line and exit status 130 (the last
+complete checkpoint stays valid).
 """
 
 from absl import flags

@@ -25,7 +25,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import threading
 import time
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -39,6 +41,8 @@ from apertus_jax.train.metrics import MetricsWriter, StepProfiler, mfu, peak_flo
 from apertus_jax.train.run import Run
 from apertus_jax.train.train_state import make_global_batch
 
+# The exit status of a process a second Ctrl-C stopped at once (the shell's for SIGINT).
+INTERRUPTED = 130
 # The train step's own metrics; the others are the optimizer's drop reasons and the objective's.
 STEP_METRICS = ("loss", "grad_norm", "clipped", "unmasked_tokens", "finite")
 
@@ -70,10 +74,14 @@ class NonFiniteCounter:
 
 class PreemptionSignal:
     """Sets a flag on SIGTERM (cluster preemption) or SIGINT (Ctrl-C) so the loop can save a checkpoint at the
-    current step and exit 0; both signals mean the same: stop cleanly, resume later with the same command.
+    current step and stop; both mean the same: stop cleanly, resume later with the same command.
 
-    A second SIGINT while the first is pending raises KeyboardInterrupt at once (a user pressing Ctrl-C
-    twice wants out now; the last complete checkpoint stays valid, Orbax renames a save only when done).
+    The signals are heard at once, even while the main thread is inside a long native call (XLA compiling the
+    step, a step running), where Python's own handlers wait for it to return: `signal.set_wakeup_fd` hands each
+    signal to a thread of this object. The first Ctrl-C prints at once what the loop will do (`plan()`, one
+    line); a second one prints that it stops at once and ends the process with exit status 130 (`abort`,
+    `os._exit`: no interpreter teardown beside XLA's running threads, which is what crashed before; the last
+    complete checkpoint stays valid, as Orbax renames a save only when done).
     With several processes the flag is OR-reduced across them (an allgather, which synchronizes the hosts)
     only at steps that are multiples of `check_every_steps`, so all processes stop at the same step (a save
     is a collective operation) without a host barrier at every step. A single process reads its flag at
@@ -82,20 +90,62 @@ class PreemptionSignal:
     Args:
       check_every_steps: >= 1; multi-process check interval in steps (the cluster's grace period after
         SIGTERM must cover that many steps plus a save).
+      plan: () -> what the loop does after a first Ctrl-C, for its line ("stopping after step 12, ...").
+      kept: () -> the step of the last complete checkpoint (-1: none), for the line of a second Ctrl-C.
+      abort: ends the process after a second Ctrl-C (default `os._exit(130)`).
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, check_every_steps: int = 1):
+    def __init__(
+        self,
+        check_every_steps: int = 1,
+        plan: Callable[[], str] = lambda: "stopping after the step in progress and saving it",
+        kept: Callable[[], int] = lambda: -1,
+        abort: Callable[[], None] = lambda: os._exit(INTERRUPTED),
+    ):
         self.check_every_steps = check_every_steps
         self.received: str | None = None  # "SIGTERM" | "SIGINT" once one arrived in this process
+        self.plan, self.kept, self.abort = plan, kept, abort
+        self._interrupts = 0
         self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        self._pipe = (read, write)
+        self._previous_wakeup = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        threading.Thread(target=self._hear, args=(read,), daemon=True, name="preemption").start()
 
     def _handle(self, signum, frame):
+        """Python's handler (main thread, when it runs Python code): the flag; `_hear` spoke already."""
         del frame
-        if signum == signal.SIGINT and self.received == "SIGINT":
-            raise KeyboardInterrupt
-        self.received = signal.Signals(signum).name
+        self.received = self.received or signal.Signals(signum).name
+
+    def _hear(self, read: int) -> None:
+        """The signals as they arrive (this object's thread): the lines of the first and second Ctrl-C."""
+        while chunk := os.read(read, 64):
+            for signum in chunk:
+                if signum == signal.SIGINT:
+                    self._interrupts += 1
+                    self.received = self.received or "SIGINT"
+                    if self._interrupts == 1:
+                        _say(f"Ctrl-C: {self.plan()}; press Ctrl-C again to stop at once")
+                    elif self._interrupts == 2:
+                        kept = self.kept()
+                        checkpoint = (
+                            f"the checkpoint of step {kept} stays" if kept >= 0 else "no checkpoint yet"
+                        )
+                        _say(
+                            f"Ctrl-C again: stopped at once ({checkpoint}); rerun the same command to continue"
+                        )
+                        self.abort()
+                elif signum == signal.SIGTERM:
+                    self.received = self.received or "SIGTERM"
+        os.close(read)
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether Ctrl-C (SIGINT) asked for the stop."""
+        return self.received == "SIGINT"
 
     def should_stop(self, step: int = 0) -> bool:
         """True when the run must stop before `step + 1` (call it with the same `step` on every process)."""
@@ -115,8 +165,16 @@ class PreemptionSignal:
         return self.received or "a signal on another process"
 
     def restore_handler(self) -> None:
+        """The handlers and wakeup fd as they were; this object's thread ends."""
+        signal.set_wakeup_fd(self._previous_wakeup)
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
+        os.close(self._pipe[1])  # the thread's read returns b"": it closes the read end and ends
+
+
+def _say(line: str) -> None:
+    """One line on stderr at once, from any thread (the log's own lock may be held by the main thread)."""
+    os.write(2, (line + "\n").encode())
 
 
 @dataclasses.dataclass
@@ -153,9 +211,12 @@ class Progress:
 
 
 def train(run: Run, workdir: str) -> str:
-    """Runs (or resumes) training of `run` in `workdir`; returns "done" or "preempted".
+    """Runs (or resumes) training of `run` in `workdir`; returns "done", or "preempted" after the clean stop of
+    a SIGTERM (or a hook's request).
 
     Raises:
+      KeyboardInterrupt: after the clean stop of a Ctrl-C (SIGINT), its message naming the step saved; a second
+        Ctrl-C ends the process at once (`PreemptionSignal`).
       ValueError / FileNotFoundError: bad tokenizer or data (one line, before anything is written); a workdir
         holding a checkpoint of a different model shape or layout; initial parameters that cannot be read
         (`Run.initial_params`).
@@ -198,10 +259,14 @@ def train(run: Run, workdir: str) -> str:
             # Under the mesh, the model's activation constraints (partitioning.constrain) take effect; without it
             # XLA picks activation shardings itself and may replicate the batch.
             with jax.set_mesh(run.mesh):
-                return _Loop(run, workdir, batches, checkpointer, state, progress, bool(restored)).execute()
+                steps = _Loop(run, workdir, batches, checkpointer, state, progress, bool(restored))
+                status = steps.execute()
         finally:
             checkpointer.close()
             batches.close()
+    if status == "preempted" and steps.preemption.interrupted:
+        raise KeyboardInterrupt(f"the checkpoint of step {steps.saved_step} is saved")
+    return status
 
 
 def _has_checkpoints(workdir: str) -> bool:
@@ -279,10 +344,13 @@ class _Loop:
             run_config=config.to_dict(),
         )
         self.faults = NonFiniteCounter(config.faults.max_nonfinite_in_a_row, progress.skipped_steps)
-        self.preemption = PreemptionSignal(config.faults.preemption_check_every_steps)
+        self.preemption = PreemptionSignal(
+            config.faults.preemption_check_every_steps, self._stop_plan, lambda: self.saved_step
+        )
         self.profiler = StepProfiler(config.profile, workdir)
         self.clock = _Clock(run)
         self.saved_step = progress.step if checkpointer.all_steps() else -1
+        self.dispatched, self.compiling = progress.step, False  # what a Ctrl-C's line says (`_stop_plan`)
         self.context = LoopContext(
             run,
             workdir,
@@ -344,6 +412,12 @@ class _Loop:
                 return "preempted"  # SIGTERM during the last step's hooks: the resumed run redoes them
         return "done"
 
+    def _stop_plan(self) -> str:
+        """What the loop does after a first Ctrl-C (read by the signal's thread: a line, not a decision)."""
+        if self.compiling:
+            return f"stopping after step {self.dispatched}, whose train step compiles now, and saving it"
+        return f"stopping after step {self.dispatched} and saving it"
+
     def _dispatched(self, pending: _Pending | None) -> int:
         """The steps dispatched so far: those read and the pending one."""
         return self.progress.step + (pending is not None)
@@ -351,9 +425,10 @@ class _Loop:
     def _stop(self, pending: _Pending | None) -> str:
         """The clean stop of a SIGTERM/SIGINT: reads the pending step, saves a checkpoint at the current step."""
         self._read(pending)
-        logging.warning(
-            "%s: saving a checkpoint at step %d and exiting", self.preemption.reason(), self.progress.step
-        )
+        if not self.preemption.interrupted:  # a Ctrl-C said it at once
+            logging.warning(
+                "%s: saving a checkpoint at step %d and exiting", self.preemption.reason(), self.progress.step
+            )
         if self.saved_step != self.progress.step:
             self._save()
         self.checkpointer.wait()
@@ -372,9 +447,11 @@ class _Loop:
                 rows,
                 length,
             )
+        self.dispatched, self.compiling = completed + 1, first
         params, opt_state, step_metrics = self.run.train_step(rows).fn(
             self.state["params"], self.state["opt_state"], batch, self.frozen
         )
+        self.compiling = False
         if first:
             self.clock.compiled.add((rows, length))
             logging.info("train step: ready in %.1f s", time.time() - start)

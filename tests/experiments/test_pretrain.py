@@ -75,14 +75,17 @@ def test_kill9_sigterm_and_sigint_then_resume_match_uninterrupted(
     steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
     assert steps[-1] == stopped_at  # SIGTERM: a checkpoint at the current step
 
-    # Ctrl-C behaves like SIGTERM: a checkpoint at the current step, one line naming SIGINT, exit 0.
+    # Ctrl-C: a checkpoint at the current step, as SIGTERM, said at once and at the end, exit 130.
     process = _start(workdir, env)
-    assert _signal_after_step(process, workdir, stopped_at, signal.SIGINT) == 0
+    assert _signal_after_step(process, workdir, stopped_at, signal.SIGINT) == 130
     stderr = process.stderr.read()
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-2000:]
     interrupted_at = _last_step(workdir)
-    lines = [line for line in stderr.splitlines() if "SIGINT" in line]
-    assert len(lines) == 1 and f"saving a checkpoint at step {interrupted_at}" in lines[0], stderr[-2000:]
+    said = [line for line in stderr.splitlines() if line.startswith("Ctrl-C: stopping after step ")]
+    assert len(said) == 1 and said[0].endswith("press Ctrl-C again to stop at once"), stderr[-2000:]
+    assert stderr.splitlines()[-1] == (
+        f"interrupted: the checkpoint of step {interrupted_at} is saved; rerun the same command to continue"
+    )
     steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
     assert steps[-1] == interrupted_at < 12
 
@@ -291,3 +294,34 @@ def test_kill9_of_a_distilled_student_resumes_exactly(uninterrupted, losses_of, 
     np.testing.assert_allclose(
         [loss for _, loss in resumed], [loss for _, loss in expected], rtol=2e-7, atol=0
     )
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_during_the_compile_stops_at_once_in_one_line(compilation_cache, tmp_path):
+    """Ctrl-C twice while XLA compiles the step (a native call, where Python's own handlers wait): the first
+    says at once what will happen, the second stops the process at once, exit 130, no crash; the rerun starts
+    over (no checkpoint was written)."""
+    workdir = str(tmp_path / "w")
+    env = _env(str(tmp_path / "cache"))  # an empty XLA cache: the step compiles for seconds
+    process = _start(workdir, env)
+    lines = []
+    for line in process.stderr:
+        lines.append(line.rstrip("\n"))
+        if "train step: compiling" in line:
+            break
+    process.send_signal(signal.SIGINT)
+    for line in process.stderr:
+        lines.append(line.rstrip("\n"))
+        if line.startswith("Ctrl-C: "):
+            break
+    process.send_signal(signal.SIGINT)
+    lines += process.stderr.read().splitlines()
+    assert process.wait(timeout=120) == 130, lines[-20:]
+    said = [line for line in lines if line.startswith("Ctrl-C")]
+    assert said == [
+        "Ctrl-C: stopping after step 1, whose train step compiles now, and saving it; press Ctrl-C again to "
+        "stop at once",
+        "Ctrl-C again: stopped at once (no checkpoint yet); rerun the same command to continue",
+    ], lines[-20:]
+    assert not any("Traceback" in line or "Fatal Python error" in line for line in lines), lines[-20:]
+    assert not any(name.isdigit() for name in os.listdir(os.path.join(workdir, "checkpoints")))

@@ -1,6 +1,7 @@
 """Faults: non-finite steps are skipped and counted; N in a row roll back and skip the data window."""
 
 import signal
+import threading
 
 import jax.numpy as jnp
 import numpy as np
@@ -61,20 +62,30 @@ def test_rollback_restores_last_checkpoint_and_skips_the_window(
     assert all(np.isfinite(r["loss"]) for r in records)
 
 
-def test_sigint_and_sigterm_request_a_clean_stop_and_a_second_ctrl_c_aborts():
+def test_sigint_and_sigterm_request_a_clean_stop_and_a_second_ctrl_c_aborts(capfd):
+    """The signals reach the object's thread at once: a first Ctrl-C says what the loop will do, a second one
+    says it stops at once and aborts the process (here a stand-in for `os._exit(130)`)."""
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    aborted = threading.Event()
     for signum, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")):
-        preemption = loop.PreemptionSignal()
+        preemption = loop.PreemptionSignal(
+            plan=lambda: "stopping after step 3 and saving it", kept=lambda: 2, abort=aborted.set
+        )
         try:
             assert not preemption.should_stop()
             signal.raise_signal(signum)
             assert preemption.should_stop() and preemption.reason() == name
+            assert preemption.interrupted == (signum == signal.SIGINT)
             if signum == signal.SIGINT:
-                with pytest.raises(KeyboardInterrupt):
-                    signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)
+                assert aborted.wait(5)
         finally:
             preemption.restore_handler()
     assert {s: signal.getsignal(s) for s in before} == before
+    assert capfd.readouterr().err.splitlines() == [
+        "Ctrl-C: stopping after step 3 and saving it; press Ctrl-C again to stop at once",
+        "Ctrl-C again: stopped at once (the checkpoint of step 2 stays); rerun the same command to continue",
+    ]
 
 
 def test_preemption_is_agreed_across_processes_only_every_n_steps(monkeypatch):

@@ -126,12 +126,13 @@ def train_runs(
 ) -> dict[str, str] | None:
     """Trains (or reuses) every run of `run_configs(study)` in OUT/<name>; with `resume_check`, also
     "standard_resumed": the standard run stopped after its first checkpoint (its outcome and step recorded
-    in `preempted.json`) and resumed. Returns `{name: workdir}`, or None when a SIGTERM / Ctrl-C preempted a
+    in `preempted.json`) and resumed. Returns `{name: workdir}`, or None when a SIGTERM preempted a
     run (it saved a checkpoint; no later run is started; the next call resumes it). One line per run goes to
     `log`.
 
     Raises:
       ValueError / FileNotFoundError / WorkdirLockedError: as `apertus_jax.jobs.pretrain.pretrain`.
+      KeyboardInterrupt: a Ctrl-C stopped a run (its checkpoint saved: `apertus_jax.train.loop.train`).
     """
 
     def finished(name: str, outcome: str, start: float) -> bool:
