@@ -1,7 +1,5 @@
-"""Fixtures of the evaluation tests: a tiny random model, its log-prob function, the 1,024-id demo BPE and a
-local German exams task for lm-eval (the workdir and HF-checkpoint fixtures: tests/conftest.py)."""
-
-import pathlib
+"""Fixtures of the evaluation tests: a tiny random model, its log-prob function and the 1,024-id demo BPE (the
+workdir, HF-checkpoint and local exams-task fixtures: tests/conftest.py)."""
 
 import jax
 import numpy as np
@@ -10,8 +8,6 @@ from flax import nnx
 
 from apertus_jax.eval.scoring import make_token_logprobs_fn
 from apertus_jax.models import create_model, get_config
-
-EXAMS_EXTRACT = pathlib.Path(__file__).parent / "assets" / "german_exams_qa_first20.jsonl"
 
 
 @pytest.fixture(scope="session")
@@ -51,17 +47,3 @@ def tokenizer():
     from apertus_jax.data.run_tokenizer import demo_tokenizer
 
     return demo_tokenizer(1024)
-
-
-@pytest.fixture(scope="session")
-def exams_task_dir(tmp_path_factory):
-    """A local lm-eval task `german_exams_qa` over the committed first 20 questions."""
-    from apertus_jax.eval.lm_eval_tasks import write_multiple_choice_task
-    from apertus_jax.eval.tasks import parse_exams_qa_lines
-
-    directory = tmp_path_factory.mktemp("tasks")
-    questions = parse_exams_qa_lines(
-        EXAMS_EXTRACT.read_text(encoding="utf-8").splitlines(), "german-exams-qa"
-    )
-    write_multiple_choice_task(str(directory), "german_exams_qa", questions)
-    return str(directory)
