@@ -300,7 +300,7 @@ def test_a_fresh_run_gives_the_recorded_deterministic_values(group, tmp_path, mo
     # whose data-parallel sums round differently. Exactly on a processor kind with a record, else within twice
     # the spread measured across kinds (processor_kinds.check).
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    kind, samples = results.processor(), results.read_result(ROOT, "processor_spread")["values"]
+    kind, samples = results.kind(), results.read_result(ROOT, "processor_spread")["values"]
     for name in group:
         fresh = MEASUREMENTS[name].measure(ROOT, str(tmp_path))
         record = results.read_result(ROOT, name)

@@ -97,11 +97,12 @@ def test_render_uses_the_renderer_of_a_block_else_its_template():
 
 def test_the_demo_wall_time_of_the_other_kinds_is_their_own_or_not_yet_measured():
     intel, amd = (
-        "Intel(R) Xeon(R) Processor (AVX-512, family 6 model 167)",
-        "AMD EPYC (AVX2, family 25 model 1)",
+        "Intel(R) Xeon(R) Processor (AVX-512, family 6 model 167) with jax 0.10.2",
+        "AMD EPYC (AVX2, family 25 model 1) with jax 0.10.2",
     )
     timed = {"values": {"final_loss": 5.8}, "times": {"wall_seconds": 131.4}}
-    record = {"machine": {"processor": intel}, "processors": {intel: timed, amd: timed}}
+    machine = {"processor": "Intel(R) Xeon(R) Processor (AVX-512, family 6 model 167)", "stack": "jax 0.10.2"}
+    record = {"machine": machine, "processors": {intel: timed, amd: timed}}
     assert demo.wall_time_elsewhere(record) == f"{amd}: 131 s"
     record["processors"][amd] = {"values": {"final_loss": 5.8}}  # recorded before times were
     assert demo.wall_time_elsewhere(record) == f"not yet measured on {amd}"

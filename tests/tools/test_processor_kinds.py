@@ -1,6 +1,7 @@
 """Records per processor kind: the exact rule on a recorded kind, the spread-based tolerance elsewhere, stale
 records dropped, and the deliberate regressions still applicable to today's code."""
 
+import importlib.metadata
 import math
 import os
 import re
@@ -12,7 +13,13 @@ from tools.measure import measurements, processor_kinds, results
 from tools.measure.measurements import REPO
 from tools.measure.processor_kinds import REGRESSIONS, check, kept_processors, leaves, spreads
 
-INTEL, AMD = "Intel(R) Xeon(R) Processor (AVX-512)", "AMD EPYC (AVX2, family 25 model 1)"
+INTEL_CPU, AMD_CPU, STACK = (
+    "Intel(R) Xeon(R) Processor (AVX-512)",
+    "AMD EPYC (AVX2, family 25 model 1)",
+    "jax 0.10.2",
+)
+INTEL, AMD = f"{INTEL_CPU} with {STACK}", f"{AMD_CPU} with {STACK}"
+AMD_CURRENT = "AMD EPYC (AVX2, family 25 model 1) with jax 0.12.0.1"
 DETERMINISTIC = ("loss", "plan", "fits")
 
 
@@ -88,7 +95,16 @@ def test_other_kinds_are_kept_only_when_this_kind_reproduced_its_own_record():
     moved = {**same, "values": {"loss": 5.3}}
     assert kept_processors(previous, AMD, moved) == ({AMD: moved}, [INTEL])
     # a kind with no record of its own cannot tell whether the code moved the values: the others are dropped
-    assert kept_processors(previous, "Other (AVX2)", same) == ({"Other (AVX2)": same}, [AMD, INTEL])
+    other = "Other (AVX2) with jax 0.10.2"
+    assert kept_processors(previous, other, same) == ({other: same}, [AMD, INTEL])
+    # another stack's records are its own: a measurement on this one leaves them, and they leave it
+    assert kept_processors(previous, AMD_CURRENT, moved) == (
+        {**previous["processors"], AMD_CURRENT: moved},
+        [],
+    )
+    with_current = _record({"loss": 5.0}, {INTEL: {"loss": 5.0}, AMD_CURRENT: {"loss": 5.3}})
+    kept, dropped = kept_processors(with_current, AMD, moved)
+    assert kept == {AMD_CURRENT: with_current["processors"][AMD_CURRENT], AMD: moved} and dropped == [INTEL]
     assert kept_processors(None, AMD, same) == ({AMD: same}, [])
     # tuples in fresh values compare as the lists JSON reads back
     previous = _record({"r": [1, 2]}, {AMD: {"r": [1, 2]}, INTEL: {"r": [1, 2]}})
@@ -98,6 +114,8 @@ def test_other_kinds_are_kept_only_when_this_kind_reproduced_its_own_record():
 def test_the_processor_kind_names_the_model_and_its_widest_vector_instructions():
     kind = results.processor()
     assert re.fullmatch(r".+ \((AVX-512|AVX2|AVX|SSE), family \d+ model \d+\)", kind), kind
+    assert results.kind() == f"{kind} with jax {importlib.metadata.version('jax')}"
+    assert results.stack_of(results.kind()) == results.stack() == f"jax {importlib.metadata.version('jax')}"
 
 
 def _git_repo(path):
@@ -121,15 +139,16 @@ def test_measure_processor_only_adds_this_kind_and_a_moved_value_drops_the_other
     monkeypatch.setitem(
         measurements.MEASUREMENTS, "fake", measurements.Measurement("python -m fake", fake, ("x",))
     )
-    monkeypatch.setattr(results, "processor", lambda: INTEL)
+    monkeypatch.setattr(results, "stack", lambda: STACK)  # the records' stack, whichever this Python's is
+    monkeypatch.setattr(results, "processor", lambda: INTEL_CPU)
     root = str(tmp_path)
     with pytest.raises(FileNotFoundError, match="fake has no results file to add"):
         measurements.measure_all(root, ["fake"], processor_only=True)
     measurements.measure_all(root, ["fake"])
-    monkeypatch.setattr(results, "processor", lambda: AMD)
+    monkeypatch.setattr(results, "processor", lambda: AMD_CPU)
     assert measurements.measure_all(root, ["fake"], processor_only=True) == []  # nothing rewritten
     record = results.read_result(root, "fake")
-    assert record["values"] == {"x": 1.5, "run_seconds": 1.0} and record["machine"]["processor"] == INTEL
+    assert record["values"] == {"x": 1.5, "run_seconds": 1.0} and record["machine"]["processor"] == INTEL_CPU
     assert {k: v["values"] for k, v in record["processors"].items()} == {INTEL: {"x": 1.5}, AMD: {"x": 1.5}}
     measurements.measure_all(root, ["fake"])  # on AMD, x moved to 2.5: the Intel record is stale
     record = results.read_result(root, "fake")
@@ -161,9 +180,10 @@ def test_each_kind_keeps_the_times_of_its_latest_measurement(tmp_path, monkeypat
         measurements.Measurement("python -m fake", fake, ("x",), times=("run_seconds",)),
     )
     root = str(tmp_path)
-    monkeypatch.setattr(results, "processor", lambda: INTEL)
+    monkeypatch.setattr(results, "stack", lambda: STACK)  # the records' stack, whichever this Python's is
+    monkeypatch.setattr(results, "processor", lambda: INTEL_CPU)
     measurements.measure_all(root, ["fake"])
-    monkeypatch.setattr(results, "processor", lambda: AMD)
+    monkeypatch.setattr(results, "processor", lambda: AMD_CPU)
     measurements.measure_all(root, ["fake"], processor_only=True)
     record = results.read_result(root, "fake")
     assert {k: v["times"] for k, v in record["processors"].items()} == {
@@ -172,7 +192,7 @@ def test_each_kind_keeps_the_times_of_its_latest_measurement(tmp_path, monkeypat
     }
     measurements.measure_all(root, ["fake"])  # AMD reproduced its own values: Intel's record and time stay
     record = results.read_result(root, "fake")
-    assert record["values"]["run_seconds"] == 30.0 and record["machine"]["processor"] == AMD
+    assert record["values"]["run_seconds"] == 30.0 and results.kind_of(record) == AMD
     assert {k: v["times"] for k, v in record["processors"].items()} == {
         INTEL: {"run_seconds": 10.0},
         AMD: {"run_seconds": 30.0},

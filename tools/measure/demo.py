@@ -16,7 +16,7 @@ import statistics
 import sys
 
 from apertus_jax.eval.tasks import load_exams_qa
-from tools.measure import commands
+from tools.measure import commands, results
 
 DEMO_VOCAB = 4096
 # The documented time of training the demo BPE (README "Try it"), on its own in a fresh cache: the command of
@@ -87,7 +87,7 @@ def wall_time_elsewhere(record: dict) -> str:
     measured on, from that kind's record (`processors`: `times` of its latest measurement), as README "Try it"
     shows it: "KIND: N s", or "not yet measured on KIND" for a kind recorded before its times were;
     joined by "; ", "no other processor kind measured" when there is none."""
-    own, shown = record["machine"]["processor"], []
+    own, shown = results.kind_of(record), []
     for kind, entry in record.get("processors", {}).items():
         seconds = entry.get("times", {}).get("wall_seconds")
         if kind != own:

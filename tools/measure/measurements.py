@@ -288,7 +288,12 @@ MEASUREMENTS = {
 }
 # Values a table template may name beside a results file's own, derived from its record when a block is
 # rendered (`results.render_table`): {results name: record -> {value name: value}}.
-DERIVED = {"demo": lambda record: {"wall_time_elsewhere": demo.wall_time_elsewhere(record)}}
+DERIVED = {
+    "demo": lambda record: {
+        "wall_time_elsewhere": demo.wall_time_elsewhere(record),
+        "stacks_table": processor_kinds.stacks_table(record),
+    }
+}
 # The generated blocks rendered by code, each from the results file of its name (`results.render_values`); every
 # other block NAME is the table template docs/results/tables/NAME.md (`results.render_table`).
 RENDERERS = {
@@ -359,7 +364,7 @@ def measure_all(root: str, names: list[str], processor_only: bool = False) -> li
         template; with
         `processor_only`, a measurement with no results file yet or not re-checked.
     """
-    kind = results.processor()
+    kind = results.kind()
     for index, name in enumerate(names):
         measurement = MEASUREMENTS[name]
         previous = _previous(root, name)

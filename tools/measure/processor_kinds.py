@@ -1,10 +1,12 @@
 """Deterministic figures per processor kind: which record a fresh run must give, and how far kinds drift apart.
 
-    verdict = check(measurement.deterministic, fresh, record, results.processor(), samples)
+    verdict = check(measurement.deterministic, fresh, record, results.kind(), samples)
     assert not verdict.disagreements, verdict.reference
 
-On one processor kind (`results.processor()`: model name, widest vector instruction set, family and model)
-the documented runs are bitwise reproducible; across kinds they are not: XLA:CPU's reciprocal square root
+On one processor kind (`results.processor()`: model name, widest vector instruction set, family and model) and
+one stack (`results.stack()`: the JAX, hence the XLA, that compiles them) the documented runs are bitwise
+reproducible; across kinds they are not, nor across stacks (docs/stacks.md). A record's kind names both
+(`results.kind()`: "AMD EPYC (AVX2, family 25 model 1) with jax 0.10.2"). Across processors: XLA:CPU's reciprocal square root
 starts from the processor's own estimate instruction, and YNNPACK, which runs the dots and reductions, picks its
 kernels by instruction set (docs/results.md, "Across processor kinds"). So a results file keeps, beside the figures the
 docs quote (`values`, the latest measurement), the deterministic values of every kind measured on the same
@@ -14,8 +16,11 @@ one it must agree with `values` within twice the spread measured across kinds an
 perturbations of one kind (the `processor_spread` measurement); a regression demonstration (the
 `check_regressions` measurement) shows that both rules catch deliberate bugs.
 
-Invariant: a kind's record stays beside a new measurement only if the new measurement's kind reproduced its own
-previous record (the code did not move the values); otherwise the other kinds' records are dropped as stale.
+Invariant: a kind's record stays beside a new measurement of its stack only if the new measurement's kind
+reproduced its own previous record (the code did not move the values); otherwise the stack's other kinds'
+records are dropped as stale. The records of another stack are its own: a measurement leaves them as they are
+(CI's fresh runs re-check the main stack's records on every run; the current stack's are recorded with
+`--processor_only` beside them).
 """
 
 from __future__ import annotations
@@ -135,13 +140,16 @@ def check(
 
 def kept_processors(previous: Mapping | None, kind: str, entry: dict) -> tuple[dict, list[str]]:
     """The `processors` of a new record measured on `kind` ({"values", "commit", "date"}, and "times" of a
-    measurement that keeps them: `entry`), and the kinds dropped from the `previous` record: all others unless
-    `kind` reproduced its own previous values."""
+    measurement that keeps them: `entry`), and the kinds dropped from the `previous` record: those of `kind`'s
+    stack unless `kind` reproduced its own previous values; another stack's kinds stay (module docstring)."""
     old = dict((previous or {}).get("processors", {}))
     own = old.pop(kind, None)
+    stack = results.stack_of(kind)
+    others = {k: v for k, v in old.items() if results.stack_of(k) != stack}
+    same = {k: v for k, v in old.items() if results.stack_of(k) == stack}
     if own is not None and own["values"] == json.loads(json.dumps(entry["values"])):
         return {**old, kind: entry}, []
-    return {kind: entry}, sorted(old)
+    return {**others, kind: entry}, sorted(same)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,7 +246,7 @@ def measure_spread(registry: Mapping, root: str, scratch: str) -> dict:
     Raises:
       ChildProcessError: a command failed.
     """
-    kind = results.processor()
+    kind = results.kind()
     names = [n for n, m in registry.items() if m.rechecked]
     samples = {
         n: {k: r["values"] for k, r in results.read_result(root, n)["processors"].items()} for n in names
@@ -281,7 +289,7 @@ def measure_regressions(registry: Mapping, root: str, scratch: str) -> dict:
     Raises:
       ChildProcessError: a command failed on HEAD as committed. ValueError: a regression's code moved, or this kind has no record.
     """
-    kind = results.processor()
+    kind = results.kind()
     spread = results.read_result(root, "processor_spread")["values"]
     control = [n for n, m in registry.items() if m.rechecked]
     cases = {None: control, **{label: r.measurements for label, r in REGRESSIONS.items()}}
@@ -351,6 +359,32 @@ def render_spread(spread: Mapping) -> str:
             lines.append("")
         lines.append(f"Alike in every sample (exact everywhere): {', '.join(alike) or 'none'}.")
         lines.append("")
+    return "\n".join(lines)
+
+
+def stacks_table(record: Mapping) -> str:
+    """A results `record`'s deterministic values of every kind it keeps (`processors`), one column each, and for
+    a processor recorded on two stacks the difference of the later stack's values (a Markdown table): what the
+    figures of one run are on each stack (docs/results.md, "Across stacks")."""
+    kinds = sorted(record.get("processors", {}), key=lambda k: (k.rpartition(results.KIND_STACK)[0], k))
+    values = {kind: leaves(record["processors"][kind]["values"]) for kind in kinds}
+    pairs = []  # (processor, earlier kind, later kind)
+    for kind in kinds:
+        processor = kind.rpartition(results.KIND_STACK)[0]
+        same = [k for k in kinds if k.rpartition(results.KIND_STACK)[0] == processor and k != kind]
+        pairs += [(processor, k, kind) for k in same if k < kind]
+    header = [
+        "figure",
+        *kinds,
+        *(f"{results.stack_of(b)} - {results.stack_of(a)} on {p}" for p, a, b in pairs),
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for path in values[kinds[0]] if kinds else ():
+        cells = [path, *(_figure(values[kind].get(path)) for kind in kinds)]
+        for _, a, b in pairs:
+            x, y = values[a].get(path), values[b].get(path)
+            cells.append(_figure(y - x) if _number(x) and _number(y) else ("alike" if x == y else "differs"))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -31,6 +31,7 @@ prose.
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import json
 import os
 import platform
@@ -343,6 +344,32 @@ def processor() -> str:
     return f"{name} ({isa}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
 
 
+def stack() -> str:
+    """This Python's JAX as the records name it ("jax 0.10.2"): two stacks compile the same program to other
+    kernels (docs/stacks.md), so the deterministic values are bitwise reproducible on one kind and one stack."""
+    return f"jax {importlib.metadata.version('jax')}"
+
+
+def kind() -> str:
+    """What the per-kind records are keyed by: this processor kind on this stack, e.g. "AMD EPYC (AVX2, family 25
+    model 1) with jax 0.10.2" (`processor`, `stack`)."""
+    return f"{processor()}{KIND_STACK}{stack()}"
+
+
+def kind_of(record: dict) -> str:
+    """The kind a results `record` was measured on (its `machine`'s processor and stack)."""
+    return f"{record['machine']['processor']}{KIND_STACK}{record['machine']['stack']}"
+
+
+def stack_of(kind_name: str) -> str:
+    """The stack of a record's kind ("jax 0.10.2" of "... with jax 0.10.2")."""
+    return kind_name.rpartition(KIND_STACK)[2]
+
+
+# Between the processor and the stack in a kind's name.
+KIND_STACK = " with "
+
+
 def vendor() -> str:
     """This machine's processor vendor as the docs name it ("Intel", "AMD"; else `/proc/cpuinfo`'s vendor_id,
     else `platform.machine()`)."""
@@ -376,6 +403,7 @@ def provenance(root: str) -> dict:
         "machine": {
             "platform": platform.platform(),
             "processor": processor(),
+            "stack": stack(),
             "vendor": vendor(),
             "cpus": os.cpu_count(),
             # The figures of time are of a shared machine: its load when the measurement started.
