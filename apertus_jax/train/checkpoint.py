@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import fcntl
 import gc
+import glob
 import inspect
 import logging as std_logging
 import os
@@ -72,6 +73,21 @@ class WorkdirLock:
     def __exit__(self, *exc):
         fcntl.flock(self._file, fcntl.LOCK_UN)
         self._file.close()
+
+    @staticmethod
+    def held(workdir: str) -> bool:
+        """Whether a live process holds a lock of `workdir` (one of its `.lock-p<N>` files): tested with a
+        non-blocking shared lock released at once, never waited for or kept."""
+        for path in glob.glob(os.path.join(glob.escape(workdir), ".lock-p*")):
+            try:
+                with open(path) as f:
+                    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    fcntl.flock(f, fcntl.LOCK_UN)
+            except BlockingIOError:
+                return True
+            except OSError:  # gone or unreadable: no lock to test
+                continue
+        return False
 
 
 def tree_shapes(tree) -> dict[str, list[int]]:
@@ -236,8 +252,8 @@ class Checkpointer:
       keep: how many recent checkpoints to keep (keep-N).
       async_save: write arrays in a background thread; the step continues while they are written.
       read_only: a reader of another job's checkpoints: an unreadable checkpoint is skipped and left where it
-        is, and listed in `unreadable` ((step, error), newest first) for the reader to report
-        (`restore_workdir_params`); the trainer sets it aside with a warning (`restore_latest`).
+        is (`restore_workdir_params` reports it); the trainer sets it aside with a warning (`restore_latest`).
+        Either way it is listed in `unreadable` ((step, error), newest first).
     """
 
     def __init__(self, directory: str, keep: int, async_save: bool = True, read_only: bool = False):
@@ -298,9 +314,13 @@ class Checkpointer:
             "params": ocp.args.StandardRestore(abstract_state["params"]),
             "opt_state": ocp.args.StandardRestore(abstract_state["opt_state"]),
         }
+        reset = None
         if data_iter is not None:
             items["data_iter"] = grain.checkpoint.CheckpointRestore(data_iter)
-        restored = self._restore_newest(abstract_state["params"], items, abstract_state["opt_state"])
+            # A checkpoint that fails after its data position was restored must not leave the iterator there.
+            start = data_iter.get_state()
+            reset = lambda: data_iter.set_state(start)  # noqa: E731
+        restored = self._restore_newest(abstract_state["params"], items, abstract_state["opt_state"], reset)
         if restored is None:
             return None
         items, meta = restored
@@ -319,7 +339,7 @@ class Checkpointer:
         return None if restored is None else (restored[0]["params"], restored[1])
 
     def _restore_newest(
-        self, abstract_params, items: dict, abstract_opt_state=None
+        self, abstract_params, items: dict, abstract_opt_state=None, reset: Callable[[], None] | None = None
     ) -> tuple[dict, dict] | None:
         for step in reversed(self.all_steps()):
             try:
@@ -349,13 +369,15 @@ class Checkpointer:
                         "another workdir"
                     ) from None
                 self._set_aside(step, e)
+                if reset is not None:
+                    reset()
                 continue
             return restored, meta
         return None
 
     def _set_aside(self, step: int, error: Exception) -> None:
+        self.unreadable.append((step, error))
         if self.read_only:
-            self.unreadable.append((step, error))
             return
         target = os.path.join(self.directory + "_corrupt", str(step))
         logging.warning(

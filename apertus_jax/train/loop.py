@@ -2,7 +2,8 @@
 
     status = train(Run(config, objective=..., batch_source=..., hooks=[...]), workdir)   # "done" | "preempted"
 
-Order of work (every check that can fail on user input runs before anything is written): the batch source
+Order of work (every check that can fail on user input runs before anything is written): the workdir (not held
+by another run, not a HF checkpoint: `check_run_workdir`) -> the batch source
 (data paths exist, the vocabulary fits the model) -> the initial parameters' source checks itself
 (`Run.initial_params`: `checkpoint.init_from`, or a job's `init_params` plug-in) -> workdir lock -> abstract
 state -> restore the newest readable checkpoint (refusing one of a different model shape or layout), else
@@ -23,6 +24,7 @@ SIGTERM (cluster preemption) and SIGINT into that clean stop.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import signal
 import threading
@@ -35,7 +37,13 @@ from absl import logging
 from jax.experimental import multihost_utils
 
 from apertus_jax.train.batches import Prefetcher
-from apertus_jax.train.checkpoint import Checkpointer, InitialParams, WorkdirLock, tree_shapes
+from apertus_jax.train.checkpoint import (
+    Checkpointer,
+    InitialParams,
+    WorkdirLock,
+    WorkdirLockedError,
+    tree_shapes,
+)
 from apertus_jax.train.hooks import LoopContext, due
 from apertus_jax.train.metrics import MetricsWriter, StepProfiler, mfu, peak_flops_per_device
 from apertus_jax.train.run import Run
@@ -218,11 +226,12 @@ def train(run: Run, workdir: str) -> str:
       KeyboardInterrupt: after the clean stop of a Ctrl-C (SIGINT), its message naming the step saved; a second
         Ctrl-C ends the process at once (`PreemptionSignal`).
       ValueError / FileNotFoundError: bad tokenizer or data (one line, before anything is written); a workdir
-        holding a checkpoint of a different model shape or layout; initial parameters that cannot be read
-        (`Run.initial_params`).
-      WorkdirLockedError: another run holds `workdir`.
+        holding a checkpoint of a different model shape or layout, or a HF checkpoint (`check_run_workdir`);
+        initial parameters that cannot be read (`Run.initial_params`).
+      WorkdirLockedError: another run holds `workdir` (said before the data is built).
       OSError: `workdir` cannot be created.
     """
+    check_run_workdir(workdir)
     run.warn_if_steps_end_before_cooldown()
     logging.info("data: building this process's batch source")
     start = time.time()
@@ -252,6 +261,12 @@ def train(run: Run, workdir: str) -> str:
                 progress = Progress.from_meta(meta["progress"], run.optimizer.drop_reasons)
                 logging.info("resumed from step %d (%d tokens)", progress.step, progress.tokens)
             else:
+                if checkpointer.unreadable:
+                    logging.warning(
+                        "no checkpoint of %s is readable (set aside in checkpoints_corrupt/): the run starts "
+                        "over from step 0",
+                        workdir,
+                    )
                 start = time.time()
                 state = started or _initial_state(run, initial)
                 progress = Progress(dropped_steps=dict.fromkeys(run.optimizer.drop_reasons, 0))
@@ -267,6 +282,26 @@ def train(run: Run, workdir: str) -> str:
     if status == "preempted" and steps.preemption.interrupted:
         raise KeyboardInterrupt(f"the checkpoint of step {steps.saved_step} is saved")
     return status
+
+
+def check_run_workdir(workdir: str) -> None:
+    """Refuses, before anything is built or written, a workdir that another run holds (`WorkdirLock.held`) or
+    that holds a HF checkpoint instead of a run (its `config.json` would be overwritten).
+
+    Raises:
+      WorkdirLockedError: a live run holds `workdir`.
+      ValueError: `workdir` holds `*.safetensors` weights and no `checkpoints/` (one line naming the fix).
+    """
+    if WorkdirLock.held(workdir):
+        raise WorkdirLockedError(
+            f"workdir {workdir} is in use by another run; wait for it to finish or pass a different --workdir"
+        )
+    weights = glob.glob(os.path.join(glob.escape(workdir), "*.safetensors"))
+    if weights and not os.path.isdir(os.path.join(workdir, "checkpoints")):
+        raise ValueError(
+            f"workdir {workdir} holds a HF checkpoint ({os.path.basename(weights[0])}), not a training run: "
+            f"train in a new --workdir (to start from it: --config.checkpoint.init_from=hf:{workdir})"
+        )
 
 
 def _has_checkpoints(workdir: str) -> bool:
@@ -441,13 +476,13 @@ class _Loop:
         rows, length = batch["tokens"].shape
         self.profiler.before_step(completed)
         first, start = (rows, length) not in self.clock.compiled, time.time()
+        self.dispatched, self.compiling = completed + 1, first  # what a Ctrl-C now says (`_stop_plan`)
         if first:
             logging.info(
                 "train step: compiling for batches of %d x %d tokens (a rerun loads it from the XLA cache)",
                 rows,
                 length,
             )
-        self.dispatched, self.compiling = completed + 1, first
         params, opt_state, step_metrics = self.run.train_step(rows).fn(
             self.state["params"], self.state["opt_state"], batch, self.frozen
         )

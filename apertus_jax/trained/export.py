@@ -31,7 +31,8 @@ from apertus_jax.posttrain import chat
 from apertus_jax.records.provenance import load_provenance, model_card
 from apertus_jax.tokenizers.base import Tokenizer
 from apertus_jax.tokenizers.hf_export import hf_tokenizer, special_token_names
-from apertus_jax.trained.workdir import load_workdir, run_holds
+from apertus_jax.train.checkpoint import WorkdirLock
+from apertus_jax.trained.workdir import load_workdir
 
 EXPORT_FILE = "training_data.json"
 MODEL_CARD = "README.md"
@@ -117,7 +118,7 @@ def export_hf(workdir: str, directory: str, *, overwrite: bool = False) -> dict:
     check_out(directory, overwrite)
     trained = load_workdir(workdir, "exporting")
     provenance = load_provenance(workdir)
-    if trained.step != provenance["step"] and run_holds(workdir):
+    if trained.step != provenance["step"] and WorkdirLock.held(workdir):
         raise ValueError(
             f"a run holds {workdir} and is between its checkpoint and its provenance record (step "
             f"{trained.step} against {provenance['step']}); rerun in a moment"

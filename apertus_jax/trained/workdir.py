@@ -7,14 +7,12 @@ device; the optimizer state is neither built nor read (parameters are a checkpoi
 
 A workdir a live run holds (the trainer's `WorkdirLock`, tested here without being taken) is read as it
 stands: its newest checkpoint, with a warning that names the run and the step read; a live run that has saved
-no checkpoint yet is told apart from a folder that holds no run (`run_holds`).
+no checkpoint yet is told apart from a folder that holds no run (`WorkdirLock.held`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
-import glob
 import json
 import os
 from typing import Any
@@ -29,7 +27,7 @@ from apertus_jax.models.transformer import Apertus, model_from_params
 from apertus_jax.records.config_record import CONFIG
 from apertus_jax.records.runs import WORKDIR_FIX, check_workdir_exists
 from apertus_jax.tokenizers.base import Tokenizer
-from apertus_jax.train.checkpoint import restore_workdir_params
+from apertus_jax.train.checkpoint import WorkdirLock, restore_workdir_params
 from apertus_jax.train.train_state import make_abstract_params
 
 
@@ -41,23 +39,6 @@ class TrainedModel:
     tokenizer: Tokenizer
     config: Config
     step: int
-
-
-def run_holds(workdir: str) -> bool:
-    """Whether a live run holds `workdir`: another process has the trainer's lock on one of its `.lock-p<N>`
-    files (`apertus_jax.train.checkpoint.WorkdirLock`). Tested with a non-blocking shared lock released at once,
-    never waited for or kept (a run that starts in that instant finds its workdir in use and starts when
-    rerun)."""
-    for path in glob.glob(os.path.join(glob.escape(workdir), ".lock-p*")):
-        try:
-            with open(path) as f:
-                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                fcntl.flock(f, fcntl.LOCK_UN)
-        except BlockingIOError:
-            return True
-        except OSError:  # gone or unreadable: no lock to test
-            continue
-    return False
 
 
 def _no_checkpoint_yet(workdir: str) -> str:
@@ -79,7 +60,7 @@ def read_config(workdir: str) -> Config:
     check_workdir_exists(workdir)
     path = os.path.join(workdir, CONFIG)
     if not os.path.exists(path) or not os.path.isdir(os.path.join(workdir, "checkpoints")):
-        if run_holds(workdir):
+        if WorkdirLock.held(workdir):
             raise FileNotFoundError(_no_checkpoint_yet(workdir))
         raise FileNotFoundError(f"{workdir} has no config.json or checkpoints/: {WORKDIR_FIX}")
     with open(path) as f:
@@ -89,7 +70,7 @@ def read_config(workdir: str) -> Config:
 def restore_params(workdir: str, abstract_params, doing: str = "reading") -> tuple[Any, int]:
     """The parameters of the newest readable checkpoint of `workdir` on the shardings of `abstract_params`
     (`apertus_jax.train.checkpoint.restore_workdir_params`) and its step. In a workdir a live run holds
-    (`run_holds`), the newest checkpoint saved so far, with the warning `a run holds WORKDIR: <doing> its
+    (`WorkdirLock.held`), the newest checkpoint saved so far, with the warning `a run holds WORKDIR: <doing> its
     newest checkpoint, step N`.
 
     Raises:
@@ -100,11 +81,11 @@ def restore_params(workdir: str, abstract_params, doing: str = "reading") -> tup
     try:
         params, meta = restore_workdir_params(workdir, abstract_params)
     except FileNotFoundError:
-        if run_holds(workdir):
+        if WorkdirLock.held(workdir):
             raise FileNotFoundError(_no_checkpoint_yet(workdir)) from None
         raise
     step = int(meta["progress"]["step"])
-    if run_holds(workdir):
+    if WorkdirLock.held(workdir):
         logging.warning("a run holds %s: %s its newest checkpoint, step %d", workdir, doing, step)
     return params, step
 

@@ -272,6 +272,27 @@ def test_checkpoint_of_another_layout_is_refused_untouched(saved, tmp_path):
 
 
 @pytest.mark.slow
+def test_every_checkpoint_unreadable_starts_over_at_the_first_batch(saved, tmp_path, demo_iterator):
+    """Each checkpoint fails after its data position may have been read: the iterator is put back each time,
+    so the run that starts over reads the data from its first batch (not from a set-aside checkpoint's)."""
+    directory = str(tmp_path / "checkpoints")
+    shutil.copytree(saved[0], directory)
+    for step in ("1", "2"):
+        state_dir = os.path.join(directory, step, "params")
+        for name in os.listdir(state_dir):
+            if os.path.isfile(os.path.join(state_dir, name)):
+                open(os.path.join(state_dir, name), "w").close()
+    spec = make_abstract_train_state(MODEL, TX, make_mesh(1, 8, 1), seed=0)
+    checkpointer, data = Checkpointer(directory, keep=5), demo_iterator()
+    assert checkpointer.restore_latest(spec.abstract, data) is None
+    assert [step for step, _ in checkpointer.unreadable] == [2, 1]
+    first = next(demo_iterator())
+    batch = next(data)
+    for key in first:
+        np.testing.assert_array_equal(batch[key], first[key])
+
+
+@pytest.mark.slow
 def test_keep_n(saved, tmp_path, demo_iterator):
     host_state, data = saved[1], demo_iterator()
     checkpointer = Checkpointer(str(tmp_path / "c"), keep=2)
@@ -282,7 +303,9 @@ def test_keep_n(saved, tmp_path, demo_iterator):
 
 
 def test_workdir_lock_excludes_a_second_run(tmp_path):
+    assert not WorkdirLock.held(str(tmp_path))
     with WorkdirLock(str(tmp_path)):
+        assert WorkdirLock.held(str(tmp_path))
         with pytest.raises(WorkdirLockedError, match="in use by another run"):
             with WorkdirLock(str(tmp_path)):
                 pass

@@ -196,6 +196,29 @@ def test_missing_init_from_fails_in_one_line_and_writes_nothing(tmp_path):
     assert "\n" not in str(error.value) and not (tmp_path / "w").exists()
 
 
+def test_a_hf_checkpoint_folder_is_refused_as_a_workdir_untouched(tmp_path):
+    """A folder of safetensors weights and no checkpoints/ is a model, not a run: its config.json is kept."""
+    (tmp_path / "config.json").write_text('{"model_type": "apertus"}')
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    before = _tree_snapshot(tmp_path)
+    with pytest.raises(ValueError, match="holds a HF checkpoint .*init_from=hf:") as error:
+        train(tiny_resume.get_config(), str(tmp_path))
+    assert "\n" not in str(error.value) and _tree_snapshot(tmp_path) == before
+
+
+def test_a_workdir_another_run_holds_is_refused_before_the_data_is_built(tmp_path, monkeypatch):
+    from apertus_jax.train.checkpoint import WorkdirLock, WorkdirLockedError
+    from apertus_jax.train.run import Run
+
+    def no_data(self):
+        raise AssertionError("the batch source was built for a workdir in use")
+
+    monkeypatch.setattr(Run, "batch_source", no_data)
+    with WorkdirLock(str(tmp_path)):
+        with pytest.raises(WorkdirLockedError, match="in use by another run; wait for it"):
+            train(tiny_resume.get_config(), str(tmp_path))
+
+
 def _spike_config():
     config = tiny_resume.get_config()
     config.unlock()

@@ -11,7 +11,7 @@ import pytest
 from flax import nnx
 
 from apertus_jax.train.checkpoint import WorkdirLock
-from apertus_jax.trained.workdir import load_workdir, run_holds
+from apertus_jax.trained.workdir import load_workdir
 
 from ..conftest import write_tiny_workdir
 
@@ -50,15 +50,17 @@ def test_a_folder_without_a_run_is_one_clear_error(tmp_path):
 def test_a_live_run_is_read_as_it_stands_with_a_warning_naming_the_step(workdir, tmp_path, caplog):
     copy = tmp_path / "run"
     shutil.copytree(workdir[0], copy)
-    assert not run_holds(str(copy))
+    assert not WorkdirLock.held(str(copy))
     with WorkdirLock(str(copy)):
-        assert run_holds(str(copy))
+        assert WorkdirLock.held(str(copy))
         trained = load_workdir(str(copy), "exporting")
     assert trained.step == 7
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == [f"a run holds {copy}: exporting its newest checkpoint, step 7"]
     caplog.clear()
-    assert not run_holds(str(copy)) and load_workdir(str(copy)).step == 7  # the run has ended: no warning
+    assert (
+        not WorkdirLock.held(str(copy)) and load_workdir(str(copy)).step == 7
+    )  # the run has ended: no warning
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
