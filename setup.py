@@ -86,7 +86,7 @@ setup(
         "prep": ["datatrove==0.10.1", "protego==0.7.0", "pyarrow>=15", "orjson>=3.9", "spacy==3.8.18"],
         # Compile-only TPU and GPU targets on a CPU machine (`experiments.memory_plan --target`,
         # docs/accelerators.md): libtpu and the CUDA PJRT plugin with cuDNN (about 2 GB), each stack its own
-        # (docs/stacks.md): on the current one libtpu 0.0.51, which knows TPU7x (jax[tpu] 0.12.0.1 would pin
+        # (docs/stacks.md): on the current one libtpu 0.0.51 (jax[tpu] 0.12.0.1 would pin
         # 0.0.50), and the CUDA 13 plugin, which compiles for Hopper and Blackwell.
         "accelerators": [
             "jax[tpu]==0.10.2; python_version < '3.12'",

@@ -14,7 +14,6 @@ with cuDNN (GPU) compile for them in this CPU process; nothing runs and nothing 
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 import os
 import re
 
@@ -50,7 +49,7 @@ TPU_CHIPS = {
     "v5p": TpuChip("v5p", 2, 1, 95, 459e12),
     "v5e": TpuChip("v5e", 1, 1, 16, 197e12),
     "v6e": TpuChip("v6e", 1, 1, 32, 918e12),
-    # Ironwood: 192 GiB and 2,307 TFLOP/s bf16 per chip; libtpu 0.0.51 (the current stack) knows its topologies.
+    # Ironwood: 192 GiB and 2,307 TFLOP/s bf16 per chip; both stacks' libtpu (0.0.42.1, 0.0.51) know its topologies.
     "tpu7x": TpuChip("tpu7x", 2, 2, 192 * 2**30 / 1e9, 2307e12),
 }
 # The GPU kinds with a target config in gpu_target_configs/ (KIND.txtpb).
@@ -182,8 +181,7 @@ def target_devices(target: Target) -> list:
     """The compile-only devices of `target`, in slice, host, device order.
 
     Raises:
-      ValueError: the compiler of the target's platform is not installed (the one line names the extra), or
-        its libtpu does not know the TPU generation.
+      ValueError: the compiler of the target's platform is not installed (the one line names the extra).
     """
     extras.require("accelerators", f"--target={target.name}", COMPILER_MODULES[target.platform])
     if target.platform == "gpu":
@@ -194,20 +192,11 @@ def target_devices(target: Target) -> list:
     # none, so concurrent plans (and test workers) may load it side by side.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "true")
     chip = TPU_CHIPS[target.kind]
-    try:
-        return topologies.get_topology_desc(
-            topology_name=f"{chip.prefix}:{target.topology}",
-            platform="tpu",
-            chip_config_name="megacore" if chip.megacore else "default",
-            chips_per_host_bounds=target.chips_per_host,
-            wrap=target.wrap,
-            num_slices=target.num_slices,
-        ).devices
-    except (
-        jax.errors.JaxRuntimeError
-    ) as error:  # a generation this libtpu does not know (TPU7x before 0.0.51)
-        reason = str(error).splitlines()[0]
-        raise ValueError(
-            f"--target={target.name}: libtpu {importlib.metadata.version('libtpu')} cannot compile for it "
-            f"({reason}); TPU7x needs the accelerators extra of the current stack (Python 3.12, docs/stacks.md)"
-        ) from None
+    return topologies.get_topology_desc(
+        topology_name=f"{chip.prefix}:{target.topology}",
+        platform="tpu",
+        chip_config_name="megacore" if chip.megacore else "default",
+        chips_per_host_bounds=target.chips_per_host,
+        wrap=target.wrap,
+        num_slices=target.num_slices,
+    ).devices

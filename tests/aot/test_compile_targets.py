@@ -9,7 +9,6 @@ of TPU compiles on 2 cores), run by hand with the extra installed:
 """
 
 import dataclasses
-import importlib.metadata
 import json
 import re
 import subprocess
@@ -263,13 +262,9 @@ def test_tiny_step_on_v5e_4_uses_splash_kernels(tiny_bf16):
 
 
 @needs_tpu
-def test_tpu7x_compiles_on_the_current_stack_and_is_refused_in_one_line_before(tiny_bf16):
-    """libtpu 0.0.51 (the current stack) knows TPU7x: two devices per chip; an older libtpu refuses it."""
+def test_tpu7x_compiles_with_two_devices_per_chip(tiny_bf16):
+    """TPU7x (Ironwood): eight devices for four chips, 192 GiB per chip, the step's kernels in the program."""
     target = compile_targets.parse_target("tpu7x-8")
-    if tuple(map(int, importlib.metadata.version("libtpu").split("."))) < (0, 0, 51):
-        with pytest.raises(ValueError, match=r"^--target=tpu7x-8: libtpu .* cannot compile for it \("):
-            compile_targets.target_devices(target)
-        return
     devices = compile_targets.target_devices(target)
     assert len(devices) == 8 and {d.device_kind for d in devices} == {"TPU7x"}
     report = target_plan.plan_on_target(tiny_bf16, target, devices, (1, 8, 1), with_estimate=False)
