@@ -271,7 +271,7 @@ MEASUREMENTS = {
         deterministic=tuple(accelerators.APERTUS_TARGET_RUNS),
         rechecked=False,
     ),
-    # Compiled in the venv of `benchmarks.maxtext_tpu` (MaxText beside apertus_jax on jax 0.11.2); not re-run.
+    # Compiled in the venv of `benchmarks.maxtext_tpu` (MaxText beside apertus_jax, the current stack); not re-run.
     "maxtext_tpu": Measurement(
         command=accelerators.MAXTEXT_TPU_RUN,
         measure=accelerators.measure_maxtext_tpu,
