@@ -179,6 +179,38 @@ def measure(
     }
 
 
+def accelerator_setup(
+    config: str,
+    dry_run: bool = False,
+    batch_per_device: int = 0,
+    seq: int = 0,
+    remat: str = "dots_with_no_batch_dims_saveable",
+    fp8: bool = False,
+) -> tuple[str, int, int, dict]:
+    """The step of config `config` of `ACCELERATOR_CONFIGS` on all local devices, as `measure_accelerator` and
+    `benchmarks.profile` run it: (model preset, global batch in rows, tokens per row, `ModelConfig` overrides:
+    the config's own, the backend's fused attention, scanned layers, the remat policy, fp8). `dry_run` gives the
+    tiny widths of `DRY_RUN`; 0 keeps the config's batch per device / sequence length.
+
+    Raises:
+      ValueError: unknown config.
+    """
+    if config not in ACCELERATOR_CONFIGS:
+        raise ValueError(f"unknown --config={config!r}; choose one of {sorted(ACCELERATOR_CONFIGS)}")
+    spec = ACCELERATOR_CONFIGS[config]
+    overrides = dict(spec["overrides"], fp8=fp8)
+    if dry_run:
+        spec = {**spec, **DRY_RUN}
+        overrides.update(DRY_RUN["overrides"])
+    overrides.update(
+        attention_impl=ATTENTION_BY_BACKEND.get(jax.default_backend(), "xla"),
+        scan_layers=True,
+        remat_policy=remat,
+    )
+    batch = (batch_per_device or spec["batch_per_device"]) * jax.device_count()
+    return spec["preset"], batch, seq or spec["seq"], overrides
+
+
 def measure_accelerator(
     config: str,
     dry_run: bool = False,
@@ -196,37 +228,27 @@ def measure_accelerator(
     Raises:
       ValueError: unknown config, or a peak that is unknown for this device kind.
     """
-    if config not in ACCELERATOR_CONFIGS:
-        raise ValueError(f"unknown --config={config!r}; choose one of {sorted(ACCELERATOR_CONFIGS)}")
-    spec = ACCELERATOR_CONFIGS[config]
-    overrides = dict(spec["overrides"], fp8=fp8)
+    preset, batch, seq, overrides = accelerator_setup(config, dry_run, batch_per_device, seq, remat, fp8)
     if dry_run:
-        spec = {**spec, **DRY_RUN}
-        overrides.update(DRY_RUN["overrides"])
         steps, warmup = 1, 1
     devices = jax.device_count()
-    batch = (batch_per_device or spec["batch_per_device"]) * devices
-    attention_impl = ATTENTION_BY_BACKEND.get(jax.default_backend(), "xla")
     peak_per_device = peak_flops_per_device()
     result = measure(
-        spec["preset"],
+        preset,
         steps=steps,
         warmup=warmup,
         batch=batch,
-        seq=seq or spec["seq"],
+        seq=seq,
         dtype="bfloat16",
         optimizer=optimizer,
         peak_gflops=peak_per_device * devices / 1e9,
-        attention_impl=attention_impl,
-        scan_layers=True,
-        remat_policy=remat,
         **overrides,
     )
     return {
         **result,
         "tokens_per_s_per_device": result["tokens_per_s"] / devices,
         "peak_tflops_per_device": peak_per_device / 1e12,
-        "attention_impl": attention_impl,
+        "attention_impl": overrides["attention_impl"],
         "device_kind": jax.devices()[0].device_kind,
         "fp8": fp8,
     }
