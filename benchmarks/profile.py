@@ -39,6 +39,7 @@ import importlib.metadata
 import json
 import math
 import os
+import platform
 import re
 import statistics
 import tempfile
@@ -365,7 +366,7 @@ def profile(
 
     Returns `summarize`'s dict (all ops) plus config, batch, seq, dtype, optimizer, steps, `step_ms` (median of
     the timed calls), `tokens_per_s`, `mfu` (against `peak_tflops`, the device's dense peak), `model_tflop_per_step`
-    (`apertus_jax.models.flops`), `compile_s`, `device_kind`, `devices`, `jax`, `flax`.
+    (`apertus_jax.models.flops`), `compile_s`, `device_kind`, `devices`, `jax`, `flax`, `python`, `cpus`.
 
     Raises:
       ValueError: `steps` < 1 or `warmup` < 0; as `benchmarks.step.build`; no op event in the trace.
@@ -413,6 +414,8 @@ def profile(
         "devices": jax.device_count(),
         "jax": jax.__version__,
         "flax": importlib.metadata.version("flax"),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
         **summarize(ops, events, steps, peak),
     }
 

@@ -4,12 +4,14 @@
     python -m tools.measure --only demo   # the README's "Try it" figures
     python -m tools.measure --rewrite_only  # after editing a table template: rewrite from the results files
     python -m tools.measure --only demo --processor_only  # add this processor kind's record
+    python -m tools.measure --only gpu_profile --from_dir DIR  # record the --out DIR of a run made on a GPU
 
 Each measurement runs its documented command(s) and writes `docs/results/NAME.json` (command, date, commit,
 machine, values); then every generated block of README.md, BENCHMARKS.md and docs/ is rewritten from the
 results files (docs/results.md). With --processor_only a results file keeps its figures and gains the
 deterministic values of this processor kind, which the fresh-run checks on this kind then compare with exactly
-(docs/results.md, "Across processor kinds"). An unknown name ends with one line on stderr and exit status 2; a
+(docs/results.md, "Across processor kinds"). With --from_dir nothing runs: the measurements of --only that are run
+on another machine (a GPU) are recorded from the --out directory of their command made there. An unknown name ends with one line on stderr and exit status 2; a
 failed command ends the same way after its own output, the results files written before it kept.
 """
 
@@ -30,6 +32,14 @@ _PROCESSOR_ONLY = flags.DEFINE_bool(
 )
 
 
+_FROM_DIR = flags.DEFINE_string(
+    "from_dir",
+    None,
+    "Run nothing: record the measurements of --only from DIR, the --out directory of their command run on "
+    "another machine (a GPU).",
+)
+
+
 def main(argv) -> None:
     del argv
     if _REWRITE_ONLY.value and _ONLY.value:
@@ -38,7 +48,12 @@ def main(argv) -> None:
         raise ValueError(
             "--rewrite_only measures nothing: drop --processor_only, or --rewrite_only to measure"
         )
-    measure_all(REPO, [] if _REWRITE_ONLY.value else selected(_ONLY.value), _PROCESSOR_ONLY.value)
+    if _REWRITE_ONLY.value and _FROM_DIR.value is not None:
+        raise ValueError("--rewrite_only measures nothing: drop --from_dir, or --rewrite_only to record it")
+    if _FROM_DIR.value is not None and not _ONLY.value:
+        raise ValueError("--from_dir records the measurements of --only: name them (e.g. --only gpu_profile)")
+    names = [] if _REWRITE_ONLY.value else selected(_ONLY.value)
+    measure_all(REPO, names, _PROCESSOR_ONLY.value, _FROM_DIR.value)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,9 @@ class Measurement:
     # values of the machine (seconds) that each processor kind's record keeps as well, as `times` beside its
     # deterministic values: the docs quote them per kind (a re-checked measurement's only)
     times: tuple[str, ...] = ()
+    # for a measurement run on another machine (a GPU): `gather(out_dir)` -> (values, the record's machine) from
+    # the --out directory of `command` made there (`python -m tools.measure --only NAME --from_dir DIR`)
+    gather: Callable[[str], tuple[dict, dict]] | None = None
 
 
 MEASUREMENTS = {
@@ -285,6 +288,14 @@ MEASUREMENTS = {
         deterministic=("device_kind", "jax"),
         rechecked=False,
     ),
+    # Run on a machine with one GPU, recorded from its --out directory (`--from_dir`); not re-run by the tests.
+    "gpu_profile": Measurement(
+        command=gpu_check.GPU_PROFILE_RUN,
+        measure=gpu_check.measure_gpu_profile,
+        deterministic=("device_kind", "jax"),
+        rechecked=False,
+        gather=gpu_check.profile_values,
+    ),
 }
 # Values a table template may name beside a results file's own, derived from its record when a block is
 # rendered (`results.render_table`): {results name: record -> {value name: value}}.
@@ -301,6 +312,7 @@ RENDERERS = {
     "processor_spread": processor_kinds.render_spread,
     "check_regressions": processor_kinds.render_regressions,
     "apertus_targets": accelerators.render_apertus_targets,
+    "gpu_profile": gpu_check.render_gpu_profile,
 }
 
 
@@ -349,7 +361,9 @@ def changed_deterministic(name: str, previous: dict | None, values: dict) -> lis
     ]
 
 
-def measure_all(root: str, names: list[str], processor_only: bool = False) -> list[str]:
+def measure_all(
+    root: str, names: list[str], processor_only: bool = False, from_dir: str | None = None
+) -> list[str]:
     """Runs the measurements `names` in turn, writes each one's results file as soon as it is done, then
     rewrites the generated blocks of the pages under ROOT; logs each start with an ETA from the previous
     measurement times, each deterministic value that changed, and the records of other processor kinds it
@@ -357,14 +371,31 @@ def measure_all(root: str, names: list[str], processor_only: bool = False) -> li
 
     With `processor_only`, each measurement's results file keeps its figures and only gains (or replaces) the
     record of this processor kind; no document is rewritten (a kind measured beside the code of the record).
+    With `from_dir`, nothing is run: each measurement's values and machine are gathered (`Measurement.gather`)
+    from FROM_DIR, the --out directory of its command run elsewhere, with this checkout's date and commit.
 
     Raises:
       ChildProcessError: a measurement's command failed (the results files written before it stay).
       KeyError, FileNotFoundError, ValueError: a generated block names a missing value, results file or
         template; with
-        `processor_only`, a measurement with no results file yet or not re-checked.
+        `processor_only`, a measurement with no results file yet or not re-checked; with `from_dir`, a
+        measurement without `gather` (ValueError) or an output missing from FROM_DIR (FileNotFoundError).
     """
     kind = results.kind()
+    if from_dir is not None:
+        if processor_only:
+            raise ValueError("--from_dir records a run made elsewhere: drop --processor_only")
+        cannot = [name for name in names if MEASUREMENTS[name].gather is None]
+        if cannot or not names:
+            gathered = ", ".join(n for n, m in MEASUREMENTS.items() if m.gather)
+            raise ValueError(
+                f"--from_dir: {', '.join(cannot) or 'no --only'}: name with --only the measurements recorded "
+                f"from a run made elsewhere ({gathered})"
+            )
+        if not os.path.isdir(from_dir):
+            raise FileNotFoundError(
+                f"--from_dir={from_dir} is no directory: the --out DIR of the run to record"
+            )
     for index, name in enumerate(names):
         measurement = MEASUREMENTS[name]
         previous = _previous(root, name)
@@ -385,8 +416,11 @@ def measure_all(root: str, names: list[str], processor_only: bool = False) -> li
             eta = f"last took {previous['seconds']:.0f} s; all done about {done_at:%H:%M} UTC"
         logging.info("measure [%d/%d] %s (%s): %s", index + 1, len(names), name, eta, measurement.command)
         start_record, start = results.provenance(root), time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix=f"measure_{name}_") as scratch:
-            values = measurement.measure(root, scratch)
+        if from_dir is not None:
+            values, start_record["machine"] = measurement.gather(from_dir)
+        else:
+            with tempfile.TemporaryDirectory(prefix=f"measure_{name}_") as scratch:
+                values = measurement.measure(root, scratch)
         entry = {
             "values": {k: values[k] for k in measurement.deterministic},
             **({"times": {k: values[k] for k in measurement.times}} if measurement.times else {}),

@@ -284,8 +284,11 @@ def render_table(root: str, name: str, derived: Mapping[str, Callable[[dict], di
 
 def render_values(root: str, name: str, render: Callable[[dict], str]) -> str:
     """The body of the generated block NAME rendered by code: the caption of docs/results/NAME.json, a blank
-    line, `render` of its values (Markdown ending in a newline)."""
+    line, `render` of its values (Markdown ending in a newline); one line saying how to measure it while that
+    results file does not exist (a measurement run on another machine, recorded later)."""
     record_of = _cached(root)
+    if not os.path.exists(results_path(root, name)):
+        return f"Not measured yet: `python -m tools.measure --only {name}` writes docs/results/{name}.json.\n"
     return f"{caption([name], record_of)}\n{render(record_of(name)['values'])}"
 
 
