@@ -252,15 +252,17 @@ def trace_events(trace_dir: str) -> list[dict]:
 
 
 def op_events(events: list[dict], on_device: bool) -> list[tuple[str, str, float, float]]:
-    """(HLO op, kernel name, start us, duration us) of the ops' events of `trace_events`: `on_device` (a GPU)
-    the events of the device's streams (processes `/device:...`, threads `Stream #...`; a copy without `hlo_op`
-    has op ""), else (CPU) every event with an `hlo_op`.
+    """(HLO op, kernel name, start us, duration us) of the ops' events of `trace_events` on the first device:
+    `on_device` (a GPU) the events of its streams (the first process `/device:...`, threads `Stream #...`; a
+    copy without `hlo_op` has op ""), else (CPU) every event with an `hlo_op` of device ordinal 0.
 
     Raises:
       ValueError: `on_device` and no stream event (naming the processes and threads of the trace).
     """
     if not on_device:
-        chosen = [e for e in events if "hlo_op" in e.get("args", {})]
+        chosen = [
+            e for e in events if "hlo_op" in e.get("args", {}) and e["args"].get("device_ordinal", "0") == "0"
+        ]
     else:
         chosen = [
             e for e in events if e["process"].startswith("/device:") and e["thread"].startswith("Stream")
@@ -270,6 +272,8 @@ def op_events(events: list[dict], on_device: bool) -> list[tuple[str, str, float
             raise ValueError(
                 f"the trace has no event of a device stream (/device:*, Stream #*); it has {seen}"
             )
+        first = min(e["process"] for e in chosen)
+        chosen = [e for e in chosen if e["process"] == first]
     return [(e.get("args", {}).get("hlo_op", ""), e["name"], float(e["ts"]), float(e["dur"])) for e in chosen]
 
 
@@ -364,9 +368,11 @@ def profile(
 ) -> dict:
     """Compiles the step of preset `config_name`, runs `warmup` untimed, `steps` timed and `steps` traced calls.
 
-    Returns `summarize`'s dict (all ops) plus config, batch, seq, dtype, optimizer, steps, `step_ms` (median of
-    the timed calls), `tokens_per_s`, `mfu` (against `peak_tflops`, the device's dense peak), `model_tflop_per_step`
-    (`apertus_jax.models.flops`), `compile_s`, `device_kind`, `devices`, `jax`, `flax`, `python`, `cpus`.
+    Returns `summarize`'s dict of the first device (all ops; each device runs the same program on its share of
+    the batch) plus config, batch (all devices'), seq, dtype, optimizer, steps, `step_ms` (median of the timed
+    calls), `tokens_per_s`, `mfu` (against `peak_tflops`, one device's dense peak), `model_tflop_per_step` (one
+    device's share, `apertus_jax.models.flops`), `compile_s`, `device_kind`, `devices`, `jax`, `flax`,
+    `python`, `cpus`.
 
     Raises:
       ValueError: `steps` < 1 or `warmup` < 0; as `benchmarks.step.build`; no op event in the trace.
@@ -394,7 +400,7 @@ def profile(
                 params, opt_state, metrics = compiled(params, opt_state, device_batch, None)
                 jax.block_until_ready((params, opt_state, metrics))
         events = op_events(trace_events(trace_dir), jax.default_backend() != "cpu")
-    peak = peak_flops_per_device() * jax.device_count()
+    peak, devices = peak_flops_per_device(), jax.device_count()
     step_s = statistics.median(times)
     flops_per_token = flops.train_flops_per_token(model_config, seq)
     return {
@@ -406,9 +412,9 @@ def profile(
         "steps": steps,
         "step_ms": 1e3 * step_s,
         "tokens_per_s": batch * seq / step_s,
-        "mfu": mfu(batch * seq / step_s, flops_per_token, 1, peak),
+        "mfu": mfu(batch * seq / step_s, flops_per_token, devices, peak),
         "peak_tflops": peak / 1e12,
-        "model_tflop_per_step": flops_per_token * batch * seq / 1e12,
+        "model_tflop_per_step": flops_per_token * batch * seq / devices / 1e12,
         "compile_s": compile_s,
         "device_kind": jax.devices()[0].device_kind,
         "devices": jax.device_count(),

@@ -276,6 +276,8 @@ def test_every_rechecked_record_quotes_the_values_of_one_of_its_processor_kinds(
     """The figures a results file quotes are those of a processor kind it keeps a record of (docs/results.md,
     "Across processor kinds"): nobody edited one without the other."""
     for name, measurement in MEASUREMENTS.items():
+        if measurement.gather and not os.path.exists(results.results_path(ROOT, name)):
+            continue  # run on another machine and not recorded yet: its block says so
         record = results.read_result(ROOT, name)
         if not measurement.rechecked:
             assert "processors" not in record, name

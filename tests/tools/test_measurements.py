@@ -1,5 +1,6 @@
 """The measurement registry: names selected by --only, and documented commands that name what exists."""
 
+import json
 import os
 import shlex
 import subprocess
@@ -85,6 +86,7 @@ def test_render_uses_the_renderer_of_a_block_else_its_template():
         "processor_spread",
         "check_regressions",
         "apertus_targets",
+        "gpu_profile",
     }
     spread = measurements.render(REPO, "processor_spread")
     assert spread.startswith("Measured by `python -m tools.measure --only processor_spread`")
@@ -93,6 +95,63 @@ def test_render_uses_the_renderer_of_a_block_else_its_template():
     )
     with pytest.raises(FileNotFoundError):
         measurements.render(REPO, "no_such_block")
+
+
+def git_checkout(root) -> None:
+    """ROOT as a git checkout with one commit (what `results.provenance` reads)."""
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    git_user = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "-C", str(root), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(root), *git_user, "commit", "-qm", "a"], check=True)
+
+
+def test_from_dir_records_a_run_made_elsewhere_with_its_machine_and_rewrites_its_block(tmp_path, monkeypatch):
+    """--from_dir runs nothing: the values and machine come from the --out directory (`Measurement.gather`);
+    the block of a renderer says 'not measured yet' until then. A measurement without `gather` is refused."""
+    root, out = tmp_path / "repo", tmp_path / "out"
+    root.mkdir()
+    out.mkdir()
+    (out / "step.json").write_text(json.dumps({"ms": 12.5}))
+    (root / "BENCHMARKS.md").write_text("GPU:\n<!-- begin generated: fake_gpu -->\n<!-- end generated -->\n")
+    git_checkout(root)
+
+    def gather(out_dir):
+        with open(os.path.join(out_dir, "step.json")) as f:
+            return {"step": json.load(f)}, {"platform": "one NVIDIA H100 80GB HBM3, jax 0.11.2", "cpus": 16}
+
+    def measure(root, scratch):
+        raise AssertionError("--from_dir runs nothing")
+
+    fake = measurements.Measurement(
+        "bash run.sh --out DIR", measure, ("step",), rechecked=False, gather=gather
+    )
+    monkeypatch.setitem(measurements.MEASUREMENTS, "fake_gpu", fake)
+    monkeypatch.setitem(
+        measurements.RENDERERS, "fake_gpu", lambda values: f"| ms | {values['step']['ms']} |\n"
+    )
+    assert measurements.render(str(root), "fake_gpu") == (
+        "Not measured yet: `python -m tools.measure --only fake_gpu` writes docs/results/fake_gpu.json.\n"
+    )
+    monkeypatch.setitem(
+        measurements.MEASUREMENTS, "demo_like", measurements.Measurement("x", measure, ("a",))
+    )
+    with pytest.raises(
+        ValueError, match=r"--from_dir: demo_like: name with --only .* \(gpu_profile, fake_gpu\)"
+    ):
+        measurements.measure_all(str(root), ["demo_like"], from_dir=str(out))
+    with pytest.raises(FileNotFoundError, match="is no directory"):
+        measurements.measure_all(str(root), ["fake_gpu"], from_dir=str(tmp_path / "nope"))
+    measurements.measure_all(str(root), ["fake_gpu"], from_dir=str(out))
+    record = results.read_result(str(root), "fake_gpu")
+    assert record["values"] == {"step": {"ms": 12.5}} and record["command"] == "bash run.sh --out DIR"
+    assert record["machine"] == {"platform": "one NVIDIA H100 80GB HBM3, jax 0.11.2", "cpus": 16}
+    assert "processors" not in record and len(record["commit"]) == 40
+    text = (root / "BENCHMARKS.md").read_text()
+    assert (
+        f"docs/results/fake_gpu.json): {record['date']}, commit {record['commit'][:7]}, one NVIDIA H100"
+        in text
+    )
+    assert "\n| ms | 12.5 |\n<!-- end generated -->" in text
 
 
 def test_the_demo_wall_time_of_the_other_kinds_is_their_own_or_not_yet_measured():

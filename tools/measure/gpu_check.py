@@ -105,7 +105,7 @@ def profile_values(out_dir: str) -> tuple[dict, dict]:
         values[config.replace("-", "_")] = profiled
     first = values[PROFILE_CONFIGS[0].replace("-", "_")]
     values["device_kind"], values["jax"] = first["device_kind"], first["jax"]
-    count = "one" if first["devices"] == 1 else str(first["devices"])
+    count = "one" if first["devices"] == 1 else f"{first['devices']} x"
     machine = {
         "platform": f"{count} {first['device_kind']}, Python {first['python']} with jax {first['jax']} and "
         f"flax {first['flax']}",
