@@ -261,7 +261,9 @@ def op_events(events: list[dict], on_device: bool) -> list[tuple[str, str, float
     """
     if not on_device:
         chosen = [
-            e for e in events if "hlo_op" in e.get("args", {}) and e["args"].get("device_ordinal", "0") == "0"
+            e
+            for e in events
+            if "hlo_op" in e.get("args", {}) and str(e["args"].get("device_ordinal", 0)) == "0"
         ]
     else:
         chosen = [
