@@ -7,7 +7,7 @@
 scanned layers; `benchmarks.step.accelerator_setup`) instead of a model preset's. The step is compiled once;
 `--warmup` untimed calls, `--steps` timed calls (the step's time and MFU, untraced) and `--steps` traced calls
 follow. The trace is read from the `<host>.trace.json.gz` that `jax.profiler` writes (Chrome trace format; no
-TensorBoard plugin needed). On a GPU the op events are the kernels and copies of the device's streams, whose
+TensorBoard plugin needed), else from its `<host>.xplane.pb`. On a GPU the op events are the kernels and copies of the device's streams, whose
 `hlo_op` names their HLO instruction; elsewhere (CPU) the XLA threads' op events. While a trace runs, XLA:GPU
 launches the kernels of its command buffers (CUDA graphs) one by one, so the traced step is slower than the
 untimed one: the idle share is of the traced step.
@@ -230,24 +230,46 @@ def hlo_ops(hlo_text: str, vocab: int, mlp_hidden: int, seq: int) -> dict[str, H
 
 
 def trace_events(trace_dir: str) -> list[dict]:
-    """The complete events ("ph": "X") of the `<host>.trace.json.gz` under TRACE_DIR (what `jax.profiler.trace`
-    writes), each with `process` and `thread`: the names of its process and thread.
+    """The complete events of the trace `jax.profiler.trace` wrote under TRACE_DIR, each a dict of the Chrome
+    trace format ("name", "ts" and "dur" in us, "args": the event's stats) with `process` and `thread`: the
+    names of its process (plane) and thread (line). Read from the `<host>.trace.json.gz`, or, where a profiler
+    writes none, from the `<host>.xplane.pb` (`jax.profiler.ProfileData`).
 
     Raises:
-      FileNotFoundError: no `*.trace.json.gz` under TRACE_DIR (naming the files there).
+      FileNotFoundError: neither file under TRACE_DIR (naming the files there).
     """
-    paths = sorted(glob.glob(os.path.join(trace_dir, "**", "*.trace.json.gz"), recursive=True))
-    if not paths:
-        found = sorted(os.path.relpath(p, trace_dir) for p in glob.glob(f"{trace_dir}/**", recursive=True))
-        raise FileNotFoundError(f"no *.trace.json.gz under the trace directory {trace_dir}; found: {found}")
-    with gzip.open(paths[-1], "rt") as f:
-        events = json.load(f)["traceEvents"]
-    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
-    threads = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    found = sorted(glob.glob(os.path.join(trace_dir, "**", "*"), recursive=True))
+    traces = [p for p in found if p.endswith(".trace.json.gz")]
+    if traces:
+        with gzip.open(traces[-1], "rt") as f:
+            events = json.load(f)["traceEvents"]
+        processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+        threads = {
+            (e["pid"], e.get("tid")): e["args"]["name"] for e in events if e.get("name") == "thread_name"
+        }
+        return [
+            {**e, "process": processes.get(e["pid"], ""), "thread": threads.get((e["pid"], e.get("tid")), "")}
+            for e in events
+            if e.get("ph") == "X"
+        ]
+    planes = [p for p in found if p.endswith(".xplane.pb")]
+    if not planes:
+        names = [os.path.relpath(p, trace_dir) for p in found]
+        raise FileNotFoundError(
+            f"no *.trace.json.gz or *.xplane.pb under the trace directory {trace_dir}: {names}"
+        )
     return [
-        {**e, "process": processes.get(e["pid"], ""), "thread": threads.get((e["pid"], e.get("tid")), "")}
-        for e in events
-        if e.get("ph") == "X"
+        {
+            "name": event.name,
+            "ts": event.start_ns / 1e3,
+            "dur": event.duration_ns / 1e3,
+            "args": dict(event.stats),
+            "process": plane.name,
+            "thread": line.name,
+        }
+        for plane in jax.profiler.ProfileData.from_file(planes[-1]).planes
+        for line in plane.lines
+        for event in line.events
     ]
 
 

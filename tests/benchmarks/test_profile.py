@@ -1,8 +1,12 @@
 """benchmarks.profile: a GPU trace's kernels summed per HLO op, part and kind, and the GEMMs against the peak."""
 
+import glob
 import gzip
 import json
+import os
 
+import jax
+import jax.numpy as jnp
 import pytest
 
 from benchmarks import profile
@@ -182,5 +186,23 @@ def test_a_trace_without_device_streams_or_the_steps_ops_is_refused(tmp_path):
         profile.op_events(host_only, on_device=True)
     with pytest.raises(ValueError, match="no event of the step's ops"):
         profile.summarize({}, profile.op_events(events, on_device=True), steps=2, peak=PEAK)
-    with pytest.raises(FileNotFoundError, match=r"no \*.trace.json.gz under the trace directory"):
+    with pytest.raises(
+        FileNotFoundError, match=r"no \*.trace.json.gz or \*.xplane.pb under the trace directory"
+    ):
         profile.trace_events(str(tmp_path / "plugins" / "nothing"))
+
+
+def test_the_json_trace_and_the_xplane_give_the_same_op_events(tmp_path):
+    """A real CPU trace of a jitted matmul: read from its `<host>.trace.json.gz`, and from its `.xplane.pb` once
+    the JSON is gone (a profiler that writes none)."""
+    f = jax.jit(lambda a, b: jnp.tanh(a @ b))
+    a = jnp.ones((128, 128))
+    f(a, a).block_until_ready()
+    with jax.profiler.trace(str(tmp_path)):
+        f(a, a).block_until_ready()
+    from_json = profile.op_events(profile.trace_events(str(tmp_path)), on_device=False)
+    for path in glob.glob(f"{tmp_path}/**/*.trace.json.gz", recursive=True):
+        os.remove(path)
+    from_xplane = profile.op_events(profile.trace_events(str(tmp_path)), on_device=False)
+    assert from_json and [e[:2] for e in from_json] == [e[:2] for e in from_xplane]
+    assert [e[2:] for e in from_json] == pytest.approx([e[2:] for e in from_xplane], abs=1e-3)
