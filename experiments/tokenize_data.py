@@ -28,11 +28,13 @@ cli.require_extras("prep")  # before the modules that import it: one line and ex
 
 from apertus_jax.data import sources  # noqa: E402
 from apertus_jax.data.config import DataConfig  # noqa: E402
+from apertus_jax.data.megatron import indexed as megatron  # noqa: E402
 from apertus_jax.data.run_tokenizer import demo_tokenizer  # noqa: E402
 from apertus_jax.data.shards import SHARD_TOKENS  # noqa: E402
 from apertus_jax.prep.executors import EXECUTORS  # noqa: E402
 from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS  # noqa: E402
 from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job  # noqa: E402
+from apertus_jax.train.checkpoint import check_workdir_usable  # noqa: E402
 
 _INPUT = flags.DEFINE_multi_string("input", None, "File or directory (repeatable).", required=True)
 _KIND = flags.DEFINE_enum("kind", "jsonl", sources.RAW_KINDS, "Raw document format.")
@@ -74,6 +76,11 @@ _SLURM_VENV = flags.DEFINE_string("slurm_venv", None, "Virtualenv activate scrip
 def main(argv) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments {argv[1:]}")
+    # before the tokenizer (the demo BPE trains on first use) and the tokenizing: the output is written at the end
+    if _FORMAT.value == "megatron":
+        cli.check_output_file(megatron.data_path(_OUT.value), "--out")
+    else:
+        check_workdir_usable(_OUT.value, "--out")
     tokenizer = _TOKENIZER.value
     if tokenizer == "demo":  # the BPE a run with data.tokenizer="demo" uses: the shards read in such a run
         tokenizer = "sentencepiece:" + demo_tokenizer(DataConfig.demo_tokenizer_vocab).path
