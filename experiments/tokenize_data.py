@@ -34,6 +34,7 @@ from apertus_jax.data.shards import SHARD_TOKENS  # noqa: E402
 from apertus_jax.prep.executors import EXECUTORS  # noqa: E402
 from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS  # noqa: E402
 from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job  # noqa: E402
+from apertus_jax.tokenizers.load import DEMO, check_spec, spec_forms  # noqa: E402
 from apertus_jax.train.checkpoint import check_workdir_usable  # noqa: E402
 
 _INPUT = flags.DEFINE_multi_string("input", None, "File or directory (repeatable).", required=True)
@@ -41,7 +42,7 @@ _KIND = flags.DEFINE_enum("kind", "jsonl", sources.RAW_KINDS, "Raw document form
 _TOKENIZER = flags.DEFINE_string(
     "tokenizer",
     None,
-    '"demo" (the tiny runs\' demo BPE, trained on first use), "tekken", "sentencepiece:PATH" or "hf:PATH".',
+    f"{spec_forms()} (demo: the tiny runs' demo BPE, trained on first use).",
     required=True,
 )
 _OUT = flags.DEFINE_string("out", None, "The shard set directory to create.", required=True)
@@ -82,7 +83,8 @@ def main(argv) -> None:
     else:
         check_workdir_usable(_OUT.value, "--out")
     tokenizer = _TOKENIZER.value
-    if tokenizer == "demo":  # the BPE a run with data.tokenizer="demo" uses: the shards read in such a run
+    check_spec(tokenizer)  # before the tokenizing's workers start, each of which would load it
+    if tokenizer == DEMO:  # the BPE a run with data.tokenizer="demo" uses: the shards read in such a run
         tokenizer = "sentencepiece:" + demo_tokenizer(DataConfig.demo_tokenizer_vocab).path
     job = tokenize_job(
         _INPUT.value,

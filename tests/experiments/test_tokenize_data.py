@@ -32,8 +32,7 @@ def test_an_out_under_a_file_is_refused_before_the_tokenizer_loads(output_format
     """Before: the demo BPE loaded and every document tokenized, then `error: [Errno 20] Not a directory:
     '.../text.jsonl/.shards.staging/parts/.00000.tmp-6065'`."""
     text = tmp_path / "text.jsonl"
-    documents = demo_corpus.load_demo_documents("train")[:3]
-    text.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in documents), encoding="utf-8")
+    text.write_text(json.dumps({"text": demo_corpus.load_german_prose()[0]["text"]}) + "\n", encoding="utf-8")
     out = text / "shards"  # a folder on the way is the input file
     result = run_job(
         "experiments.tokenize_data",
@@ -48,5 +47,24 @@ def test_an_out_under_a_file_is_refused_before_the_tokenizer_loads(output_format
     assert result.stderr.strip().splitlines() == [  # the only line: no tokenizer was loaded
         f"error: --out {written.format(out=out)} cannot be created: {text} is a file, not a directory; pass --out= "
         "a directory you can write (or fix its permissions / mount)"
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["text.jsonl"]
+
+
+def test_an_unknown_tokenizer_is_one_line_naming_every_form_before_the_workers_start(tmp_path, run_job):
+    """Before: the line, without "demo", came from each tokenizing worker once they had started (12 s)."""
+    text = tmp_path / "text.jsonl"
+    text.write_text(json.dumps({"text": demo_corpus.load_german_prose()[0]["text"]}) + "\n", encoding="utf-8")
+    result = run_job(
+        "experiments.tokenize_data",
+        f"--input={text}",
+        "--tokenizer=dmo",
+        f"--out={tmp_path / 'shards'}",
+        "--source=s",
+        "--licence=l",
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [
+        "error: unknown tokenizer spec 'dmo'; use demo, tekken, sentencepiece:PATH or hf:PATH"
     ]
     assert sorted(os.listdir(tmp_path)) == ["text.jsonl"]
