@@ -223,8 +223,9 @@ def test_a_run_on_its_own_shards_is_scored_on_its_own_held_out_data(own_data_run
     own_data_config(run, shards, [f"heldout={jsonl}"])
     by_default = evaluate(run, "perplexity", batch_size=4)
     assert by_default["data"] == "the run's held-out sets: heldout"
-    assert "not scored, without a held-out set (eval.heldout_paths names none): 'text' (arrayrecord)" in (
-        caplog.messages
+    assert (
+        "not scored: 'text' (arrayrecord), with no held-out set of its own and no file of it in eval.heldout_paths"
+        in caplog.messages
     )
     assert by_default["perplexity"] == from_file["perplexity"]
     memo = evaluate(run, "memorization", limit=2, batch_size=2, prefix_len=8, suffix_len=8)
