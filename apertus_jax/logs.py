@@ -7,7 +7,8 @@
 The trainer and the jobs log through absl: INFO records say what takes time before step 1 and give one line per
 step, WARNING records what to fix. A command of `experiments/` shows them (its absl app installs absl's
 handler, and `experiments/cli.py` calls `show_progress`); a plain Python process shows only the warnings, as
-`WARNING:absl:...`, until it calls `show_progress`.
+`WARNING:absl:...`, until it calls `show_progress`. `counted(n, noun)` words a count in a line ("1 layer",
+"2 layers").
 """
 
 from __future__ import annotations
@@ -58,3 +59,8 @@ def show_progress(log_format: str = "short") -> None:
     if _not_library_chatter not in handler.filters:
         handler.addFilter(_not_library_chatter)
     std_logging.getLogger("jax._src.xla_bridge").setLevel(std_logging.WARNING)
+
+
+def counted(count: int, noun: str) -> str:
+    """`count` and `noun`, plural unless the count is 1: "1 layer", "2 layers", "1,024 documents"."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"

@@ -367,6 +367,11 @@ def check_output_file(path: str, flag: str) -> None:
         check_workdir_usable(path, flag)
 
 
+def print_run_status(status: str, workdir: str) -> None:
+    """The last line of a training command on stdout: `run done: WORKDIR` (or `run preempted: WORKDIR`)."""
+    print(f"run {status}: {workdir}")
+
+
 def required(**values) -> None:
     """Raises ValueError naming the first flag of `values` ({name: value}) that is empty."""
     for name, value in values.items():

@@ -31,7 +31,7 @@ def main(argv) -> None:
     status = distill(
         config, _WORKDIR.value, _LOGITS.value, alpha=_ALPHA.value, temperature=_TEMPERATURE.value
     )
-    print(f"distill {status}: {_WORKDIR.value}")
+    cli.print_run_status(status, _WORKDIR.value)
 
 
 if __name__ == "__main__":

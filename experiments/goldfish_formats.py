@@ -11,12 +11,13 @@ with nothing written.
 from absl import flags, logging
 
 from apertus_jax.studies.goldfish.formats import markdown, run_study
+from apertus_jax.tokenizers.load import spec_forms
 from apertus_jax.train.checkpoint import check_workdir_usable
 from experiments import cli
 
 _OUT = flags.DEFINE_string("out", "workdir/goldfish_formats", "Output directory (JSON + markdown).")
 _PLAYS = flags.DEFINE_list("plays", [], "Plays to compare (default: all 28 with both versions).")
-_TOKENIZER = flags.DEFINE_string("tokenizer", "tekken", "apertus_jax.tokenizers.load_tokenizer spec.")
+_TOKENIZER = flags.DEFINE_string("tokenizer", "tekken", f"The tokenizer: {spec_forms()}.")
 _KS = cli.define_integer_list("k", [4, 50], "Drop rates 1/k.")
 _HS = cli.define_integer_list("h", [4, 13, 50], "Context widths (tokens; words for canonical).")
 

@@ -7,8 +7,8 @@ Every argument is lm-eval's own (`lm_eval --help`); this command only imports `a
 first, because lm-eval 0.4.13 finds `--model` names only in its in-process registry (no plugin entry points
 for models). Also installed as the `apertus-lm-eval` script. Its arguments are lm-eval's, not absl flags, so it
 does not go through `cli.execute`; bad input (a `--model_args workdir=` that does not exist or holds no run, an
-unknown `--model_args` key, a missing file, no `eval` extra) is still one line `error: ...` on stderr and exit
-status 2 (`cli.usage_error`).
+unknown `--model_args` key, a missing file, a `pretrained=` checkpoint whose safetensors file is not whole, no
+`eval` extra) is still one line `error: ...` on stderr and exit status 2 (`cli.usage_error`).
 """
 
 import argparse

@@ -36,7 +36,7 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 
 from absl import flags  # noqa: E402
 
-from apertus_jax.aot.compile_targets import parse_target, target_devices  # noqa: E402
+from apertus_jax.aot.compile_targets import parse_target, target_devices, target_forms  # noqa: E402
 from apertus_jax.aot.memory_plan import mesh_shapes, optimizer_lines, plan_lines  # noqa: E402
 from apertus_jax.aot.target_plan import target_lines, target_meshes  # noqa: E402
 from experiments import cli  # noqa: E402
@@ -64,8 +64,7 @@ _OPTIMIZERS = flags.DEFINE_list(
 _TARGET = flags.DEFINE_string(
     "target",
     "",
-    "Compile for this target with its own compiler: a TPU slice (v4-N, v5p-N, v5e-N, v6e-N) or a GPU cluster "
-    "KIND:HOSTSxGPUS (h100, h200, b200, gb200); empty = virtual CPU devices.",
+    f"Compile for this target with its own compiler: {target_forms()}; empty = virtual CPU devices.",
 )
 _NUM_SLICES = flags.DEFINE_integer(
     "num_slices", 1, "TPU slices of --target joined over the network (multislice)."

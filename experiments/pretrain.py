@@ -27,7 +27,7 @@ def main(argv) -> None:
     check_workdir_usable(_WORKDIR.value)  # before devices and the mesh start: a bad workdir fails fast
     distributed.initialize_from_env()  # TPU pods, SLURM, explicit JAX_* variables; no-op for one process
     status = pretrain(config, _WORKDIR.value)
-    print(f"run {status}: {_WORKDIR.value}")
+    cli.print_run_status(status, _WORKDIR.value)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def main(argv) -> None:
         num_samples=_NUM_SAMPLES.value or None,
         add_extra_token=_ADD_EXTRA_TOKEN.value,
     )
-    print(f"run {status}: {_WORKDIR.value}")
+    cli.print_run_status(status, _WORKDIR.value)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def main(argv) -> None:
     check_workdir_usable(_WORKDIR.value)
     distributed.initialize_from_env()
     status = sft(config, _WORKDIR.value)
-    print(f"run {status}: {_WORKDIR.value}")
+    cli.print_run_status(status, _WORKDIR.value)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
 
 `--config` is the STUDENT's run config (its data, seed and batch plan fix the rows the teacher sees);
 `--teacher` a training workdir with the same tokenizer. A bad flag or path ends with one line on stderr and
-exit status 2.
+exit status 2. Rerun after an interruption (Ctrl-C), it keeps the step files already written by the same
+teacher and `--k` for the same rows and writes only the others.
 """
 
 from absl import flags

@@ -28,18 +28,22 @@ cli.require_extras("prep")  # before the modules that import it: one line and ex
 
 from apertus_jax.data import sources  # noqa: E402
 from apertus_jax.data.config import DataConfig  # noqa: E402
+from apertus_jax.data.megatron import indexed as megatron  # noqa: E402
 from apertus_jax.data.run_tokenizer import demo_tokenizer  # noqa: E402
 from apertus_jax.data.shards import SHARD_TOKENS  # noqa: E402
+from apertus_jax.logs import counted  # noqa: E402
 from apertus_jax.prep.executors import EXECUTORS  # noqa: E402
 from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS  # noqa: E402
 from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job  # noqa: E402
+from apertus_jax.tokenizers.load import DEMO, check_spec, spec_forms  # noqa: E402
+from apertus_jax.train.checkpoint import check_workdir_usable  # noqa: E402
 
 _INPUT = flags.DEFINE_multi_string("input", None, "File or directory (repeatable).", required=True)
 _KIND = flags.DEFINE_enum("kind", "jsonl", sources.RAW_KINDS, "Raw document format.")
 _TOKENIZER = flags.DEFINE_string(
     "tokenizer",
     None,
-    '"demo" (the tiny runs\' demo BPE, trained on first use), "tekken", "sentencepiece:PATH" or "hf:PATH".',
+    f"{spec_forms()} (demo: the tiny runs' demo BPE, trained on first use).",
     required=True,
 )
 _OUT = flags.DEFINE_string("out", None, "The shard set directory to create.", required=True)
@@ -74,8 +78,14 @@ _SLURM_VENV = flags.DEFINE_string("slurm_venv", None, "Virtualenv activate scrip
 def main(argv) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments {argv[1:]}")
+    # before the tokenizer (the demo BPE trains on first use) and the tokenizing: the output is written at the end
+    if _FORMAT.value == "megatron":
+        cli.check_output_file(megatron.data_path(_OUT.value), "--out")
+    else:
+        check_workdir_usable(_OUT.value, "--out")
     tokenizer = _TOKENIZER.value
-    if tokenizer == "demo":  # the BPE a run with data.tokenizer="demo" uses: the shards read in such a run
+    check_spec(tokenizer)  # before the tokenizing's workers start, each of which would load it
+    if tokenizer == DEMO:  # the BPE a run with data.tokenizer="demo" uses: the shards read in such a run
         tokenizer = "sentencepiece:" + demo_tokenizer(DataConfig.demo_tokenizer_vocab).path
     job = tokenize_job(
         _INPUT.value,
@@ -111,14 +121,14 @@ def main(argv) -> None:
     if _FORMAT.value == "megatron":
         print(
             f"wrote {_OUT.value}.bin/.idx ({manifest['megatron_dtype']}): {manifest['documents']:,} documents, "
-            f"{manifest['tokens']:,} tokens from {manifest['tasks']} tasks; "
+            f"{manifest['tokens']:,} tokens from {counted(manifest['tasks'], 'task')}; "
             f"{manifest['replaced_invalid_utf8']} invalid UTF-8 bytes replaced, "
             f"{manifest['skipped_empty_documents']} empty documents skipped"
         )
         return
     print(
         f"wrote {_OUT.value}: {manifest['documents']:,} documents, {manifest['tokens']:,} tokens in "
-        f"{len(manifest['shards'])} shards from {manifest['tasks']} tasks; "
+        f"{counted(len(manifest['shards']), 'shard')} from {counted(manifest['tasks'], 'task')}; "
         f"{manifest['replaced_invalid_utf8']} invalid UTF-8 bytes replaced, "
         f"{manifest['skipped_empty_documents']} empty documents skipped"
     )

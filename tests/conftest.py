@@ -267,6 +267,18 @@ def write_tiny_workdir(
     return jax.device_get(state["params"])
 
 
+def truncated_hf_copy(directory: str, into: pathlib.Path) -> pathlib.Path:
+    """`into` made a copy of the HF checkpoint `directory` whose `model.safetensors` is cut short at its half
+    (a copy broken off), its other files linked; returns `into`."""
+    into.mkdir(exist_ok=True)
+    for name in os.listdir(directory):
+        if name != "model.safetensors":
+            os.link(os.path.join(directory, name), into / name)
+    whole = pathlib.Path(directory, "model.safetensors").read_bytes()
+    (into / "model.safetensors").write_bytes(whole[: len(whole) // 2])
+    return into
+
+
 @pytest.fixture(scope="session")
 def hf_dir(tmp_path_factory):
     """A tiny Llama checkpoint exported by `save_hf`, with a 512-id byte-level BPE of the demo corpus."""

@@ -127,17 +127,23 @@ def _torus(chips: int, dims: int) -> list[int]:
     return sorted(sides, key=lambda s: (s == 1, s))
 
 
+def target_forms() -> str:
+    """The target names `parse_target` accepts, from `TPU_CHIPS` and `GPU_KINDS`, for help texts and errors:
+    "TPU v4-N, v5p-N, ..., tpu7x-N (e.g. v5p-128) or GPU KIND:HOSTSxGPUS, KIND one of h100, ... (e.g. h100:1x8)"."""
+    tpus = ", ".join(f"{kind}-N" for kind in TPU_CHIPS)
+    return f"TPU {tpus} (e.g. v5p-128) or GPU KIND:HOSTSxGPUS, KIND one of {', '.join(GPU_KINDS)} (e.g. h100:1x8)"
+
+
 def parse_target(name: str, num_slices: int = 1) -> Target:
-    """The `Target` of a name: `v4-N`, `v5p-N`, `tpu7x-N` (N >= 8 TensorCores), `v5e-N`, `v6e-N` (N <= 256
-    chips), N a power of two, or `KIND:HOSTSxGPUS` with KIND in `GPU_KINDS`.
+    """The `Target` of a name (`target_forms`): `v4-N`, `v5p-N`, `tpu7x-N` (N >= 8 TensorCores), `v5e-N`,
+    `v6e-N` (N <= 256 chips), N a power of two, or `KIND:HOSTSxGPUS` with KIND in `GPU_KINDS`.
 
     Raises:
       ValueError: an unknown or malformed name, a bad `num_slices` (one line naming the accepted forms).
     """
-    forms = f"TPU v4-N, v5p-N, tpu7x-N, v5e-N, v6e-N (e.g. v5p-128) or GPU KIND:HOSTSxGPUS with KIND in {GPU_KINDS}"
     if num_slices < 1:
         raise ValueError(f"--num_slices={num_slices}: use 1 or more TPU slices")
-    tpu = re.fullmatch(r"(v4|v5p|tpu7x|v5e|v6e)-(\d+)", name)
+    tpu = re.fullmatch(rf"({'|'.join(TPU_CHIPS)})-(\d+)", name)
     if tpu:
         kind, count = tpu.group(1), int(tpu.group(2))
         cores_per_chip = TPU_CHIPS[kind].cores_per_chip
@@ -162,7 +168,7 @@ def parse_target(name: str, num_slices: int = 1) -> Target:
             raise ValueError(f"--num_slices is for TPU slices; a GPU cluster is KIND:HOSTSxGPUS ({name})")
         hosts, gpus = int(gpu.group(2)), int(gpu.group(3))
         return Target(name, "gpu", gpu.group(1), hosts * gpus, f"{hosts}x{gpus}")
-    raise ValueError(f"--target={name}: unknown target; use {forms}")
+    raise ValueError(f"--target={name}: unknown target; use {target_forms()}")
 
 
 def gpu_target_config(kind: str) -> str:

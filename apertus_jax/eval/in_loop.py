@@ -13,7 +13,8 @@ name there that is no component adds a held-out set of its own (e.g. "german=/da
 Text in languages the component never trains on (`DocumentSpec.unseen_language_texts`: a "demo" component's
 UDHR translations held out whole) is scored as its own set, `eval/unseen_languages/<component>/...`, which
 measures transfer (or forgetting), not learning, and is left out of aggregate held-out losses
-(`apertus_jax.studies.ablations.compare`). Each set keeps its first documents up to `eval.heldout_tokens`. Documents are packed and
+(`apertus_jax.studies.ablations.compare`). The log names the sets scored, each file of `eval.heldout_paths`
+with its set (`describe_sets`), and warns of a component whose text no set scores (`HeldoutTexts.not_scored`). Each set keeps its first documents up to `eval.heldout_tokens`. Documents are packed and
 masked as in training (`apertus_jax.eval.perplexity`, docs/recipe.md section 2) but without Goldfish: the
 held-out loss is that of every token. Multiple choice uses the tasks of `experiments.evaluate`
 (`<language>_exams_qa`), all four normalisations (docs/recipe.md section 9), questions whose options fit the
@@ -43,6 +44,7 @@ from apertus_jax.data import sources
 from apertus_jax.data.config import PipelineSpec
 from apertus_jax.eval import multiple_choice, perplexity, tasks
 from apertus_jax.eval.config import EXAMS_QA_SUFFIX, UNSEEN_LANGUAGES, EvalConfig
+from apertus_jax.logs import counted
 from apertus_jax.train.hooks import Hook, LoopContext
 from apertus_jax.train.train_state import batch_sharding
 
@@ -85,6 +87,19 @@ class HeldoutTexts:
     unseen: list[tuple[str, list[str]]]
     missing: list[str]
 
+    def named_missing(self, pipeline: PipelineSpec) -> str:
+        """The components of `pipeline` without a held-out set (`missing`) with their kinds: "'text'
+        (arrayrecord)"; "" when there are none."""
+        return ", ".join(f"{name!r} ({pipeline.components[name].kind})" for name in self.missing)
+
+    def not_scored(self, pipeline: PipelineSpec) -> str:
+        """The warning naming the components without a held-out set, whose text no set scores: "not scored:
+        'text' (arrayrecord), with no held-out set of its own and no file of it in eval.heldout_paths"."""
+        return (
+            f"not scored: {self.named_missing(pipeline)}, with no held-out set of its own and no file of it in "
+            "eval.heldout_paths"
+        )
+
 
 def heldout_texts(eval_config: EvalConfig, pipeline: PipelineSpec | None) -> HeldoutTexts:
     """The held-out texts of each document component of `pipeline` (`DocumentSpec.heldout_texts`, with its
@@ -115,16 +130,16 @@ def heldout_texts(eval_config: EvalConfig, pipeline: PipelineSpec | None) -> Hel
 
 
 def heldout_sets(eval_config: EvalConfig, pipeline: PipelineSpec | None, tokenizer) -> list[HeldoutSet]:
-    """The held-out sets of `heldout_texts` (a warning names each component without one), the held-out ones
-    first, then the unseen-language ones, each capped at `eval_config.heldout_tokens` tokens (whole documents,
-    at least one).
+    """The held-out sets of `heldout_texts` (a warning names the components without one,
+    `HeldoutTexts.not_scored`), the held-out ones first, then the unseen-language ones, each capped at
+    `eval_config.heldout_tokens` tokens (whole documents, at least one).
 
     Raises:
       FileNotFoundError / ValueError: as `heldout_texts`.
     """
     found = heldout_texts(eval_config, pipeline)
-    for name in found.missing:
-        logging.warning("eval: component %r has no held-out set (set eval.heldout_paths)", name)
+    if found.missing:
+        logging.warning("eval: %s", found.not_scored(pipeline))
     sets = []
     for name, texts in found.heldout + found.unseen:
         documents, num_bytes, tokens = [], 0, 0
@@ -138,6 +153,16 @@ def heldout_sets(eval_config: EvalConfig, pipeline: PipelineSpec | None, tokeniz
         if documents:
             sets.append(HeldoutSet(name, documents, num_bytes))
     return sets
+
+
+def describe_sets(sets: list[HeldoutSet], eval_config: EvalConfig) -> str:
+    """The held-out sets of a run as its log names them: each set's name, with its file where
+    `eval.heldout_paths` names one ("1 held-out set: heldout (/data/heldout.jsonl)"; "no held-out set")."""
+    if not sets:
+        return "no held-out set"
+    paths = dict(entry.split("=", 1) for entry in eval_config.heldout_paths)
+    named = [f"{s.name} ({paths[s.name]})" if s.name in paths else s.name for s in sets]
+    return f"{counted(len(sets), 'held-out set')}: {', '.join(named)}"
 
 
 def fitting_questions(
@@ -223,9 +248,9 @@ class InLoopEvaluation(Hook):
             loaded = loaded[: self.config.task_questions] if self.config.task_questions else loaded
             self.questions[task] = fitting_questions(loaded, self.tokenizer, self.seq_len + 1)
         logging.info(
-            "eval: %d held-out sets, %d questions, ready in %.1f s",
-            len(self.heldout),
-            sum(map(len, self.questions.values())),
+            "eval: %s; %s; ready in %.1f s",
+            describe_sets(self.heldout, self.config),
+            counted(sum(map(len, self.questions.values())), "question"),
             time.time() - start,
         )
         scoring = make_token_logprobs(run, lambda: self._params)

@@ -10,7 +10,8 @@ every position, with the log of the remaining probability mass, to `logits_dir/s
 step attached (`TeacherLogits`): packing, stages and exact resume are the pipeline's own, and each step's
 file carries a checksum of its tokens, so a misaligned store fails loudly instead of teaching the wrong rows.
 The student's run checks the store whole before its first step, and a store it cannot train on (a step file
-missing or unreadable, rows of another seed) is refused with one line before anything is written.
+missing or unreadable, rows of another seed) is refused with one line before anything is written. A rerun of an
+interrupted teacher pass keeps the step files the same teacher wrote for the same rows (`holds_step`).
 
 The store's format, its batch source (`TeacherLogits`) and the objective (`distillation`, with its formula):
 `apertus_jax.posttrain.distillation`. One process: the store holds the rows of a single-process run.
@@ -36,6 +37,7 @@ from apertus_jax.posttrain.distillation import (
     TeacherLogits,
     check_store,
     distillation,
+    holds_step,
     loss_label,
     read_meta,
     step_file,
@@ -51,6 +53,9 @@ def write_teacher_logits(
 ) -> dict:
     """Runs the teacher of `teacher_workdir` over the first `steps` batches of the student run `config` and
     writes its top-`k` log-probabilities per position to `logits_dir` (module docstring); returns the meta.
+
+    A step file already in `logits_dir`, whole and written by the same teacher (workdir, step) and `k` for the
+    same rows (`holds_step`), is kept: a rerun after an interruption writes only the missing or other steps.
 
     Raises:
       ValueError: k out of [1, vocab], steps < 1, more than one process, or a teacher whose vocabulary or
@@ -83,15 +88,33 @@ def write_teacher_logits(
 
     os.makedirs(logits_dir, exist_ok=True)
     source = pipeline_batch_source(run)
+    # what each step file records of its writer: a rerun keeps the files of the same teacher, k and rows
+    written_by = {"teacher": os.path.abspath(teacher_workdir), "teacher_step": str(teacher.step), "k": str(k)}
+    kept = []
     for step in range(1, steps + 1):
         batch = next(source)
-        ids, logprobs, rest = jax.device_get(top_k(batch["tokens"], batch["positions"], batch["segment_ids"]))
-        arrays = {"teacher_ids": ids, "teacher_logprobs": logprobs, "rest_logprob": rest}
-        arrays[CHECKSUM] = tokens_checksum(batch["tokens"])
-        with files.atomic_path(step_file(logits_dir, step)) as path:
-            save_file({name: np.ascontiguousarray(a) for name, a in arrays.items()}, path)
+        if holds_step(logits_dir, step, batch["tokens"], written_by):
+            kept.append(step)
+        else:
+            ids, logprobs, rest = jax.device_get(
+                top_k(batch["tokens"], batch["positions"], batch["segment_ids"])
+            )
+            arrays = {"teacher_ids": ids, "teacher_logprobs": logprobs, "rest_logprob": rest}
+            arrays[CHECKSUM] = tokens_checksum(batch["tokens"])
+            with files.atomic_path(step_file(logits_dir, step)) as path:
+                save_file(
+                    {name: np.ascontiguousarray(a) for name, a in arrays.items()}, path, metadata=written_by
+                )
         if step % 50 == 0 or step == steps:
             logging.info("teacher logits: step %d of %d", step, steps)
+    if kept:
+        logging.info(
+            "teacher logits: kept %d of %d step files written before by the same teacher for the same rows, "
+            "wrote the other %d",
+            len(kept),
+            steps,
+            steps - len(kept),
+        )
     meta = {"teacher": os.path.abspath(teacher_workdir), "teacher_step": teacher.step, "k": k, "steps": steps}
     meta.update(seq_len=config.data.seq_len, vocab_size=vocab, tokenizer=run.tokenizer.name)
     with files.atomic_path(os.path.join(logits_dir, META)) as path, open(path, "w") as f:

@@ -18,6 +18,7 @@ from absl import logging
 
 from apertus_jax.config.schema import Config
 from apertus_jax.eval.in_loop import InLoopEvaluation
+from apertus_jax.logs import counted
 from apertus_jax.models import flops, hf
 from apertus_jax.records.config_record import ConfigRecord
 from apertus_jax.records.loss_plot import LossPlot
@@ -135,7 +136,7 @@ def describe(config: Config) -> str:
         else f"cosine: warmup {optim.warmup_tokens:,}"
     )
     return (
-        f"run: model {config.model_preset} ({model.n_layers} layers, d_model {model.d_model}, vocab "
+        f"run: model {config.model_preset} ({counted(model.n_layers, 'layer')}, d_model {model.d_model}, vocab "
         f"{model.vocab_size:,}: {flops.param_count(model):,} parameters); optimizer {optim.name} (peak LR "
         f"{optim.peak_lr:g}, weight decay {optim.weight_decay:g}, clip {optim.clip_norm:g}); schedule "
         f"{schedule} of {optim.total_tokens:,} tokens; {config.train.steps:,} steps of {phases} tokens: "

@@ -394,7 +394,7 @@ def load_hf(directory: str | os.PathLike, **overrides) -> Apertus:
 
     Raises:
       FileNotFoundError: `config.json` or the safetensors weights are missing.
-      ValueError: as `from_hf`.
+      ValueError: a weights file that is not whole (`check_weight_files`), or as `from_hf`.
     """
     config_path = os.path.join(directory, CONFIG_FILE)
     if not os.path.isfile(config_path):
@@ -404,7 +404,7 @@ def load_hf(directory: str | os.PathLike, **overrides) -> Apertus:
     with open(config_path) as f:
         hf_config = json.load(f)
     state_dict = {}
-    for path in _weight_files(directory):
+    for path in check_weight_files(directory):
         state_dict.update(load_file(path))
     return from_hf(state_dict, hf_config, **overrides)
 
@@ -423,6 +423,30 @@ def _weight_files(directory: str | os.PathLike) -> list[str]:
         f"no {WEIGHTS_FILE} (or {WEIGHTS_FILE}.index.json) in {directory}; only safetensors "
         f"checkpoints are read"
     )
+
+
+def check_weight_files(directory: str | os.PathLike, where: str = "") -> list[str]:
+    """The paths of the checkpoint's safetensors files (`_weight_files`), each checked to be whole.
+
+    Reads each file's header only, so a truncated or damaged file is refused before anything is loaded.
+
+    Args:
+      where: what the caller was given (`checkpoint.init_from=hf:DIR`), put before the message; "" for none.
+    Raises:
+      FileNotFoundError: no safetensors weights in `directory`.
+      ValueError: one line naming a file that is not whole (its header does not cover it) and the fix.
+    """
+    paths = _weight_files(directory)
+    for path in paths:
+        try:
+            with safe_open(path, framework="numpy"):
+                pass
+        except SafetensorError as error:
+            prefix = f"{where}: " if where else ""
+            raise ValueError(
+                f"{prefix}{path} is not a whole safetensors file ({error}); copy or export it again"
+            ) from None
+    return paths
 
 
 # ---------------------------------------------------------------- continued pretraining (`init_from = "hf:DIR"`)
@@ -470,14 +494,7 @@ def check_init_dir(directory: str, config: ModelConfig, tokenizer) -> None:
     for name in (CONFIG_FILE, TOKENIZER_FILE):
         if not os.path.isfile(os.path.join(directory, name)):
             raise FileNotFoundError(f"{where}: no {name}; point it at a HF checkpoint directory")
-    for path in _weight_files(directory):
-        try:  # reads the header only: a truncated or damaged file is refused before the run writes anything
-            with safe_open(path, framework="numpy"):
-                pass
-        except SafetensorError as error:
-            raise ValueError(
-                f"{where}: {path} is not a whole safetensors file ({error}); copy or export it again"
-            ) from None
+    check_weight_files(directory, where)  # before the run writes anything
     with open(os.path.join(directory, CONFIG_FILE)) as f:
         theirs = config_from_hf(json.load(f))
     for field in PARAM_FIELDS:

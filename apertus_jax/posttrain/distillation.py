@@ -10,7 +10,8 @@ next tokens and their log-probabilities at every position, with the log of the r
 its tokens (`tokens_checksum`), so a misaligned store fails loudly instead of teaching the wrong rows. The store
 is checked whole before the first step (`check_store`: every step file present and readable; `TeacherLogits`:
 the first step's rows are the student's first batch), so a broken store is refused before the run writes
-anything.
+anything. Each file records the teacher that wrote it (its safetensors metadata), so a rerun of an interrupted
+pass keeps the files it finds whole, of the same teacher and rows (`holds_step`), and writes the others.
 
 The objective (`distillation`), per unmasked position, with teacher top-k log-probabilities `l_1..l_k` (ids
 `j_i`) and the log of the rest of its mass `r = log(1 - sum_i exp(l_i))`, student logits `z`, temperature `tau`:
@@ -64,6 +65,27 @@ def step_file(logits_dir: str, step: int) -> str:
 def tokens_checksum(tokens: np.ndarray) -> np.ndarray:
     """sha256 of int32 `[rows, T]` tokens as 32 uint8: what a step file stores to prove its rows."""
     return np.frombuffer(hashlib.sha256(np.ascontiguousarray(tokens, np.int32).tobytes()).digest(), np.uint8)
+
+
+def holds_step(logits_dir: str, step: int, tokens: np.ndarray, teacher: dict[str, str]) -> bool:
+    """Whether the store's file of `step` is whole and holds the logits of `teacher` (the `{name: value}`
+    strings its writer records in the file's safetensors metadata: the teacher's workdir, step and k) for the
+    rows `tokens` (int32 `[rows, T]`, by `tokens_checksum`). Reads the header and the checksum only.
+
+    A store written in part (an interrupted `write_teacher_logits`) keeps the files for which this holds.
+    """
+    path = step_file(logits_dir, step)
+    if not os.path.isfile(path):
+        return False
+    try:
+        with safe_open(path, framework="numpy") as f:
+            if (f.metadata() or {}) != teacher or not set(ARRAYS) | {CHECKSUM} <= set(f.keys()):
+                return False
+            shape = tuple(f.get_slice(ARRAYS[0]).get_shape())
+            checksum = f.get_tensor(CHECKSUM)
+    except (SafetensorError, OSError):
+        return False
+    return shape == (*tokens.shape, int(teacher["k"])) and np.array_equal(checksum, tokens_checksum(tokens))
 
 
 def read_meta(logits_dir: str) -> dict:

@@ -30,7 +30,7 @@ def check_workdir_exists(workdir: str) -> None:
       NotADirectoryError: `workdir` is a file.
     """
     if not os.path.exists(workdir):
-        raise FileNotFoundError(f"workdir {workdir} does not exist")
+        raise FileNotFoundError(f"workdir {workdir} does not exist: {WORKDIR_FIX}")
     if not os.path.isdir(workdir):
         raise NotADirectoryError(f"workdir {workdir} is a file, not a directory: {WORKDIR_FIX}")
 

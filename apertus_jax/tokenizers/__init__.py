@@ -2,7 +2,7 @@
 
 `load_tokenizer("tekken" | "sentencepiece:/path.model" | "hf:/path/tokenizer.json") -> Tokenizer`.
 - `base`: the `Tokenizer` interface;
-- `load`: one string names any tokenizer;
+- `load`: one string names any tokenizer (`SPEC_FORMS`, "demo" included);
 - `tekken`, `sentencepiece_model`, `hf`: the tokenizers;
 - `hf_export`: a `Tokenizer` as a HF `tokenizer.json`;
 - `train`: BPE training with SentencePiece;

@@ -129,7 +129,7 @@ def heldout_documents(
         return Documents(named, (texts,)), Documents(whole, (unseen,)) if unseen else None
     found = heldout_texts(config.eval, config.data.pipeline)
     kinds = config.data.pipeline.components
-    named = ", ".join(f"{name!r} ({kinds[name].kind})" for name in found.missing)
+    named = found.named_missing(config.data.pipeline)
     extra = [
         name for name, _ in found.heldout if name not in kinds
     ]  # sets of eval.heldout_paths of their own
@@ -138,7 +138,7 @@ def heldout_documents(
             f"the run trains on {named or 'no component'} with no held-out set to score; {HELDOUT_FIX}"
         )
     if found.missing:
-        logging.warning("not scored, without a held-out set (eval.heldout_paths names none): %s", named)
+        logging.warning(found.not_scored(config.data.pipeline))
     heldout_set = Documents(
         "the run's held-out sets: " + ", ".join(name for name, _ in found.heldout),
         tuple(texts for _, texts in found.heldout),

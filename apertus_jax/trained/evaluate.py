@@ -109,12 +109,13 @@ def evaluate(
         raise ValueError(f"--limit={limit} must be >= 0 and --batch_size={batch_size} >= 1")
     if heldout and exams:
         raise ValueError(f"--heldout goes with --task=perplexity or memorization, not --task={task}")
+    tokenizer = None
     if not exams:  # the data to score, found before the model is read: bad data is refused at once
         config = read_config(workdir)
         tokenizer = run_tokenizer(config.data.tokenizer, config.data.demo_tokenizer_vocab)
         heldout_set, unseen = heldout_documents(config, tokenizer, heldout)
         trained_set = trained_documents(config, tokenizer) if task == "memorization" else None
-    trained = load_workdir(workdir, "evaluating")
+    trained = load_workdir(workdir, "evaluating", tokenizer)  # the tokenizer loaded (and logged) once
     tokenizer = trained.tokenizer
     if not seq_len:
         seq_len = int(trained.config.data.seq_len)

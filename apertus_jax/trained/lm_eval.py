@@ -37,12 +37,14 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window, simple_parse_args_string
 from tqdm import tqdm
 
+from apertus_jax.data.config import DataConfig
+from apertus_jax.data.run_tokenizer import run_tokenizer
 from apertus_jax.eval.scoring import batched_token_logprobs, pack_requests
 from apertus_jax.models.generate import generate
 from apertus_jax.models.hf import load_hf
 from apertus_jax.models.transformer import Apertus, model_from_params
 from apertus_jax.tokenizers.base import Tokenizer
-from apertus_jax.tokenizers.load import load_tokenizer
+from apertus_jax.tokenizers.load import load_tokenizer, spec_forms
 from apertus_jax.trained.workdir import load_workdir
 
 DEFAULT_BATCH_SIZE = 16
@@ -64,8 +66,8 @@ def load_model_and_tokenizer(
       workdir: an `experiments.pretrain` workdir (newest checkpoint and the run's tokenizer).
       pretrained: a HF directory written by `models.hf.save_hf` (Apertus or Llama); its tokenizer is
         `tokenizer.json` in the same directory unless `tokenizer` is given.
-      tokenizer: a `tokenizers.load_tokenizer` spec ("tekken", "sentencepiece:PATH", "hf:PATH") overriding
-        the default one.
+      tokenizer: a tokenizer spec (`tokenizers.load.SPEC_FORMS`; "demo" is the demo BPE of
+        `DataConfig.demo_tokenizer_vocab` ids) overriding the default one.
       dtype: compute dtype ("bfloat16", ...); empty keeps the checkpoint's.
     Raises:
       ValueError: neither or both of `workdir` and `pretrained`, or no tokenizer found.
@@ -91,11 +93,11 @@ def load_model_and_tokenizer(
             if not os.path.isfile(path):
                 raise ValueError(
                     f"apertus_jax: {pretrained} has no tokenizer.json; pass model_args tokenizer=SPEC "
-                    "(tekken, sentencepiece:PATH or hf:PATH)"
+                    f"({spec_forms()})"
                 )
             tok = load_tokenizer(f"hf:{path}")
     if tokenizer is not None:
-        tok = load_tokenizer(tokenizer)
+        tok = run_tokenizer(tokenizer, DataConfig.demo_tokenizer_vocab)
     return model, tok
 
 

@@ -13,6 +13,7 @@ no checkpoint yet is told apart from a folder that holds no run (`WorkdirLock.he
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import os
 from typing import Any
@@ -54,7 +55,8 @@ def read_config(workdir: str) -> Config:
 
     Raises:
       FileNotFoundError, NotADirectoryError: as `records.runs.check_workdir_exists`; no `config.json` or no
-        `checkpoints/` (a live run that has not written them yet is named as such).
+        `checkpoints/` (a live run that has not written them yet, or a HF checkpoint's folder, is named as
+        such).
       ValueError: a `config.json` this version cannot parse.
     """
     check_workdir_exists(workdir)
@@ -62,6 +64,13 @@ def read_config(workdir: str) -> Config:
     if not os.path.exists(path) or not os.path.isdir(os.path.join(workdir, "checkpoints")):
         if WorkdirLock.held(workdir):
             raise FileNotFoundError(_no_checkpoint_yet(workdir))
+        weights = sorted(glob.glob(os.path.join(glob.escape(workdir), "*.safetensors")))
+        if weights:  # an export_hf output or a downloaded model: its config.json is HF's
+            raise FileNotFoundError(
+                f"{workdir} holds a HF checkpoint ({os.path.basename(weights[0])}), not a training run: "
+                f"{WORKDIR_FIX}; score a HF checkpoint with `python -m experiments.lm_eval run --model "
+                f"apertus_jax --model_args pretrained={workdir}`"
+            )
         raise FileNotFoundError(f"{workdir} has no config.json or checkpoints/: {WORKDIR_FIX}")
     with open(path) as f:
         return parse_recorded(json.load(f))
@@ -90,7 +99,7 @@ def restore_params(workdir: str, abstract_params, doing: str = "reading") -> tup
     return params, step
 
 
-def load_workdir(workdir: str, doing: str = "reading") -> TrainedModel:
+def load_workdir(workdir: str, doing: str = "reading", tokenizer: Tokenizer | None = None) -> TrainedModel:
     """The newest checkpoint of `workdir` as a model on the default device (`restore_params`: in a workdir a
     live run holds, the newest checkpoint saved so far, with a warning that names its step).
 
@@ -99,6 +108,8 @@ def load_workdir(workdir: str, doing: str = "reading") -> TrainedModel:
 
     Args:
       doing: what the caller does with the model, for that warning ("exporting", "evaluating").
+      tokenizer: the run's tokenizer where the caller has loaded it already (`run_tokenizer` of its
+        `data.tokenizer`); None: loaded here.
 
     Raises:
       FileNotFoundError: as `read_config` and `restore_params`. ValueError: no checkpoint is readable (one
@@ -106,7 +117,8 @@ def load_workdir(workdir: str, doing: str = "reading") -> TrainedModel:
     """
     config = read_config(workdir)
     model_config, data = config.model, config.data
-    tokenizer = run_tokenizer(data.tokenizer, data.demo_tokenizer_vocab)
+    if tokenizer is None:
+        tokenizer = run_tokenizer(data.tokenizer, data.demo_tokenizer_vocab)
     mesh = partitioning.make_mesh(1, 1, 1, devices=jax.devices()[:1])
     abstract_params = make_abstract_params(model_config, mesh, config.seed).abstract
     params, step = restore_params(workdir, abstract_params, doing)

@@ -108,6 +108,21 @@ def test_bad_target_names(name, slices, message):
         compile_targets.parse_target(name, slices)
 
 
+def test_the_target_forms_are_those_parse_target_accepts_and_memory_plan_s_help_lists_them(run_job):
+    """Before: --help typed its own list, without tpu7x."""
+    assert compile_targets.target_forms() == (
+        "TPU v4-N, v5p-N, v5e-N, v6e-N, tpu7x-N (e.g. v5p-128) or GPU KIND:HOSTSxGPUS, KIND one of h100, h200, "
+        "b200, gb200 (e.g. h100:1x8)"
+    )
+    for kind in compile_targets.TPU_CHIPS:
+        assert compile_targets.parse_target(f"{kind}-8").kind == kind
+    for kind in compile_targets.GPU_KINDS:
+        assert compile_targets.parse_target(f"{kind}:1x8").kind == kind
+    result = run_job("experiments.memory_plan", "--help")
+    assert result.returncode == 0
+    assert compile_targets.target_forms() in " ".join(result.stdout.split())  # --help wraps its lines
+
+
 def test_meshes_must_use_all_devices_of_the_target():
     config = parse(tiny_demo.get_config())
     target = compile_targets.parse_target("v5p-128")

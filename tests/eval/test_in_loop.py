@@ -173,3 +173,39 @@ def test_a_run_on_its_own_batch_source_gets_the_named_held_out_files_alone(tmp_p
     (heldout,) = evaluation.heldout_sets(config, None, tokenizer)
     assert heldout.name == "mine" and len(heldout.documents) == 5
     assert heldout.num_bytes == sum(len(t.encode("utf-8")) for t in texts)
+
+
+def test_the_log_says_which_held_out_sets_are_scored_and_which_component_is_not(tmp_path, caplog):
+    """A run on its own shards (component 'text') with its held-out file named in eval.heldout_paths as a set
+    of its own, as configs/runs/tiny_own_data.py tells. Before: the warning "component 'text' has no held-out
+    set (set eval.heldout_paths)", though it was set, and "1 held-out sets", naming none."""
+    import logging
+
+    from apertus_jax.config.schema import parse
+    from apertus_jax.data.demo_corpus import load_german_prose
+    from apertus_jax.data.run_tokenizer import demo_tokenizer
+    from configs.runs import tiny_own_data
+
+    tokenizer = demo_tokenizer(1024)  # logged before the lines looked at
+    caplog.set_level(logging.INFO)
+    texts = [d["text"] for d in load_german_prose()[:3]]
+    heldout = tmp_path / "heldout.jsonl"
+    heldout.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    config = parse(tiny_own_data.get_config(str(tmp_path / "shards")))  # the shards are not read here
+    eval_config = EvalConfig(every_steps=10, heldout_paths=(f"heldout={heldout}",))
+    sets = evaluation.heldout_sets(eval_config, config.data.pipeline, tokenizer)
+    assert [(s.name, len(s.documents)) for s in sets] == [("heldout", 3)]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        (
+            "WARNING",
+            "eval: not scored: 'text' (arrayrecord), with no held-out set of its own and no file of it in "
+            "eval.heldout_paths",
+        )
+    ]
+    assert evaluation.describe_sets(sets, eval_config) == f"1 held-out set: heldout ({heldout})"
+    demo = parse(tiny_resume.get_config())  # the demo corpus's own held-out sets: no warning
+    caplog.clear()
+    sets = evaluation.heldout_sets(demo.eval, demo.data.pipeline, tokenizer)
+    assert evaluation.describe_sets(sets, demo.eval) == "2 held-out sets: demo, unseen_languages/demo"
+    assert not caplog.records
+    assert evaluation.describe_sets([], demo.eval) == "no held-out set"

@@ -416,3 +416,30 @@ def test_an_ablation_file_that_raises_is_one_line_naming_its_file_and_line(tmp_p
         "error: ablation.py:2: NameError: name 'baes' is not defined"
     ], result.stderr[-2000:]
     assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize(
+    "job, module, function, args",
+    [
+        ("pretrain", "apertus_jax.jobs.pretrain", "pretrain", []),
+        ("sft", "apertus_jax.jobs.posttrain", "sft", []),
+        ("qrpo", "apertus_jax.jobs.posttrain", "qrpo", []),
+        (
+            "pretrain_gpt_samples",
+            "apertus_jax.jobs.gpt_samples",
+            "pretrain_on_gpt_samples",
+            ["--data_path=unread"],
+        ),
+        ("distill", "apertus_jax.jobs.distill", "distill", ["--logits=unread"]),
+    ],
+)
+def test_a_training_command_ends_with_the_run_s_status_line(
+    job, module, function, args, tmp_path, monkeypatch, run_job
+):
+    """The job's function stands in for the training; before, distill ended with 'distill done: WORKDIR'."""
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(module), function, lambda *a, **k: "done")
+    result = run_job(f"experiments.{job}", f"--workdir={tmp_path / 'run'}", *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == f"run done: {tmp_path / 'run'}\n"

@@ -9,6 +9,8 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
+from ..conftest import truncated_hf_copy  # noqa: E402
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -64,3 +66,18 @@ def test_a_bad_model_args_is_one_line_and_exit_2(model_args, message, exams_task
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("error: ") or "Traceback" in line]
     assert line.startswith("error: " + message.format(tmp=tmp_path)), line
     assert done.stderr.strip().splitlines()[-1] == line
+
+
+@pytest.mark.slow
+def test_a_truncated_hf_checkpoint_is_one_line_and_exit_2(hf_dir, exams_task_dir, tmp_path, run_job):
+    """Before: a traceback ending in safetensors' `SafetensorError: Error while deserializing header: incomplete
+    metadata, file not fully covered`, exit status 1."""
+    broken = truncated_hf_copy(hf_dir, tmp_path / "truncated")
+    command = ["run", "--model", "apertus_jax", "--model_args", f"pretrained={broken}"]
+    command += ["--tasks", "german_exams_qa", "--include_path", exams_task_dir, "--limit", "2"]
+    done = run_job("experiments.lm_eval", *command)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: {broken / 'model.safetensors'} is not a whole safetensors file (Error while deserializing "
+        "header: incomplete metadata, file not fully covered); copy or export it again"
+    )

@@ -165,7 +165,7 @@ def test_first_run_on_an_empty_cache_says_what_it_does_before_step_1(compilation
         "state: initializing the parameters",
         "eval: loading the held-out sets and the tasks ['german_exams_qa']",
         "fetching evals-3.0.1.post1-py3-none-any.whl from the package index (PyPI)",
-        "questions, ready in",
+        "questions; ready in",
         "train step: compiling for batches of 4 x 64 tokens",
         "train step: ready in",
     ]

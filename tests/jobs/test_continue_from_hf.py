@@ -19,7 +19,7 @@ from apertus_jax.train.run import Run
 from apertus_jax.trained import export
 from apertus_jax.trained.workdir import read_config
 
-from ..conftest import write_tiny_workdir
+from ..conftest import truncated_hf_copy, write_tiny_workdir
 
 STEPS = 2
 # Nothing from a hub: every file is local.
@@ -177,14 +177,7 @@ def test_a_truncated_safetensors_file_is_one_line_naming_it_and_writes_nothing(e
     """Before: 40 lines ending in `SafetensorError: Error while deserializing header: incomplete metadata, file
     not fully covered`, exit status 1, when the run read the parameters."""
     _, _, out = exported
-    broken = tmp_path / "truncated"
-    broken.mkdir()
-    for name in os.listdir(out):
-        if name != hf.WEIGHTS_FILE:
-            os.link(os.path.join(out, name), broken / name)
-    with open(os.path.join(out, hf.WEIGHTS_FILE), "rb") as f:
-        whole = f.read()
-    (broken / hf.WEIGHTS_FILE).write_bytes(whole[: len(whole) // 2])  # a copy cut short
+    broken = truncated_hf_copy(out, tmp_path / "truncated")
     result = run_job(
         "experiments.pretrain",
         "--config=configs/runs/tiny_demo.py",

@@ -12,10 +12,11 @@ import shutil
 
 import jax
 import pytest
+from safetensors import safe_open
 
 from apertus_jax import plots
-from apertus_jax.jobs.distill import distill
-from apertus_jax.posttrain.distillation import TeacherLogits, check_store, read_meta, step_file
+from apertus_jax.jobs.distill import distill, write_teacher_logits
+from apertus_jax.posttrain.distillation import TeacherLogits, check_store, holds_step, read_meta, step_file
 from apertus_jax.train.run import Run, pipeline_batch_source
 
 K = 8
@@ -122,3 +123,49 @@ def test_a_store_of_another_seed_is_refused_before_anything_is_written(teacher_l
     ):
         distill(student.replace(seed=student.seed + 1), str(workdir), logits_dir, alpha=0.9, temperature=1.0)
     assert not workdir.exists()
+
+
+def _contents(path):
+    """A step file's metadata and arrays (as lists: comparable with ==)."""
+    with safe_open(path, framework="numpy") as f:
+        return f.metadata(), {name: f.get_tensor(name).tolist() for name in sorted(f.keys())}
+
+
+def test_a_rerun_of_an_interrupted_teacher_pass_keeps_the_step_files_written(
+    teacher_logits_store, tmp_path, caplog
+):
+    """Before: the rerun wrote every step again (an interrupted pass of 200 steps started over at step 1)."""
+    caplog.set_level(logging.INFO)
+    teacher, student, logits_dir = teacher_logits_store
+    store = str(_store_copy(logits_dir, tmp_path))  # as an interruption during step 3 leaves it: no meta.json
+    os.remove(os.path.join(store, "meta.json"))
+    os.remove(step_file(store, 3))
+    with open(step_file(store, 2), "r+b") as f:
+        f.truncate(1000)  # a file cut short (a copy broken off) is written again
+    first = os.stat(step_file(store, 1))
+    assert write_teacher_logits(teacher, student, store, steps=3, k=K) == read_meta(logits_dir)
+    kept = os.stat(step_file(store, 1))
+    assert (kept.st_ino, kept.st_mtime_ns) == (
+        first.st_ino,
+        first.st_mtime_ns,
+    )  # step 1 was not written again
+    for step in (1, 2, 3):  # the store is the uninterrupted pass's
+        assert _contents(step_file(store, step)) == _contents(step_file(logits_dir, step)), step
+    assert (
+        "teacher logits: kept 1 of 3 step files written before by the same teacher for the same rows, wrote the "
+        "other 2"
+    ) in caplog.messages
+    # Each file names its teacher and k, and is checked against the rows: another k keeps nothing.
+    write_teacher_logits(teacher, student, store, steps=3, k=K // 2)
+    assert os.stat(step_file(store, 1)).st_ino != kept.st_ino
+    check_store(store, read_meta(store), 3)
+    written_by = {"teacher": os.path.abspath(teacher), "teacher_step": "3", "k": str(K // 2)}
+    rows = {
+        seed: next(pipeline_batch_source(Run(student.replace(seed=seed), devices=jax.devices()[:1])))[
+            "tokens"
+        ]
+        for seed in (student.seed, student.seed + 1)
+    }
+    assert holds_step(store, 1, rows[student.seed], written_by)
+    assert not holds_step(store, 1, rows[student.seed + 1], written_by)
+    assert not holds_step(store, 1, rows[student.seed], {**written_by, "k": str(K)})

@@ -76,6 +76,15 @@ def test_the_start_up_line_names_model_optimizer_schedule_and_tokens():
     )
 
 
+def test_the_start_up_line_of_a_one_layer_model_says_1_layer():
+    """Before: "run: model tiny (1 layers, ..." (the student of docs/usage.md's distillation)."""
+    config = tiny_demo.get_config()
+    config.model.n_layers = 1
+    assert pretrain_job.describe(parse(config)).startswith(
+        "run: model tiny (1 layer, d_model 128, vocab 4,096: "
+    )
+
+
 def test_the_probe_manifest_is_written_only_for_a_pipeline_that_injects_documents(tmp_path):
     for name, config, written in [
         ("demo", parse(tiny_demo.get_config()), False),

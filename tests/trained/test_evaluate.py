@@ -72,6 +72,10 @@ def test_evaluate_cli_prints_no_library_info_lines(workdir, tmp_path, run_job):
         line for line in result.stderr.splitlines() if "orbax" in line.lower() or "backend 'tpu'" in line
     ]
     assert not noisy, noisy[:5]
+    # The tokenizer is loaded once (before: its line twice, for the data and again for the model).
+    assert [line[11:] for line in result.stderr.splitlines() if " tokenizer: " in line] == [
+        f"tokenizer: the demo SentencePiece BPE (1024 ids) from {demo_tokenizer(1024).path}"
+    ]
 
 
 def test_missing_workdir_is_one_line_and_exit_2(tmp_path, run_job):
@@ -79,6 +83,31 @@ def test_missing_workdir_is_one_line_and_exit_2(tmp_path, run_job):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == ["error: --workdir is required"]
     assert not list(tmp_path.iterdir())
+
+
+# What a --workdir must be (records.runs.WORKDIR_FIX), as the errors say it.
+EXPECTED = "--workdir must be a directory written by `python -m experiments.pretrain --workdir=...`"
+
+
+def test_a_missing_workdir_is_named_with_what_is_expected(tmp_path, run_job):
+    """Before: "workdir DIR does not exist", what to give unsaid."""
+    result = run_job("experiments.evaluate", f"--workdir={tmp_path / 'none'}", "--task=perplexity")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: workdir {tmp_path / 'none'} does not exist: {EXPECTED}"
+    ]
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_hf_checkpoint_is_named_as_such_with_what_is_expected(hf_dir, run_job):
+    """Before: "DIR has no config.json or checkpoints/", though it has a config.json (HF's)."""
+    result = run_job("experiments.evaluate", f"--workdir={hf_dir}", "--task=perplexity")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {hf_dir} holds a HF checkpoint (model.safetensors), not a training run: {EXPECTED}; score a HF "
+        f"checkpoint with `python -m experiments.lm_eval run --model apertus_jax --model_args pretrained={hf_dir}`"
+    ]
+    assert not os.path.exists(os.path.join(hf_dir, "eval"))
 
 
 def write_shards(path, documents, tokenizer) -> str:
@@ -194,8 +223,9 @@ def test_a_run_on_its_own_shards_is_scored_on_its_own_held_out_data(own_data_run
     own_data_config(run, shards, [f"heldout={jsonl}"])
     by_default = evaluate(run, "perplexity", batch_size=4)
     assert by_default["data"] == "the run's held-out sets: heldout"
-    assert "not scored, without a held-out set (eval.heldout_paths names none): 'text' (arrayrecord)" in (
-        caplog.messages
+    assert (
+        "not scored: 'text' (arrayrecord), with no held-out set of its own and no file of it in eval.heldout_paths"
+        in caplog.messages
     )
     assert by_default["perplexity"] == from_file["perplexity"]
     memo = evaluate(run, "memorization", limit=2, batch_size=2, prefix_len=8, suffix_len=8)

@@ -265,7 +265,8 @@ def test_export_cli_names_a_missing_workdir_in_one_line(tmp_path, run_job):
     result = run_job("experiments.export_hf", f"--workdir={tmp_path / 'none'}", f"--out={tmp_path / 'hf'}")
     assert result.returncode == 2
     assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
-        f"error: workdir {tmp_path / 'none'} does not exist"
+        f"error: workdir {tmp_path / 'none'} does not exist: --workdir must be a directory written by `python -m "
+        "experiments.pretrain --workdir=...`"
     ]
     assert not (tmp_path / "hf").exists()
 

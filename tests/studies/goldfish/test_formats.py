@@ -73,7 +73,7 @@ def test_the_study_writes_its_report_and_table(tmp_path):
     assert json.loads((out / "goldfish_formats.json").read_text()) == report
     table = (out / "goldfish_formats.md").read_text()
     assert table == gf.markdown(report["results"], ["macbeth"], "tekken")
-    assert table.startswith("Gutenberg vs First Folio, 1 plays, tokenizer tekken; ")
+    assert table.startswith("Gutenberg vs First Folio, 1 play, tokenizer tekken; ")
     assert len(lines) == 1 and lines[0].startswith("macbeth: ")
     with pytest.raises(ValueError, match="--k and --h must be positive integers"):
         gf.run_study(str(tmp_path / "bad"), ks=[0])
