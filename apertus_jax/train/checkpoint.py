@@ -90,6 +90,15 @@ class WorkdirLock:
         return False
 
 
+def hf_checkpoint_file(workdir: str) -> str | None:
+    """The first `*.safetensors` file of a folder that holds a HF checkpoint and no run (no `checkpoints/`): an
+    `export_hf` output or a downloaded model, whose `config.json` is HF's; None for any other folder."""
+    if os.path.isdir(os.path.join(workdir, "checkpoints")):
+        return None
+    weights = sorted(glob.glob(os.path.join(glob.escape(workdir), "*.safetensors")))
+    return os.path.basename(weights[0]) if weights else None
+
+
 def tree_shapes(tree) -> dict[str, list[int]]:
     """Flat {"path/to/leaf": shape} of a tree of arrays or ShapeDtypeStructs (parameters, optimizer state)."""
     flat = jax.tree_util.tree_flatten_with_path(tree)[0]

@@ -24,7 +24,6 @@ SIGTERM (cluster preemption) and SIGINT into that clean stop.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 import signal
 import threading
@@ -42,6 +41,7 @@ from apertus_jax.train.checkpoint import (
     InitialParams,
     WorkdirLock,
     WorkdirLockedError,
+    hf_checkpoint_file,
     tree_shapes,
 )
 from apertus_jax.train.hooks import LoopContext, due
@@ -296,10 +296,10 @@ def check_run_workdir(workdir: str) -> None:
         raise WorkdirLockedError(
             f"workdir {workdir} is in use by another run; wait for it to finish or pass a different --workdir"
         )
-    weights = glob.glob(os.path.join(glob.escape(workdir), "*.safetensors"))
-    if weights and not os.path.isdir(os.path.join(workdir, "checkpoints")):
+    weights = hf_checkpoint_file(workdir)
+    if weights:
         raise ValueError(
-            f"workdir {workdir} holds a HF checkpoint ({os.path.basename(weights[0])}), not a training run: "
+            f"workdir {workdir} holds a HF checkpoint ({weights}), not a training run: "
             f"train in a new --workdir (to start from it: --config.checkpoint.init_from=hf:{workdir})"
         )
 

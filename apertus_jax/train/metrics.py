@@ -22,10 +22,13 @@ from apertus_jax.checks import check_number
 # Dense bf16 peak FLOP/s per device (vendor datasheets, no sparsity). Matched as substrings of
 # `device.device_kind`, first match wins (so "v5 lite" is tested before "v5").
 PEAK_FLOPS_PER_DEVICE = (
+    ("GB200", 2500e12),  # before "B200", which it contains; NVIDIA's GB200 NVL72 sheet, per GPU
+    ("B200", 2250e12),  # NVIDIA's HGX B200 sheet, per GPU
     ("GH200", 989e12),
     ("H200", 989e12),
     ("H100", 989e12),
     ("A100", 312e12),
+    ("TPU7x", 2307e12 / 2),  # Ironwood: a chip's two TensorCores are two devices
     ("TPU v6 lite", 918e12),  # v6e
     ("TPU v5 lite", 197e12),  # v5e
     ("TPU v5p", 459e12),

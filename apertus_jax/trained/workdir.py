@@ -13,7 +13,6 @@ no checkpoint yet is told apart from a folder that holds no run (`WorkdirLock.he
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 from typing import Any
@@ -28,7 +27,7 @@ from apertus_jax.models.transformer import Apertus, model_from_params
 from apertus_jax.records.config_record import CONFIG
 from apertus_jax.records.runs import WORKDIR_FIX, check_workdir_exists
 from apertus_jax.tokenizers.base import Tokenizer
-from apertus_jax.train.checkpoint import WorkdirLock, restore_workdir_params
+from apertus_jax.train.checkpoint import WorkdirLock, hf_checkpoint_file, restore_workdir_params
 from apertus_jax.train.train_state import make_abstract_params
 
 
@@ -64,10 +63,10 @@ def read_config(workdir: str) -> Config:
     if not os.path.exists(path) or not os.path.isdir(os.path.join(workdir, "checkpoints")):
         if WorkdirLock.held(workdir):
             raise FileNotFoundError(_no_checkpoint_yet(workdir))
-        weights = sorted(glob.glob(os.path.join(glob.escape(workdir), "*.safetensors")))
-        if weights:  # an export_hf output or a downloaded model: its config.json is HF's
+        weights = hf_checkpoint_file(workdir)
+        if weights:
             raise FileNotFoundError(
-                f"{workdir} holds a HF checkpoint ({os.path.basename(weights[0])}), not a training run: "
+                f"{workdir} holds a HF checkpoint ({weights}), not a training run: "
                 f"{WORKDIR_FIX}; score a HF checkpoint with `python -m experiments.lm_eval run --model "
                 f"apertus_jax --model_args pretrained={workdir}`"
             )

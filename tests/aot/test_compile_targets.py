@@ -13,12 +13,14 @@ import json
 import re
 import subprocess
 import sys
+import types
 
 import jax
 import pytest
 
 from apertus_jax.aot import compile_targets, target_plan
 from apertus_jax.config.schema import parse
+from apertus_jax.train.metrics import peak_flops_per_device
 from configs.runs import tiny_demo
 
 
@@ -233,6 +235,30 @@ def no_persistent_cache():
 def tiny_bf16():
     config = parse(tiny_demo.get_config())
     return config.replace(model=config.model.replace(dtype="bfloat16"))
+
+
+# The device kind each TPU generation's devices report (jax's `device_kind`).
+TPU_DEVICE_KINDS = {
+    "v4": "TPU v4",
+    "v5p": "TPU v5",
+    "v5e": "TPU v5 lite",
+    "v6e": "TPU v6 lite",
+    "tpu7x": "TPU7x",
+}
+
+
+@pytest.mark.parametrize("kind", list(compile_targets.TPU_CHIPS) + list(compile_targets.GPU_KINDS))
+def test_the_trainer_knows_the_peak_of_every_target_kind(kind):
+    """A run on a target's chips reports MFU from the trainer's peak table (else it stops at start): a TPU
+    device's peak is its chip's over its devices; a GPU's is on NVIDIA's sheets (dense bf16)."""
+    if kind in compile_targets.TPU_CHIPS:
+        chip = compile_targets.TPU_CHIPS[kind]
+        device = types.SimpleNamespace(device_kind=TPU_DEVICE_KINDS[kind], platform="tpu")
+        assert peak_flops_per_device(device) == chip.peak_flops / chip.devices_per_chip
+    else:
+        name = re.search(r'device_description_str: "(.*)"', compile_targets.gpu_target_config(kind)).group(1)
+        expected = {"h100": 989e12, "h200": 989e12, "b200": 2250e12, "gb200": 2500e12}[kind]
+        assert peak_flops_per_device(types.SimpleNamespace(device_kind=name, platform="gpu")) == expected
 
 
 @needs_gpu
