@@ -35,7 +35,7 @@ from apertus_jax.logs import counted  # noqa: E402
 from apertus_jax.prep.executors import EXECUTORS  # noqa: E402
 from apertus_jax.prep.shard_parts import BATCH_DOCUMENTS  # noqa: E402
 from apertus_jax.prep.tokenize import OUTPUT_FORMATS, run_tokenize, tokenize_job  # noqa: E402
-from apertus_jax.tokenizers.load import DEMO, check_spec, spec_forms  # noqa: E402
+from apertus_jax.tokenizers.load import DEMO, load_tokenizer, spec_forms  # noqa: E402
 from apertus_jax.train.checkpoint import check_workdir_usable  # noqa: E402
 
 _INPUT = flags.DEFINE_multi_string("input", None, "File or directory (repeatable).", required=True)
@@ -84,9 +84,12 @@ def main(argv) -> None:
     else:
         check_workdir_usable(_OUT.value, "--out")
     tokenizer = _TOKENIZER.value
-    check_spec(tokenizer)  # before the tokenizing's workers start, each of which would load it
+    # Loaded before the tokenizing's workers start, each of which loads it again: a bad spec or a file that is
+    # no tokenizer is one line at once.
     if tokenizer == DEMO:  # the BPE a run with data.tokenizer="demo" uses: the shards read in such a run
         tokenizer = "sentencepiece:" + demo_tokenizer(DataConfig.demo_tokenizer_vocab).path
+    else:
+        load_tokenizer(tokenizer)
     job = tokenize_job(
         _INPUT.value,
         _OUT.value,

@@ -27,7 +27,8 @@ class SentencePieceTokenizer(Tokenizer):
 
     Raises:
       FileNotFoundError: `path` does not exist.
-      ValueError: the model has no BoD (bos) or EoD (eos) piece.
+      ValueError: `path` is not a SentencePiece model (e.g. a JSONL file), or the model has no BoD (bos) or
+        EoD (eos) piece.
     """
 
     def __init__(self, path: str, num_threads: int = 2):
@@ -37,7 +38,13 @@ class SentencePieceTokenizer(Tokenizer):
                 "`python -m experiments.train_tokenizer`"
             )
         self.path = path
-        self._processor = spm.SentencePieceProcessor(model_file=path)
+        try:
+            self._processor = spm.SentencePieceProcessor(model_file=path)
+        except RuntimeError:  # sentencepiece: "could not parse ModelProto", or a directory
+            raise ValueError(
+                f"{path} is not a SentencePiece model file; pass a .model file as sentencepiece:PATH, or train "
+                "one with `python -m experiments.train_tokenizer`"
+            ) from None
         bod_id, eod_id, pad_id = (
             self._processor.bos_id(),
             self._processor.eos_id(),

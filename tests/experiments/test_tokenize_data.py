@@ -68,3 +68,23 @@ def test_an_unknown_tokenizer_is_one_line_naming_every_form_before_the_workers_s
         "error: unknown tokenizer spec 'dmo'; use demo, tekken, sentencepiece:PATH or hf:PATH"
     ]
     assert sorted(os.listdir(tmp_path)) == ["text.jsonl"]
+
+
+def test_a_tokenizer_file_that_is_no_model_is_one_line_and_nothing_is_written(tmp_path, run_job):
+    """Before: a 52-line traceback ending in sentencepiece's "could not parse ModelProto", exit 1."""
+    text = tmp_path / "text.jsonl"
+    text.write_text(json.dumps({"text": demo_corpus.load_german_prose()[0]["text"]}) + "\n", encoding="utf-8")
+    result = run_job(
+        "experiments.tokenize_data",
+        f"--input={text}",
+        f"--tokenizer=sentencepiece:{text}",
+        f"--out={tmp_path / 'shards'}",
+        "--source=s",
+        "--licence=l",
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [
+        f"error: {text} is not a SentencePiece model file; pass a .model file as sentencepiece:PATH, or train "
+        "one with `python -m experiments.train_tokenizer`"
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["text.jsonl"]

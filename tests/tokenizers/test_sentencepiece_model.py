@@ -1,5 +1,7 @@
 """SentencePieceTokenizer: special ids read from the model, the pad fallback, models it refuses."""
 
+import json
+
 import pytest
 import sentencepiece as spm
 
@@ -62,3 +64,19 @@ def test_batch_encoder_matches_single_encoder_and_round_trips(tmp_path, texts, u
     batch = tokenizer.encode_batch(documents)
     assert batch == [tokenizer.encode(d) for d in documents]
     assert [tokenizer.decode(ids) for ids in batch] == documents
+
+
+@pytest.mark.parametrize("name", ["text.jsonl", "folder"])
+def test_a_file_that_is_no_model_is_one_line_naming_it_and_the_fix(name, tmp_path, udhr_sample):
+    """Before: sentencepiece's RuntimeError "INTERNAL: could not parse ModelProto from ..." (a traceback)."""
+    path = tmp_path / name
+    if name == "folder":
+        path.mkdir()
+    else:
+        path.write_text(json.dumps({"text": next(iter(udhr_sample.values()))}) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError) as raised:
+        SentencePieceTokenizer(str(path))
+    assert str(raised.value) == (
+        f"{path} is not a SentencePiece model file; pass a .model file as sentencepiece:PATH, or train one "
+        "with `python -m experiments.train_tokenizer`"
+    )
