@@ -61,6 +61,10 @@ class ArrayRecordSpec(DocumentSpec):
         scores = np.concatenate([s.scores() for s in sets]) if self.order == "sorted" else None
         return Component(name, documents, tokens / count, scores)
 
+    def check_inputs(self) -> None:
+        for path in self.paths:
+            shards.load_manifest(path)
+
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "shard_sets": [provenance.shard_set_record(p) for p in self.paths]}
 

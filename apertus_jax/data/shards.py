@@ -189,12 +189,22 @@ def load_manifest(path: str | os.PathLike, tokenizer=None) -> dict[str, Any]:
     Adds `"directory"` (absolute). With `tokenizer`, checks that the shards were written by it.
 
     Raises:
-      FileNotFoundError: no manifest, or a shard it lists is missing.
-      ValueError: an unknown format, a shard whose size differs from the manifest (truncated or replaced),
-        or a tokenizer checksum mismatch.
+      FileNotFoundError: `path` does not exist, a folder without a manifest, or a shard it lists is missing.
+      ValueError: `path` is a file other than a manifest (e.g. the raw text), an unknown format, a shard whose
+        size differs from the manifest (truncated or replaced), or a tokenizer checksum mismatch.
     """
     path = pathlib.Path(path)
-    manifest_path = path / MANIFEST if path.is_dir() or path.suffix != ".json" else path
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} does not exist; write a shard set there with `python -m experiments.tokenize_data "
+            f"--out={path}`, or pass the folder it wrote"
+        )
+    if path.is_file() and path.suffix != ".json":
+        raise ValueError(
+            f"{path} is a file, not a shard folder; tokenize it into one with `python -m "
+            f"experiments.tokenize_data --input={path} --out=FOLDER` and pass FOLDER"
+        )
+    manifest_path = path / MANIFEST if path.is_dir() else path
     if not manifest_path.is_file():
         raise FileNotFoundError(
             f"{manifest_path}: no shard manifest; write shards with `python -m experiments.tokenize_data`"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from apertus_jax.data import mixture, shards
+from apertus_jax.data.config import parse_pipeline
 from apertus_jax.prep.tokenize import run_tokenize, tokenize_job
 
 from .conftest import train_iterator
@@ -81,8 +82,36 @@ def test_missing_shard_is_named(shard_set, tmp_path, tekken):
     (broken / second).unlink()
     with pytest.raises(FileNotFoundError, match=second):
         shards.ShardSource(broken, tekken)
-    with pytest.raises(FileNotFoundError, match="no shard manifest"):
-        shards.ShardSource(tmp_path / "nowhere", tekken)
+
+
+def test_a_path_that_is_no_shard_folder_is_named_as_such(tmp_path, german_jsonl):
+    """Before: a missing folder and a file were both `PATH/manifest.json: no shard manifest; ...`."""
+    nowhere, empty = tmp_path / "nowhere", tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError) as missing:
+        shards.load_manifest(nowhere)
+    assert str(missing.value) == (
+        f"{nowhere} does not exist; write a shard set there with `python -m experiments.tokenize_data "
+        f"--out={nowhere}`, or pass the folder it wrote"
+    )
+    with pytest.raises(ValueError) as a_file:
+        shards.load_manifest(german_jsonl)
+    assert str(a_file.value) == (
+        f"{german_jsonl} is a file, not a shard folder; tokenize it into one with `python -m "
+        f"experiments.tokenize_data --input={german_jsonl} --out=FOLDER` and pass FOLDER"
+    )
+    with pytest.raises(FileNotFoundError, match=f"^{empty}/manifest.json: no shard manifest"):
+        shards.load_manifest(empty)
+
+
+def test_an_arrayrecord_component_checks_its_folders_before_the_run(tmp_path, german_jsonl):
+    """The run's input check (`PipelineSpec.check_inputs`) names the component; before, the arrayrecord kind
+    checked nothing there and the error came once the run had started reading."""
+    pipeline = parse_pipeline({"components": {"text": {"kind": "arrayrecord", "paths": [str(german_jsonl)]}}})
+    with pytest.raises(
+        ValueError, match=f"^data.pipeline.components.text: {german_jsonl} is a file, not a shard"
+    ):
+        pipeline.check_inputs()
 
 
 def test_shard_from_another_tokenizer_is_rejected(shard_set, tekken):
