@@ -15,7 +15,7 @@ resume exactly from a checkpoint.
 - `mixture`: components, subsets and stage mixes as Grain datasets;
 - `packing`: documents into rows of T + 1 tokens;
 - `masks`: EoD segment ids, positions and loss mask of a packed row (docs/recipe.md 2);
-- `run_tokenizer`: the run's tokenizer and the demo BPE;
+- `run_tokenizer`: the run's tokenizer and the demo BPE; data tokenized with another tokenizer refused;
 - `provenance`: where a component's documents come from;
 - `demo_corpus`: the vendored real-text demo corpus;
 - `strategy_report`: what a data strategy feeds the model (Boldt);

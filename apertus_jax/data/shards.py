@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
 
+from apertus_jax.data.run_tokenizer import check_tokenized_with
+
 MANIFEST = "manifest.json"
 FORMAT = "apertus_jax.tokenized_documents/v1"
 RECORD_LAYOUT = "uint32 LE header length + UTF-8 JSON header {id, score} + int32 LE tokens"
@@ -191,7 +193,8 @@ def load_manifest(path: str | os.PathLike, tokenizer=None) -> dict[str, Any]:
     Raises:
       FileNotFoundError: `path` does not exist, a folder without a manifest, or a shard it lists is missing.
       ValueError: `path` is a file other than a manifest (e.g. the raw text), an unknown format, a shard whose
-        size differs from the manifest (truncated or replaced), or a tokenizer checksum mismatch.
+        size differs from the manifest (truncated or replaced); `run_tokenizer.TokenizerMismatchError`: the
+        shards were tokenized with another tokenizer than `tokenizer`.
     """
     path = pathlib.Path(path)
     if not path.exists():
@@ -225,13 +228,8 @@ def load_manifest(path: str | os.PathLike, tokenizer=None) -> dict[str, Any]:
                 f"{shard_path}: {shard_path.stat().st_size} bytes, manifest says {shard['bytes']}; "
                 "the shard is truncated or from another run, re-run experiments.tokenize_data"
             )
-    if tokenizer is not None and manifest["tokenizer"]["checksum"] != tokenizer.checksum:
-        written = manifest["tokenizer"]
-        raise ValueError(
-            f"{manifest_path}: shards were tokenized with {written['name']} (sha256 {written['checksum']}) "
-            f"but the pipeline uses {tokenizer.name} (sha256 {tokenizer.checksum}); re-tokenize with "
-            f"--tokenizer matching the training tokenizer"
-        )
+    if tokenizer is not None:
+        check_tokenized_with(str(path), manifest["tokenizer"], tokenizer)
     manifest["directory"] = str(directory)
     return manifest
 

@@ -32,6 +32,7 @@ from absl import logging
 
 from apertus_jax.config.schema import Config
 from apertus_jax.data import demo_corpus, shards
+from apertus_jax.data.run_tokenizer import TokenizerMismatchError, spec_of
 from apertus_jax.eval.in_loop import heldout_texts, read_texts
 from apertus_jax.tokenizers.base import Tokenizer
 
@@ -93,6 +94,12 @@ def user_heldout(path: str, tokenizer: Tokenizer) -> Documents:
             source = shards.ShardSource(path, tokenizer)
             return Documents(f"{flag} (a shard set of {len(source):,} documents)", (source,))
         texts = read_texts(path)
+    except TokenizerMismatchError as error:
+        raise ValueError(
+            f"{flag}: tokenized with {error.data_tokenizer}, the run trained with {error.run_tokenizer}; "
+            f"re-tokenize them with experiments.tokenize_data --tokenizer={spec_of(tokenizer.name)}, or pass "
+            "their text file (JSONL, Parquet or text) as --heldout"
+        ) from None
     except (OSError, ValueError) as error:
         raise type(error)(f"{flag}: {error}") from None
     return Documents(f"{flag} ({len(texts):,} documents)", (texts,))

@@ -11,6 +11,7 @@ import pytest
 
 from apertus_jax.data import mixture, shards
 from apertus_jax.data.config import parse_pipeline
+from apertus_jax.data.run_tokenizer import TokenizerMismatchError
 from apertus_jax.prep.tokenize import run_tokenize, tokenize_job
 
 from .conftest import train_iterator
@@ -114,11 +115,17 @@ def test_an_arrayrecord_component_checks_its_folders_before_the_run(tmp_path, ge
         pipeline.check_inputs()
 
 
-def test_shard_from_another_tokenizer_is_rejected(shard_set, tekken):
+def test_shard_from_another_tokenizer_is_rejected_naming_both_fixes(shard_set, tekken):
+    """Before: only the fix of re-tokenizing, inside 400+ characters of two full sha256s."""
     other = copy.copy(tekken)
     other.name, other.checksum = "sentencepiece:other.model", "0" * 64
-    with pytest.raises(ValueError, match="re-tokenize"):
+    with pytest.raises(TokenizerMismatchError) as raised:
         shards.ShardSource(shard_set, other)
+    assert str(raised.value) == (
+        f"{shard_set}: tokenized with tekken (sha256 {tekken.checksum[:12]}), the run with "
+        "sentencepiece:other.model (sha256 000000000000); train with --config.data.tokenizer=tekken, "
+        "or re-tokenize with experiments.tokenize_data --tokenizer=sentencepiece:.../other.model"
+    )
 
 
 def test_token_id_beyond_vocab(tmp_path, tekken):

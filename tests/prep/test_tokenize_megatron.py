@@ -69,10 +69,14 @@ def test_megatron_output_holds_the_shard_sets_documents(tmp_path):
         {"prefix": str(tmp_path / "web"), "source": "demo corpus", "licence": "see DATA_CARD.md"}
         | {"documents": len(expected), "tokens": manifest["tokens"]}
     ]
-    with pytest.raises(ValueError, match=r"web.json: the data was tokenized with tekken .* the run uses"):
+    with pytest.raises(
+        ValueError, match=r"web: tokenized with tekken .*, the run with sentencepiece:demo_bpe1024"
+    ):
         spec.load("web", demo_tokenizer(1024))
     stream = gpt_samples(str(tmp_path / "web"), seq_len=32, seed=0, split="1", num_samples=10)
-    with pytest.raises(ValueError, match=r"web.json: the data was tokenized with tekken .* the run uses"):
+    with pytest.raises(
+        ValueError, match=r"web: tokenized with tekken .*, the run with sentencepiece:demo_bpe1024"
+    ):
         GPTBatches(
             stream, demo_tokenizer(1024), GoldfishSpec(), seq_len=32, batch_size=2, shard=0, num_shards=1
         )

@@ -162,7 +162,9 @@ def test_a_run_on_its_own_shards_is_refused_without_held_out_data_in_one_line(tm
         ),
         (
             [f"--heldout={other}", "--task=perplexity"],
-            f"--heldout={other}: {other / MANIFEST}: shards were tokenized with tekken (sha256 {'0' * 64})",
+            f"--heldout={other}: tokenized with tekken (sha256 000000000000), the run trained with "
+            f"{tokenizer.name} (sha256 {tokenizer.checksum[:12]}); re-tokenize them with experiments.tokenize_data "
+            "--tokenizer=demo, or pass their text file (JSONL, Parquet or text) as --heldout",
         ),
         (
             [f"--heldout={other}"],

@@ -40,6 +40,7 @@ from apertus_jax import files
 from apertus_jax.checks import check_number
 from apertus_jax.data.documents import Component
 from apertus_jax.data.kinds import DocumentSpec, check_paths, paths_tuple, register_kind
+from apertus_jax.data.run_tokenizer import check_tokenized_with
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -488,16 +489,12 @@ def check_tokenizer(dataset: IndexedDataset, tokenizer) -> None:
     (`check_dtype_holds`) and, when PREFIX.json exists, the data was tokenized with it (same sha256).
 
     Raises:
-      ValueError: one line naming PREFIX.idx or PREFIX.json.
+      ValueError: one line naming PREFIX.idx; `run_tokenizer.TokenizerMismatchError` naming PREFIX.
     """
     check_dtype_holds(dataset, tokenizer.vocab_size)
     written = written_manifest(dataset.prefix)
-    if written is not None and written["tokenizer"]["checksum"] != tokenizer.checksum:
-        raise ValueError(
-            f"{dataset.prefix}.json: the data was tokenized with {written['tokenizer']['name']} "
-            f"(sha256 {written['tokenizer']['checksum']}) but the run uses {tokenizer.name} "
-            f"(sha256 {tokenizer.checksum}); re-tokenize with the training tokenizer"
-        )
+    if written is not None:
+        check_tokenized_with(dataset.prefix, written["tokenizer"], tokenizer)
 
 
 def check_dtype_holds(dataset: IndexedDataset, vocab_size: int) -> None:
