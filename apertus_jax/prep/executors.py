@@ -126,7 +126,7 @@ def build_stages(config) -> dict[str, list]:
         if config.toxicity.enabled
         else [],
         "select": select_stage,
-        "merge": [steps.MergeShardManifests(config.output_dir)],
+        "merge": [steps.MergeShardManifests(config.output_dir, [config.input_dir])],
     }
 
 

@@ -13,6 +13,7 @@ Documents carry `metadata["token_count"]` (set by `CountTokens`, used for token 
 import json
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 from datatrove.data import Document, DocumentsPipeline
@@ -462,17 +463,18 @@ class MergeShardManifests(PipelineStep):
     Counts (`SUMMED_MANIFEST_FIELDS`, where the parts have them) are summed; `tasks` is the number of parts.
     With `publish_to`, `output_dir` (a staging directory) is then renamed to `publish_to`, replacing an
     existing set there, so readers never see a half-written set. The merged set reads with
-    `apertus_jax.data.shards.ShardSource(output_dir or publish_to, tokenizer)`.
+    `apertus_jax.data.shards.ShardSource(output_dir or publish_to, tokenizer)`. `inputs` names what the run
+    read (its input files or folder), for the error of an empty input.
     Raises:
-      FileNotFoundError: no part was written (every document was removed, or the input is empty).
+      FileNotFoundError: no part was written (every document of `inputs` was removed, or they are empty).
     """
 
     name = "merge shard manifests"
     type = "apertus-prep"
 
-    def __init__(self, output_dir: str, publish_to: str | None = None):
+    def __init__(self, output_dir: str, inputs: Sequence[str], publish_to: str | None = None):
         super().__init__()
-        self.output_dir, self.publish_to = output_dir, publish_to
+        self.output_dir, self.inputs, self.publish_to = output_dir, [str(p) for p in inputs], publish_to
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
 
@@ -484,7 +486,8 @@ class MergeShardManifests(PipelineStep):
         )
         if not parts:
             raise FileNotFoundError(
-                f"no shard parts under {parts_dir}: every document was removed or the input is empty"
+                f"no documents to write from {', '.join(self.inputs)}: the input is empty or every document "
+                "was removed"
             )
         merged = None
         for part in parts:

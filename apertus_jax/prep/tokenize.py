@@ -347,7 +347,11 @@ def build_executors(job: TokenizeJob) -> dict:
     megatron_format = job.output_format == "megatron"
     merge = make_executor(
         job.executor,
-        [MergeShardManifests(job.staging, publish_to=None if megatron_format else os.path.abspath(job.out))],
+        [
+            MergeShardManifests(
+                job.staging, job.inputs, publish_to=None if megatron_format else os.path.abspath(job.out)
+            )
+        ],
         1,
         os.path.join(logging_dir, "merge"),
         "tokenize-merge",

@@ -23,7 +23,9 @@ def test_empty_input_is_one_line_and_nothing_is_written(tmp_path, run_job):
     )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
-    assert lines[0].startswith("error: ") and "input is empty" in lines[0]
+    assert lines == [
+        f"error: no documents to write from {empty}: the input is empty or every document was removed"
+    ]
     assert sorted(os.listdir(tmp_path)) == ["empty.jsonl"]
 
 

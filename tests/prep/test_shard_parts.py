@@ -87,7 +87,7 @@ def test_both_paths_write_the_same_shards_by_one_rule(documents, tmp_path):
 def test_merged_manifest_lists_every_part(documents, tmp_path):
     for rank in (0, 1):
         list(_write_shards(tmp_path).run(iter(documents[rank::2]), rank=rank))
-    assert list(steps.MergeShardManifests(str(tmp_path)).run()) == []
+    assert list(steps.MergeShardManifests(str(tmp_path), ["documents.jsonl"]).run()) == []
     text = (tmp_path / "manifest.json").read_text()
     merged = load_manifest(tmp_path)
     merged.pop("directory")
@@ -137,3 +137,15 @@ def test_batches():
     assert shard_parts.batches(iter([]), 2) is None and shard_parts.batches(None) is None
     with pytest.raises(ValueError, match="at least 1"):
         shard_parts.batches(docs, 0)
+
+
+def test_no_part_written_names_the_inputs_not_the_staging_folder(tmp_path):
+    """Before: `no shard parts under .../.NAME.staging/parts: ...`, a folder the user never named."""
+    staging = tmp_path / ".shards.staging"
+    (staging / "parts").mkdir(parents=True)
+    inputs = [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]
+    with pytest.raises(FileNotFoundError) as raised:
+        list(steps.MergeShardManifests(str(staging), inputs).run())
+    assert str(raised.value) == (
+        f"no documents to write from {inputs[0]}, {inputs[1]}: the input is empty or every document was removed"
+    )

@@ -108,8 +108,12 @@ def test_empty_input_leaves_nothing(tmp_path):
     empty = tmp_path / "in"
     empty.mkdir()
     (empty / "a.jsonl").write_text('{"text": ""}\n')
-    with pytest.raises(FileNotFoundError, match="input is empty"):
+    with pytest.raises(FileNotFoundError) as raised:
         run_tokenize(_job(empty, tmp_path / "out", 2))
+    assert (
+        str(raised.value)
+        == f"no documents to write from {empty}: the input is empty or every document was removed"
+    )
     assert sorted(os.listdir(tmp_path)) == ["in"]
     with pytest.raises(FileExistsError, match="--overwrite"):
         run_tokenize(_job(empty, empty, 1))
