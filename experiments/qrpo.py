@@ -1,8 +1,10 @@
 """Preference alignment with length-normalized QRPO or the DPO baseline (`apertus_jax.jobs.posttrain.qrpo`).
 
-    python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py --workdir=workdir/qrpo_tiny
+    python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py \\
+        --config.checkpoint.init_from=workdir/sft_tiny --workdir=workdir/qrpo_tiny
     python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py --config.posttrain.objective=dpo \\
-        --config.posttrain.beta=0.1 --config.optim.peak_lr=3e-4 --workdir=workdir/dpo_tiny
+        --config.posttrain.beta=0.1 --config.optim.peak_lr=3e-4 \\
+        --config.checkpoint.init_from=workdir/sft_tiny --workdir=workdir/dpo_tiny
 
 With `posttrain.reference = "cached"` (default) the frozen reference (`checkpoint.init_from`, or
 `posttrain.reference_workdir`) first scores every candidate completion once into WORKDIR/reference_logprobs.json

@@ -1,6 +1,7 @@
 """Supervised fine-tuning on chat data with the pretraining trainer (`apertus_jax.jobs.posttrain.sft`).
 
-    python -m experiments.sft --config=configs/posttrain/sft_tiny.py --workdir=workdir/sft_tiny
+    python -m experiments.sft --config=configs/posttrain/sft_tiny.py \\
+        --config.checkpoint.init_from=workdir/tiny_demo --workdir=workdir/sft_tiny
 
 The config's `posttrain.data` lists conversation JSONL files (docs/posttrain.md); `checkpoint.init_from` names
 the pretraining workdir whose parameters start the run. Same behaviour as `experiments.pretrain`: re-running

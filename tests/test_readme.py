@@ -180,3 +180,22 @@ def test_the_own_data_path_runs_as_the_usage_page_shows_it(tmp_path, compilation
     assert scored["step"] == 20 and "unseen_languages" not in scored
     assert "perplexity: scoring 20 documents of --heldout=my_heldout.jsonl" in logs[2]
     assert "run: model tiny" in logs[1] and "optimizer ademamix" in logs[1] and "tokens planned" in logs[1]
+
+
+def test_every_documented_post_training_command_names_the_workdir_it_starts_from():
+    """One convention for the docs: SFT and QRPO/DPO pass `--config.checkpoint.init_from=`. Before, the commands
+    of docs/posttrain.md relied on their configs' default (`workdir/tiny_demo`), which a demo run written
+    elsewhere (the README's /tmp/apertus_demo) does not match: the SFT refused to start."""
+    posttrain = [  # the runs, not the mentions of a command's name
+        (d, c)
+        for d, c in documented_commands()
+        if c.split()[2] in ("experiments.sft", "experiments.qrpo") and "--workdir=" in c
+    ]
+    assert {d for d, _ in posttrain} == {"docs/posttrain.md", "docs/usage.md"}
+    assert [(d, c) for d, c in posttrain if "--config.checkpoint.init_from=" not in c] == []
+
+
+def test_the_readme_s_first_run_points_to_its_evaluation():
+    try_it = read(README).split("## Try it", 1)[1].split("\n## ", 1)[0]
+    assert "python -m experiments.evaluate --workdir=/tmp/apertus_demo" in try_it
+    assert "(docs/usage.md#evaluation)" in try_it

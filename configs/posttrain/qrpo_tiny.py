@@ -1,8 +1,10 @@
 """Length-normalized QRPO of the tiny SFT model on the tiny preference set (CPU, about a minute).
 
-    python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py --workdir=workdir/qrpo_tiny
-    python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py --config.posttrain.objective=dpo \
-        --config.posttrain.beta=0.1 --config.optim.peak_lr=3e-4 --workdir=workdir/dpo_tiny   # DPO baseline
+    python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py \\
+        --config.checkpoint.init_from=workdir/sft_tiny --workdir=workdir/qrpo_tiny
+    python -m experiments.qrpo --config=configs/posttrain/qrpo_tiny.py --config.posttrain.objective=dpo \\
+        --config.posttrain.beta=0.1 --config.optim.peak_lr=3e-4 \\
+        --config.checkpoint.init_from=workdir/sft_tiny --workdir=workdir/dpo_tiny   # DPO baseline
 
 Reference = policy init = the SFT workdir's parameters; reference log-probs cached once in
 WORKDIR/reference_logprobs.json. b = 5 as in Apertus (docs/recipe.md section 11); AdEMAMix b3 0.99, alpha 8,

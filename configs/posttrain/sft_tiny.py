@@ -1,7 +1,8 @@
 """SFT of the tiny demo model on the tiny chat set (CPU, about a minute).
 
     python -m experiments.pretrain --config=configs/runs/tiny_demo.py --workdir=workdir/tiny_demo
-    python -m experiments.sft --config=configs/posttrain/sft_tiny.py --workdir=workdir/sft_tiny
+    python -m experiments.sft --config=configs/posttrain/sft_tiny.py \\
+        --config.checkpoint.init_from=workdir/tiny_demo --workdir=workdir/sft_tiny
 
 Starts from the pretraining workdir's parameters (`checkpoint.init_from`, fresh optimizer), the same model
 and demo tokenizer; loss only on assistant tokens (docs/posttrain.md). Post-training AdEMAMix settings
