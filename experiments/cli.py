@@ -54,6 +54,7 @@ from apertus_jax.config.schema import (
     load_module,
     overridden_keys,
     parse,
+    set_on_command_line,
 )
 from apertus_jax.train.checkpoint import WorkdirLockedError, check_workdir_usable
 from apertus_jax.train.loop import INTERRUPTED
@@ -337,7 +338,8 @@ def parsed_config(holder: flags.FlagHolder):
 
     Raises:
       ValueError: an invalid config (one line; a message that starts with a config key names it as the flag
-        that sets it, `--config.model.n_layers`).
+        that sets it, `--config.model.n_layers`, or as the config file's `config.model.n_layers` when no flag
+        does).
     """
     fitted = _apply_overrides(holder.value)
     try:
@@ -346,7 +348,7 @@ def parsed_config(holder: flags.FlagHolder):
         message = str(error)
         key = re.match(r"[a-z_]+(\.[a-z_0-9]+)+", message)
         if key and key.group(0) in key_paths(holder.value):
-            message = "--config." + message
+            message = ("--config." if set_on_command_line(key.group(0), sys.argv) else "config.") + message
         raise ValueError(message) from None
     if fitted:
         logging.info(fitted)

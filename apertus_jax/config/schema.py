@@ -210,6 +210,13 @@ def overridden_keys(argv: list[str], prefix: str = "") -> list[str]:
     return [a[len(start) :].split("=")[0] for a in argv if a.startswith(start)]
 
 
+def set_on_command_line(key: str, argv: list[str]) -> bool:
+    """Whether a `--config.*` override in `argv` sets the dotted `key`: the key itself, a key within it or
+    the section that holds it (`data.pipeline.components.udhr` by `--config.data.pipeline.components.udhr.weight`
+    or `--config.data.pipeline.components`); otherwise its value is the config file's."""
+    return any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in overridden_keys(argv))
+
+
 def apply_preset_override(config: ml_collections.ConfigDict, argv: list[str]) -> None:
     """Gives `--config.model.preset=NAME` its meaning: the model section becomes preset NAME's fields, with the
     other `--config.model.*` overrides in `argv` applied on top (the config file's own model fields are

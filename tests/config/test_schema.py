@@ -7,7 +7,15 @@ import sys
 import ml_collections
 import pytest
 
-from apertus_jax.config.schema import Config, base_config, closest_keys, key_paths, parse, parse_recorded
+from apertus_jax.config.schema import (
+    Config,
+    base_config,
+    closest_keys,
+    key_paths,
+    parse,
+    parse_recorded,
+    set_on_command_line,
+)
 from apertus_jax.train.config import check_layout
 from configs.runs import tiny_demo
 
@@ -219,3 +227,16 @@ def test_an_overridden_step_count_alone_takes_the_schedule_with_it():
         config.train.steps = 20
         assert fit_schedule_to_steps(config, overridden) is None
         assert parse(config).optim.total_tokens == 300 * 2048
+
+
+def test_a_key_is_set_on_the_command_line_by_itself_a_key_within_it_or_its_section():
+    argv = [
+        "pretrain",
+        "--config=configs/runs/tiny_demo.py",
+        "--config.data.pipeline.components.udhr.weight=0.3",
+    ]
+    assert set_on_command_line("data.pipeline.components.udhr", argv)
+    assert set_on_command_line("data.pipeline.components.udhr.weight", argv)
+    assert not set_on_command_line("data.pipeline.components.prose", argv)
+    assert not set_on_command_line("data.pipeline.components.udh", argv)  # a prefix of a name is no section
+    assert set_on_command_line("model.n_layers", ["pretrain", "--config.model=..."])

@@ -367,6 +367,30 @@ def test_a_config_file_without_get_config_is_named_as_such(tmp_path, run_job):
     assert not (tmp_path / "w").exists()  # (importing the file may write its __pycache__ beside it)
 
 
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        ((), "config.data.pipeline.components.udhr"),  # the file's value: no flag sets it
+        (("--config.data.pipeline.components.udhr.weight=0.3x",), "--config.data.pipeline.components.udhr"),
+    ],
+)
+def test_a_bad_value_is_named_as_the_file_s_or_as_the_flag_that_set_it(override, named, tmp_path, run_job):
+    """Before: a bad value written in the config file was named as a flag the user never gave, `--config.X`."""
+    (tmp_path / "mine.py").write_text(
+        "from configs.runs import tiny_demo\n\n\ndef get_config():\n    config = tiny_demo.get_config()\n"
+        "    with config.unlocked():\n        config.data.pipeline.components.udhr = dict(kind='demo', "
+        "sources=['udhr'], weight='0.2x')\n    return config\n"
+    )
+    result = run_job(
+        "experiments.pretrain", f"--config={tmp_path / 'mine.py'}", *override, f"--workdir={tmp_path / 'w'}"
+    )
+    value = "0.3x" if override else "0.2x"
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: {named}: weight must be a number, got '{value}'"
+    ], result.stderr[-2000:]
+    assert not (tmp_path / "w").exists()
+
+
 # A user's config file of the tiny demo with one mistake, the line of each that fails, and what it raised.
 BROKEN_CONFIGS = {
     "value": ("config.train.steps = int('thirty')", 7, "ValueError: invalid literal for int() with base 10: 'thirty'"),
