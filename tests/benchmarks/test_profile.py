@@ -1,4 +1,4 @@
-"""benchmarks.profile: a GPU trace's kernels summed per HLO op, part and kind, and the GEMMs against the peak."""
+"""benchmarks.trace_profile: a GPU trace's kernels summed per HLO op, part and kind, and the GEMMs against the peak."""
 
 import glob
 import gzip
@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from benchmarks import profile
+from benchmarks import trace_profile
 
 # A compiled step in the shape XLA:GPU prints it: a cuBLAS GEMM of the MLP inside the layers' while loop (4
 # trips), cuDNN attention forward and backward, a Triton GEMM of the logits, the optimizer's loop fusion and a
@@ -122,21 +122,21 @@ def write_trace(trace_dir) -> None:
 
 
 def test_hlo_ops_gives_each_instruction_its_part_kind_and_gemm_flops_per_step():
-    ops = profile.hlo_ops(HLO, vocab=1000, mlp_hidden=96, seq=64)
-    assert ops["custom-call.1"] == profile.HloOp("mlp", "cublas_gemm", 4 * 2 * 64 * 96 * 32)  # 4 trips
-    assert ops["triton_gemm_dot"] == profile.HloOp("lm_head+loss", "triton_gemm", 2 * 64 * 1000 * 32)
-    assert ops["custom-call.2"] == profile.HloOp("attention", "cudnn_attention_fwd", 0.0)
-    assert ops["custom-call.3"] == profile.HloOp("attention", "cudnn_attention_bwd", 0.0)
-    assert ops["loop_add_fusion"] == profile.HloOp("optimizer", "loop_fusion", 0.0)
-    assert ops["transpose_fusion"] == profile.HloOp("other", "copy_transpose", 0.0)
-    assert ops["while.1"] == profile.HloOp("other", "control", 0.0)
+    ops = trace_profile.hlo_ops(HLO, vocab=1000, mlp_hidden=96, seq=64)
+    assert ops["custom-call.1"] == trace_profile.HloOp("mlp", "cublas_gemm", 4 * 2 * 64 * 96 * 32)  # 4 trips
+    assert ops["triton_gemm_dot"] == trace_profile.HloOp("lm_head+loss", "triton_gemm", 2 * 64 * 1000 * 32)
+    assert ops["custom-call.2"] == trace_profile.HloOp("attention", "cudnn_attention_fwd", 0.0)
+    assert ops["custom-call.3"] == trace_profile.HloOp("attention", "cudnn_attention_bwd", 0.0)
+    assert ops["loop_add_fusion"] == trace_profile.HloOp("optimizer", "loop_fusion", 0.0)
+    assert ops["transpose_fusion"] == trace_profile.HloOp("other", "copy_transpose", 0.0)
+    assert ops["while.1"] == trace_profile.HloOp("other", "control", 0.0)
 
 
 def test_a_gpu_trace_is_summed_per_part_and_kind_with_the_idle_share_and_the_roofline(tmp_path):
     write_trace(tmp_path)
-    events = profile.op_events(profile.trace_events(str(tmp_path)), on_device=True)
+    events = trace_profile.op_events(trace_profile.trace_events(str(tmp_path)), on_device=True)
     assert len(events) == 2 * len(STEP) + 1  # the device stream's; the host's launches are left out
-    r = profile.summarize(profile.hlo_ops(HLO, 1000, 96, 64), events, steps=2, peak=PEAK)
+    r = trace_profile.summarize(trace_profile.hlo_ops(HLO, 1000, 96, 64), events, steps=2, peak=PEAK)
     # The steps span 0..365 us (the other program's kernel after them is left out); 155 us busy per step.
     assert r["traced_step_ms"] == pytest.approx(0.1825)
     assert r["busy_ms"] == pytest.approx(0.155) and r["op_ms"] == pytest.approx(0.155)
@@ -180,16 +180,16 @@ def test_a_gpu_trace_is_summed_per_part_and_kind_with_the_idle_share_and_the_roo
 
 def test_a_trace_without_device_streams_or_the_steps_ops_is_refused(tmp_path):
     write_trace(tmp_path)
-    events = profile.trace_events(str(tmp_path))
+    events = trace_profile.trace_events(str(tmp_path))
     host_only = [e for e in events if e["process"] == "/host:CUPTI"]
     with pytest.raises(ValueError, match=r"no event of a device stream .*/host:CUPTI/Host Threads/7"):
-        profile.op_events(host_only, on_device=True)
+        trace_profile.op_events(host_only, on_device=True)
     with pytest.raises(ValueError, match="no event of the step's ops"):
-        profile.summarize({}, profile.op_events(events, on_device=True), steps=2, peak=PEAK)
+        trace_profile.summarize({}, trace_profile.op_events(events, on_device=True), steps=2, peak=PEAK)
     with pytest.raises(
         FileNotFoundError, match=r"no \*.trace.json.gz or \*.xplane.pb under the trace directory"
     ):
-        profile.trace_events(str(tmp_path / "plugins" / "nothing"))
+        trace_profile.trace_events(str(tmp_path / "plugins" / "nothing"))
 
 
 def test_the_json_trace_and_the_xplane_give_the_same_op_events(tmp_path):
@@ -200,9 +200,9 @@ def test_the_json_trace_and_the_xplane_give_the_same_op_events(tmp_path):
     f(a, a).block_until_ready()
     with jax.profiler.trace(str(tmp_path)):
         f(a, a).block_until_ready()
-    from_json = profile.op_events(profile.trace_events(str(tmp_path)), on_device=False)
+    from_json = trace_profile.op_events(trace_profile.trace_events(str(tmp_path)), on_device=False)
     for path in glob.glob(f"{tmp_path}/**/*.trace.json.gz", recursive=True):
         os.remove(path)
-    from_xplane = profile.op_events(profile.trace_events(str(tmp_path)), on_device=False)
+    from_xplane = trace_profile.op_events(trace_profile.trace_events(str(tmp_path)), on_device=False)
     assert from_json and [e[:2] for e in from_json] == [e[:2] for e in from_xplane]
     assert [e[2:] for e in from_json] == pytest.approx([e[2:] for e in from_xplane], abs=1e-3)
