@@ -69,9 +69,10 @@ def _ignore_patterns(root: pathlib.Path) -> tuple[str, ...]:
 
 
 def ignored(path: pathlib.Path, root: pathlib.Path = ROOT) -> bool:
-    """A hidden file or folder, or one that `.gitignore` leaves out (`__pycache__/`, `*.egg-info/`, a top-level
+    """A hidden file or folder, a virtual environment (a folder with `pyvenv.cfg`: docs/stacks.md's `python3.12 -m
+    venv v312` in the clone), or one that `.gitignore` leaves out (`__pycache__/`, `*.egg-info/`, a top-level
     `/workdir*/`): a pattern that ends with "/" matches folders only, one that starts with "/" the root's."""
-    if path.name.startswith("."):
+    if path.name.startswith(".") or (path / "pyvenv.cfg").is_file():
         return True
     for pattern in _ignore_patterns(root):
         if pattern.endswith("/") and not path.is_dir() or pattern.startswith("/") and path.parent != root:
@@ -418,6 +419,8 @@ def _toy_repository(root: pathlib.Path) -> None:
         (root / name).write_text("")
     (root / "apertus_jax" / "checks.py").write_text("")
     (root / ".gitignore").write_text("/workdir*/\n")
+    (root / "v312").mkdir()  # a virtual environment made in the clone: no folder of the repository
+    (root / "v312" / "pyvenv.cfg").write_text("home = /usr/bin\n")
 
 
 def test_a_layout_that_misses_adds_or_misorders_a_package_or_folder_fails(tmp_path):
