@@ -45,6 +45,7 @@ import re
 import statistics
 import tempfile
 import time
+import warnings
 
 import jax
 
@@ -238,19 +239,23 @@ def trace_events(trace_dir: str) -> list[dict]:
         raise FileNotFoundError(
             f"no *.trace.json.gz or *.xplane.pb under the trace directory {trace_dir}: {names}"
         )
-    return [
-        {
-            "name": event.name,
-            "ts": event.start_ns / 1e3,
-            "dur": event.duration_ns / 1e3,
-            "args": dict(event.stats),
-            "process": plane.name,
-            "thread": line.name,
-        }
-        for plane in jax.profiler.ProfileData.from_file(planes[-1]).planes
-        for line in plane.lines
-        for event in line.events
-    ]
+    # jaxlib 0.12 builds its `event_stats` type on first use without a __module__; Python 3.12 warns of that
+    # while nanobind builds it, and a process that makes DeprecationWarning an error aborts there.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "builtin type event_stats has no __module__", DeprecationWarning)
+        return [
+            {
+                "name": event.name,
+                "ts": event.start_ns / 1e3,
+                "dur": event.duration_ns / 1e3,
+                "args": dict(event.stats),
+                "process": plane.name,
+                "thread": line.name,
+            }
+            for plane in jax.profiler.ProfileData.from_file(planes[-1]).planes
+            for line in plane.lines
+            for event in line.events
+        ]
 
 
 def op_events(events: list[dict], on_device: bool) -> list[tuple[str, str, float, float]]:
