@@ -31,6 +31,14 @@ ROWS, LENGTH = 4, 32
 def tiny(request, text_batch, tiny_model):
     """(hidden_fn, apply_fn, params, batch with masked positions) of the tiny byte-level model on real text."""
     spec, params = tiny_model(dtype=request.param)
+    batch = text_batch(rows=ROWS, length=LENGTH)
+    batch["loss_mask"][1, 5:] = 0
+    batch["loss_mask"][3] = 0
+    return request.param, *_batch_fns(spec), params, batch
+
+
+def _batch_fns(spec):
+    """(hidden_fn, apply_fn) of a model spec, each of (params, batch)."""
 
     def hidden_fn(p, batch):
         return spec.hidden_fn(p, batch["tokens"], batch["positions"], batch["segment_ids"])
@@ -38,10 +46,7 @@ def tiny(request, text_batch, tiny_model):
     def apply_fn(p, batch):
         return spec.apply_fn(p, batch["tokens"], batch["positions"], batch["segment_ids"])
 
-    batch = text_batch(rows=ROWS, length=LENGTH)
-    batch["loss_mask"][1, 5:] = 0
-    batch["loss_mask"][3] = 0
-    return request.param, hidden_fn, apply_fn, params, batch
+    return hidden_fn, apply_fn
 
 
 def _objectives(hidden_fn, apply_fn, batch, chunk_tokens):
@@ -62,7 +67,7 @@ def _objectives(hidden_fn, apply_fn, batch, chunk_tokens):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk_tokens", [40, 128, 4096])  # 40: 10 positions per chunk, T padded to 40
-def test_fused_equals_unfused_loss_and_gradients(tiny, chunk_tokens):
+def test_fused_equals_unfused_loss_and_gradients(tiny, tiny_model, chunk_tokens):
     dtype, hidden_fn, apply_fn, params, batch = tiny
     fused, unfused = _objectives(hidden_fn, apply_fn, batch, chunk_tokens)
     (obj_f, out), grads_f = jax.jit(jax.value_and_grad(fused, has_aux=True))(params)
@@ -73,9 +78,21 @@ def test_fused_equals_unfused_loss_and_gradients(tiny, chunk_tokens):
     # float32: summation order only. bf16: the fused head multiplies bf16-rounded logit gradients and
     # accumulates the weight gradient in float32 across chunks, the unfused one rounds differently; the
     # bf16 backward through the layers carries those roundings (measured up to ~1.1% of the largest entry).
+    # xIELU's scalars (alpha_p, alpha_n of each layer) are the exception: each gradient sums B x T x F bf16
+    # products that largely cancel, so both heads land up to ~8% from the float32 gradient (measured, jax 0.12)
+    # and up to 3.4% from each other; they are checked against the float32 gradient instead.
     rtol = 1e-5 if dtype == "float32" else 2**-5
+    if dtype == "bfloat16":
+        spec32, params32 = tiny_model(dtype="float32")
+        _, unfused32 = _objectives(*_batch_fns(spec32), batch, chunk_tokens)
+        grads_32 = jax.jit(jax.grad(lambda p: unfused32(p)[0]))(params32)
     for path, g_f in jax.tree_util.tree_leaves_with_path(grads_f):
         g_u = _get(grads_u, path)
+        if dtype == "bfloat16" and g_u.size == 1:
+            g_32 = float(_get(grads_32, path)[0])
+            for g in (g_f, g_u):
+                assert abs(float(g[0]) - g_32) <= 2**-3 * abs(g_32), (path, float(g[0]), g_32)
+            continue
         scale = float(np.abs(np.asarray(g_u, np.float64)).max()) + 1e-30
         assert (
             float(np.abs(np.asarray(g_f, np.float64) - np.asarray(g_u, np.float64)).max()) <= rtol * scale
