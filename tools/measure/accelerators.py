@@ -105,6 +105,7 @@ APERTUS_TARGETS = (  # name, the run as the table labels it, config, target, ext
     ("8b_h200_1x2", "8B", "configs/runs/apertus_8b.py", "h200:1x2", ""),
     ("70b_h100_4x8", "70B", "configs/runs/apertus_70b.py", "h100:4x8", ""),
     ("70b_h200_2x8", "70B", "configs/runs/apertus_70b.py", "h200:2x8", ""),
+    ("8b_b200_1x8", "8B", "configs/runs/apertus_8b.py", "b200:1x8", ""),
     ("8b_v5p_8", "8B", "configs/runs/apertus_8b.py", "v5p-8", ""),
     (
         "8b_muon_v5p_8",
@@ -128,6 +129,11 @@ APERTUS_TARGETS = (  # name, the run as the table labels it, config, target, ext
         "--meshes=1x1x1x8 --nostep_estimate ",
     ),
     ("70b_v5p_64", "70B", "configs/runs/apertus_70b.py", "v5p-64", "--nostep_estimate "),
+    ("8b_v6e_256", "8B", "configs/runs/apertus_8b.py", "v6e-256", ""),
+    ("70b_v6e_256", "70B", "configs/runs/apertus_70b.py", "v6e-256", "--nostep_estimate "),
+    # TPU7x: the step-time estimate stops there (a loop left in the unscanned one-layer program).
+    ("8b_tpu7x_8", "8B", "configs/runs/apertus_8b.py", "tpu7x-8", "--nostep_estimate "),
+    ("70b_tpu7x_64", "70B", "configs/runs/apertus_70b.py", "tpu7x-64", "--nostep_estimate "),
     (
         "70b_256k_v5p_128",
         "70B, 256k stage",
