@@ -5,11 +5,13 @@
 #      at 4,096 and (the cuDNN kernels) 32,768 tokens: time, temporaries, error;
 #   3. train-step throughput of the 1b and 8b-slice configs in bf16 (tokens/s/device, MFU, memory, kernels);
 #   4. the demo run (`experiments.pretrain`, configs/runs/tiny_demo.py): the whole loop on the accelerator;
-#   5. the configs of 3 with FP8 projections;
+#   5. the configs of 3 with FP8 projections, with XLA's GEMM autotuning (`fp8`: Triton FP8 fusions or cuBLASLt)
+#      and with Triton GEMMs off (`fp8_cublas`: cuBLASLt FP8 GEMMs, `--xla_gpu_enable_triton_gemm=false`);
 #   6. where the step's time goes: the configs of 3 profiled (`benchmarks.profile`: per part, per kernel kind,
 #      the GEMMs against the peak, the GPU's idle share), 3 timed and 3 traced steps each.
 # Usage: benchmarks/accelerator_check.sh [--dry_run] [--out DIR] [--stages=NAME,...]
-#   --stages: run only these stages, by name: parity, attention, attention_32k, bf16, demo, fp8, profile
+#   --stages: run only these stages, by name: parity, attention, attention_32k, bf16, demo, fp8, fp8_cublas,
+#   profile
 #   (default all; `--stages=bf16,profile` takes about 4 minutes on one H100).
 #   --dry_run: the parity check with jax_nn at seq 256, the xla kernel at tiny sizes and the 1b stages with
 #   tiny widths, on any backend (CPU CI). The 8b-slice stages are skipped there (at tiny widths they are the
@@ -22,7 +24,7 @@ set -u
 cd "$(dirname "$0")/.."
 DRY=""
 OUTDIR=""
-ALL_STAGES="parity,attention,attention_32k,bf16,demo,fp8,profile"
+ALL_STAGES="parity,attention,attention_32k,bf16,demo,fp8,fp8_cublas,profile"
 STAGES="$ALL_STAGES"
 USAGE="usage: benchmarks/accelerator_check.sh [--dry_run] [--out DIR] [--stages=NAME,...]"
 while [ $# -gt 0 ]; do
@@ -94,6 +96,10 @@ fi
 for config in $CONFIGS; do
   if chosen fp8; then
     stage 80 "$config fp8" "$PY" -m benchmarks.accelerator --config=$config --steps 8 --warmup 2 --fp8 $DRY $(json ${config}_fp8)
+  fi
+  if chosen fp8_cublas; then
+    XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_triton_gemm=false" stage 80 "$config fp8 cublas" "$PY" -m benchmarks.accelerator \
+      --config=$config --steps 8 --warmup 2 --fp8 $DRY $(json ${config}_fp8_cublas)
   fi
 done
 # The dry run profiles one timed and one traced step (the code path, not the figures).

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -196,9 +196,12 @@ def plan_on_target(
     mesh_shape: tuple[int, ...],
     rows_per_device: int = 0,
     with_estimate: bool = True,
+    compiler_options: Mapping[str, str | bool | int] | None = None,
 ) -> dict:
     """THE train step of `config` for its largest batch, compiled for `target` on `mesh_shape` over its
-    compile-only `devices` (module docstring); `with_estimate` (TPU) adds the step-time estimate.
+    compile-only `devices` (module docstring); `with_estimate` (TPU) adds the step-time estimate;
+    `compiler_options`: XLA options of this compile, as XLA_FLAGS names them without the dashes (e.g.
+    {"xla_gpu_enable_triton_gemm": False}).
 
     Returns:
       {target, devices, mesh, params_gb, optimizer_gb, temps_gb, total_gb, hbm_gb, fits, kernels, collectives
@@ -228,7 +231,7 @@ def plan_on_target(
     }
     start = time.time()
     try:
-        compiled = run.lower_train_step(batch_rows).compile()
+        compiled = run.lower_train_step(batch_rows).compile(compiler_options)
     except Exception as error:  # noqa: BLE001 - only the compiler's out-of-memory refusal is a result
         refusal = _compiler_refusal(error)
         if refusal is None:

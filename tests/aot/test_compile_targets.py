@@ -16,10 +16,12 @@ import sys
 import types
 
 import jax
+import jax.numpy as jnp
 import pytest
 
 from apertus_jax.aot import compile_targets, target_plan
 from apertus_jax.config.schema import parse
+from apertus_jax.models.fp8 import fp8_einsum
 from apertus_jax.train.metrics import peak_flops_per_device
 from configs.runs import tiny_demo
 
@@ -283,6 +285,44 @@ def test_tiny_step_on_eight_h100s_uses_cudnn_flash_attention(tiny_bf16):
     assert report["kernels"]["__cudnn$fmhaScaleBiasSoftmaxBackward"] == layers
     assert report["fits"] and 0 < report["temps_gb"] < report["total_gb"] < report["hbm_gb"]
     assert "est_step_seconds" not in report  # no cost analysis on GPU
+
+
+@needs_gpu
+def test_fp8_projections_are_cublaslt_fp8_gemms_on_h100s_without_triton_gemms(tiny_bf16):
+    """model.fp8: the forward, input-gradient and weight-gradient matmul of each of a layer's six projections
+    (q, k, v, o, up, down) is a cuBLASLt FP8 GEMM once XLA's Triton GEMMs are off; the lm_head's three stay
+    bf16. Before: no FP8 GEMM at all (the operands reached the matmul dequantized)."""
+    config = tiny_bf16.replace(model=tiny_bf16.model.replace(fp8=True))
+    target = compile_targets.parse_target("h100:1x8")
+    report = target_plan.plan_on_target(
+        config,
+        target,
+        compile_targets.target_devices(target),
+        (8, 1, 1),
+        compiler_options={"xla_gpu_enable_triton_gemm": False},
+    )
+    assert report["kernels"]["__cublas$lt$matmul$f8"] == 3 * 6 * config.model.n_layers
+    assert report["kernels"]["__cublas$lt$matmul"] == 3
+
+
+@needs_gpu
+def test_fp8_einsum_multiplies_float8_operands_in_the_default_triton_gemms():
+    """With XLA's Triton GEMMs on (the default of a compile without autotuning), every dot of fp8_einsum's
+    forward and backward takes float8 operands: e4m3 x e4m3, e5m2 gradients x e4m3."""
+    device = compile_targets.target_devices(compile_targets.parse_target("h100:1x8"))[0]
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    x = jax.ShapeDtypeStruct((4, 512, 1024), jnp.bfloat16, sharding=sharding)
+    w = jax.ShapeDtypeStruct((1024, 2048), jnp.bfloat16, sharding=sharding)
+
+    def loss(x, w):
+        return jnp.sum(fp8_einsum("btd,df->btf", x, w).astype(jnp.float32) ** 2)
+
+    text = jax.jit(jax.grad(loss, (0, 1))).lower(x, w).compile().as_text()
+    types_of = dict(re.findall(r"%([\w.\-]+) = (\w+)\[", text))
+    operands = [
+        types_of[a] + " x " + types_of[b] for a, b in re.findall(r" dot\(%([\w.\-]+), %([\w.\-]+)\)", text)
+    ]
+    assert sorted(operands) == ["f8e4m3fn x f8e4m3fn", "f8e4m3fn x f8e5m2", "f8e5m2 x f8e4m3fn"]
 
 
 @needs_tpu

@@ -61,15 +61,17 @@ def dry_run(tmp_path_factory):
 @pytest.mark.slow(minutes=3)
 def test_accelerator_check_script_dry_runs_every_stage(dry_run):
     """benchmarks/accelerator_check.sh --dry_run --out DIR: attention parity, the xla attention kernel, 1b in
-    bf16 and FP8 and its profile, every stage ok, each measuring stage's JSON in DIR."""
+    bf16, in FP8 (with and without Triton GEMMs) and its profile, every stage ok, each measuring stage's JSON in
+    DIR."""
     proc, out = dry_run
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert proc.stdout.count(": ok (") == 5, proc.stdout
-    assert "PASS jax_nn vs xla" in proc.stdout and proc.stdout.count("mfu=") == 2
+    assert proc.stdout.count(": ok (") == 6, proc.stdout
+    assert "PASS jax_nn vs xla" in proc.stdout and proc.stdout.count("mfu=") == 3
     assert "attention=xla fp8" in proc.stdout and "attention=xla bf16" in proc.stdout
     assert sorted(os.listdir(out)) == [
         "1b_bf16.json",
         "1b_fp8.json",
+        "1b_fp8_cublas.json",
         "attention_kernels.json",
         "profile_1b.json",
     ]
@@ -131,5 +133,5 @@ def test_unknown_stages_are_a_one_line_usage_error():
     proc = run_check("--dry_run", "--stages=bf16,nope")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == (
-        "unknown stage 'nope' in --stages; choose from parity,attention,attention_32k,bf16,demo,fp8,profile\n"
+        "unknown stage 'nope' in --stages; choose from parity,attention,attention_32k,bf16,demo,fp8,fp8_cublas,profile\n"
     )

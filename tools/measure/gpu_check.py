@@ -27,6 +27,8 @@ CHECK_OUTPUTS = (
     "8b-slice_bf16",
     "1b_fp8",
     "8b-slice_fp8",
+    "1b_fp8_cublas",
+    "8b-slice_fp8_cublas",
 )
 
 
